@@ -1,0 +1,1 @@
+"""Exporters: consume neuron-monitor report lines and publish them (Prometheus, CloudWatch)."""

@@ -1,0 +1,129 @@
+"""Robust reading of report lines from a byte stream (stdin), shared by every exporter.
+
+Yields each valid report as a dict. A line that is not JSON, not a JSON object, has a wrong top-level type, or
+exceeds ``max_line_bytes`` is counted in ``StreamStats`` and skipped (logged at most once per ``log_interval``
+seconds); the stream never raises on input. EOF ends the iteration; ``stats.eof`` tells it happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import orjson
+
+log = logging.getLogger("neuron_monitor.exporters.stream")
+
+DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
+
+# top-level key -> the JSON types accepted for it (None always accepted: AWS writes null for empty parts)
+_TOP_LEVEL_TYPES: dict[str, tuple[type, ...]] = {
+    "neuron_runtime_data": (list,),
+    "system_data": (dict,),
+    "instance_info": (dict,),
+    "neuron_hardware_info": (dict,),
+    "neuron_k8s_info": (dict,),
+    "report_time": (int, float),
+}
+
+
+@dataclass
+class StreamStats:
+    lines: int = 0
+    reports: int = 0
+    bad_lines: int = 0
+    oversize_lines: int = 0
+    last_error: str = ""
+    last_report_monotonic: float = 0.0
+    last_report_wall: float = 0.0
+    eof: bool = False
+
+
+def validate_report(obj: Any) -> str:
+    """Return "" if ``obj`` has the report's top-level shape, else what is wrong."""
+    if not isinstance(obj, dict):
+        return f"report is a JSON {type(obj).__name__}, not an object"
+    for key, types in _TOP_LEVEL_TYPES.items():
+        v = obj.get(key)
+        if v is not None and not isinstance(v, types):
+            return f"{key} has the wrong type ({type(v).__name__})"
+    if isinstance(obj.get("neuron_runtime_data"), list):
+        for i, entry in enumerate(obj["neuron_runtime_data"]):
+            if not isinstance(entry, dict):
+                return f"neuron_runtime_data[{i}] is not an object"
+    if not any(k in obj for k in ("neuron_runtime_data", "system_data", "instance_info", "neuron_hardware_info")):
+        return "no neuron-monitor report keys in the object"
+    return ""
+
+
+class ReportStream:
+    """Iterates the valid reports of a line stream, counting and skipping bad lines."""
+
+    def __init__(
+        self,
+        fileobj: BinaryIO,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        log_interval: float = 60.0,
+    ) -> None:
+        self._f = fileobj
+        self.max_line_bytes = max_line_bytes
+        self.stats = StreamStats()
+        self._log_interval = log_interval
+        self._last_log = -1e18
+        self._suppressed = 0
+
+    def _bad(self, why: str) -> None:
+        self.stats.bad_lines += 1
+        self.stats.last_error = why
+        now = time.monotonic()
+        if now - self._last_log >= self._log_interval:
+            extra = f" ({self._suppressed} more bad lines since the last message)" if self._suppressed else ""
+            log.warning("skipped a bad report line: %s%s", why, extra)
+            self._last_log = now
+            self._suppressed = 0
+        else:
+            self._suppressed += 1
+
+    def _read_line(self) -> bytes | None:
+        """One line, or b"" for an oversize line that was discarded, or None at EOF."""
+        line = self._f.readline(self.max_line_bytes + 1)
+        if not line:
+            return None
+        if len(line) > self.max_line_bytes and not line.endswith(b"\n"):
+            while True:  # discard the rest of the giant line
+                rest = self._f.readline(1024 * 1024)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            self.stats.oversize_lines += 1
+            self.stats.lines += 1
+            self._bad(f"line longer than {self.max_line_bytes} bytes")
+            return b""
+        return line
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while True:
+            line = self._read_line()
+            if line is None:
+                self.stats.eof = True
+                return
+            if not line:
+                continue
+            if not line.strip():
+                continue
+            self.stats.lines += 1
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                self._bad(f"invalid JSON: {e}")
+                continue
+            why = validate_report(obj)
+            if why:
+                self._bad(why)
+                continue
+            self.stats.reports += 1
+            self.stats.last_report_monotonic = time.monotonic()
+            self.stats.last_report_wall = time.time()
+            yield obj

@@ -1,0 +1,89 @@
+"""The metric-group contract: what a group reads, what it returns, and what the scheduler adds.
+
+A *system group* (``system_data``) returns the body of one group object per collection.
+A *runtime group* (``neuron_runtime_data[].report``) returns one body per monitored application.
+
+Groups never write ``error`` for their whole object, ``fresh``, or (system groups) ``period``: the scheduler adds
+them. Raising any exception from ``collect`` fills the group's ``error`` with the message and leaves every other
+group untouched. Counters in a body are counts over the captured period, each reported once.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from neuron_monitor.host.rootfs import RootFS
+
+
+class GroupError(Exception):
+    """A collection failed in an expected way; the message becomes the group's ``error``."""
+
+
+@dataclass
+class App:
+    """One Neuron application (a process attached to one or more Neuron devices).
+
+    ``data`` is whatever the app source read for it in this snapshot (for the Neuron backend: the parsed
+    data blocks per device); runtime groups know how to read it. ``error`` is an app-level problem that is
+    reported on the runtime entry.
+    """
+
+    pid: int
+    tag: str
+    error: str = ""
+    data: Any = None
+    devices: tuple[int, ...] = field(default_factory=tuple)
+
+
+class AppSource(Protocol):
+    """Lists the Neuron applications present now (read once per tick and shared by every runtime group)."""
+
+    def snapshot(self) -> list[App]: ...
+
+    def close(self) -> None: ...
+
+
+class SystemGroup(ABC):
+    """A system-level metric group. One instance lives for the daemon's lifetime and may keep state."""
+
+    type_name: ClassVar[str]
+
+    def __init__(self, root: RootFS) -> None:
+        self.root = root
+
+    def prime(self) -> None:  # noqa: B027 - optional hook
+        """Take a baseline so the first collection has a real delta. Default: nothing to do."""
+
+    @abstractmethod
+    def collect(self) -> dict[str, Any]:
+        """Return the group's body (without ``period``/``error``/``fresh``)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release kept descriptors."""
+
+
+class RuntimeGroup(ABC):
+    """A runtime-level metric group, one instance per ``neuron_runtimes`` entry, state kept per pid."""
+
+    type_name: ClassVar[str]
+
+    def __init__(self, root: RootFS) -> None:
+        self.root = root
+
+    @abstractmethod
+    def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
+        """Return one body per pid.
+
+        ``apps`` are the monitored applications present now. ``gone`` are applications that vanished since
+        this group last ran (their last-known ``App``): return a final body for them to report the counts
+        they accrued since the previous collection, or leave them out. Forget their state either way.
+
+        A body may contain ``error`` (this app's collection failed) and ``period`` (the group measured its own
+        interval, e.g. since the process started); the scheduler fills whichever is missing.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release kept descriptors."""

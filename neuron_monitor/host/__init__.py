@@ -1,0 +1,1 @@
+"""Host interfaces: procfs parsing, the file-system root, EC2 instance metadata."""

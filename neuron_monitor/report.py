@@ -1,0 +1,109 @@
+"""The report: AWS's JSON shape in one place, our additive keys, and the one-line encoder.
+
+Shape (as AWS's neuron-monitor prints it; key order as in real reports)::
+
+    {"neuron_runtime_data": [{"pid", "neuron_runtime_tag", "error", "report": {<group>: {...}}}],
+     "system_data": {<group>: {...}},
+     "instance_info": {...}, "neuron_hardware_info": {...},
+     "report_time": <epoch seconds>}                                  # additive
+
+Every group object is ``{"period": s, ...data..., "error": "", "fresh": bool}``. ``fresh`` (additive) is true when
+the group was collected for this report and false when its newest data is carried over from an earlier report
+because the group's period is longer than the report interval. A consumer that accumulates the per-period counters
+(execution_stats, neuron_hw_counters, context switches) adds them only when ``fresh`` is true, and so counts each
+exactly once whatever the group periods. ``report_time`` is the wall-clock time the report was assembled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+INSTANCE_INFO_KEYS: tuple[str, ...] = (
+    "instance_name",
+    "instance_id",
+    "instance_type",
+    "instance_availability_zone",
+    "instance_availability_zone_id",
+    "instance_region",
+    "ami_id",
+    "subnet_id",
+)
+
+HARDWARE_INFO_KEYS: tuple[str, ...] = (
+    "neuron_device_type",
+    "neuron_device_version",
+    "neuroncore_version",
+    "neuron_device_count",
+    "neuron_device_memory_size",
+    "neuroncore_per_device_count",
+    "logical_neuroncore_config",
+)
+
+# Counters that are counts over a group's captured period (architecture contract 3), per group.
+PERIOD_COUNTER_GROUPS: tuple[str, ...] = ("execution_stats", "neuron_hw_counters", "vcpu_usage")
+
+
+def group_object(body: dict[str, Any], period: float, error: str, fresh: bool) -> dict[str, Any]:
+    """Wrap a group body as AWS prints it: period first, error last, then our ``fresh``."""
+    obj: dict[str, Any] = {"period": period}
+    for k, v in body.items():
+        if k not in ("period", "error", "fresh"):
+            obj[k] = v
+    obj["error"] = error
+    obj["fresh"] = fresh
+    return obj
+
+
+def error_object(period: float, error: str, fresh: bool) -> dict[str, Any]:
+    return {"period": period, "error": error, "fresh": fresh}
+
+
+def empty_instance_info(error: str) -> dict[str, Any]:
+    info: dict[str, Any] = dict.fromkeys(INSTANCE_INFO_KEYS, "")
+    info["error"] = error
+    return info
+
+
+def empty_hardware_info(error: str) -> dict[str, Any]:
+    return {
+        "neuron_device_type": "",
+        "neuron_device_version": "",
+        "neuroncore_version": "",
+        "neuron_device_count": 0,
+        "neuron_device_memory_size": 0,
+        "neuroncore_per_device_count": 0,
+        "logical_neuroncore_config": 0,
+        "error": error,
+    }
+
+
+def runtime_entry(pid: int, tag: str, error: str, groups: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "pid": pid,
+        "neuron_runtime_tag": tag,
+        "error": error,
+        "report": {name: groups[name] for name in sorted(groups)},
+    }
+
+
+def build_report(
+    runtime_entries: list[dict[str, Any]],
+    system_data: dict[str, dict[str, Any]],
+    instance_info: dict[str, Any],
+    hardware_info: dict[str, Any],
+    report_time: float,
+) -> dict[str, Any]:
+    return {
+        "neuron_runtime_data": runtime_entries,
+        "system_data": {name: system_data[name] for name in sorted(system_data)},
+        "instance_info": instance_info,
+        "neuron_hardware_info": hardware_info,
+        "report_time": round(report_time, 6),
+    }
+
+
+def encode(report: dict[str, Any]) -> bytes:
+    """One compact JSON line, newline-terminated. NaN/Inf become null (orjson), never invalid JSON."""
+    return orjson.dumps(report, option=orjson.OPT_APPEND_NEWLINE)
