@@ -119,6 +119,7 @@ class Plan:
     source: str
     system_groups: tuple[tuple[str, float], ...]
     runtime_scopes: tuple[RuntimeScope, ...]
+    root_period: float = DEFAULT_PERIOD
 
     def smallest_period(self) -> float:
         periods = [p for _, p in self.system_groups]
@@ -138,9 +139,7 @@ def default_plan() -> Plan:
     return Plan(
         source="(defaults)",
         system_groups=tuple((g, DEFAULT_PERIOD) for g in SYSTEM_GROUPS),
-        runtime_scopes=(
-            RuntimeScope(0, re.compile(".*"), tuple((g, DEFAULT_PERIOD) for g in RUNTIME_GROUPS)),
-        ),
+        runtime_scopes=(RuntimeScope(0, re.compile(".*"), tuple((g, DEFAULT_PERIOD) for g in RUNTIME_GROUPS)),),
     )
 
 
@@ -212,22 +211,18 @@ def plan_from_data(data: Any, source: str) -> Plan:
     try:
         _check_types(cfg.system_metrics, SYSTEM_GROUPS, RUNTIME_GROUPS, "system_metrics", "neuron_runtimes")
         for i, rt in enumerate(cfg.neuron_runtimes):
-            _check_types(
-                rt.metrics, RUNTIME_GROUPS, SYSTEM_GROUPS, f"neuron_runtimes[{i}].metrics", "system_metrics"
-            )
+            _check_types(rt.metrics, RUNTIME_GROUPS, SYSTEM_GROUPS, f"neuron_runtimes[{i}].metrics", "system_metrics")
     except ValueError as e:
         raise ConfigError(f"{source}: {e}") from None
 
     root_period = parse_period(cfg.period) if cfg.period else DEFAULT_PERIOD
-    system = tuple(
-        (m.type, parse_period(m.period) if m.period else root_period) for m in cfg.system_metrics
-    )
+    system = tuple((m.type, parse_period(m.period) if m.period else root_period) for m in cfg.system_metrics)
     scopes = []
     for i, rt in enumerate(cfg.neuron_runtimes):
         rt_period = parse_period(rt.period) if rt.period else root_period
         groups = tuple((m.type, parse_period(m.period) if m.period else rt_period) for m in rt.metrics)
         scopes.append(RuntimeScope(i, re.compile(rt.tag_filter), groups))
-    return Plan(source=source, system_groups=system, runtime_scopes=tuple(scopes))
+    return Plan(source=source, system_groups=system, runtime_scopes=tuple(scopes), root_period=root_period)
 
 
 def load_plan(path: str | None) -> Plan:

@@ -1,0 +1,227 @@
+"""`neuron-monitor`: arguments, wiring, signals and exit codes.
+
+Exit codes: 0 after SIGTERM/SIGINT or ``--once``; 1 when the stdout reader went away or the daemon failed;
+2 for a bad configuration or bad arguments (one line on stderr, never a traceback).
+Signals: SIGTERM/SIGINT finish the line being written and exit 0; SIGHUP reloads the configuration (so does a
+change of the file, checked every second and debounced); a bad new configuration keeps the old one and says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from neuron_monitor import __version__
+from neuron_monitor.config import ConfigError, Plan, load_plan
+from neuron_monitor.host.imds import DEFAULT_ENDPOINT, InstanceInfoSource
+from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.backend import open_backend
+from neuron_monitor.output import LineWriter, ReaderGone
+from neuron_monitor.scheduler import Collector, Scheduler
+
+log = logging.getLogger("neuron_monitor")
+
+_VERBOSITY = {0: logging.CRITICAL + 1, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
+STOP_GRACE_SECONDS = 5.0
+WATCH_INTERVAL = 1.0
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(
+        prog="neuron-monitor",
+        description="Collect Neuron and host metrics and stream one JSON report per line to stdout.",
+    )
+    p.add_argument("-c", "--config-file", help="neuron-monitor JSON configuration (default: every group, 5 s)")
+    p.add_argument("--verbose", type=int, default=0, choices=range(5), metavar="{0..4}", help="stderr detail")
+    p.add_argument("--once", action="store_true", help="write one report, then exit")
+    p.add_argument("--root", default="/", help="read every host file below this directory (e.g. /host)")
+    p.add_argument("--simulate", metavar="SHAPE", help="run against a temporary simulated host (e.g. trn1.32xlarge)")
+    p.add_argument("--sim-runtimes", type=int, default=None, metavar="N", help="runtimes in the simulated host")
+    p.add_argument("--seed", type=int, default=0, help="simulator seed")
+    p.add_argument("--record", metavar="FILE", help="also append every report to this recording (rotated)")
+    p.add_argument("--record-max-bytes", type=int, default=64 * 1024 * 1024, help="rotate the recording at")
+    p.add_argument("--record-keep", type=int, default=5, help="rotated recording files to keep")
+    p.add_argument(
+        "--imds-endpoint",
+        default=os.environ.get("NEURON_MONITOR_IMDS_ENDPOINT", DEFAULT_ENDPOINT),
+        help="EC2 instance metadata endpoint (env NEURON_MONITOR_IMDS_ENDPOINT)",
+    )
+    p.add_argument("--imds-timeout", type=float, default=1.0, help="seconds allowed for instance metadata")
+    p.add_argument("--no-imds", action="store_true", help="do not query instance metadata")
+    p.add_argument("--k8s-info", action="store_true", help="add neuron_k8s_info from the kubelet pod-resources API")
+    p.add_argument(
+        "--pod-resources-socket",
+        default="/var/lib/kubelet/pod-resources/kubelet.sock",
+        help="kubelet pod-resources socket",
+    )
+    p.add_argument("--version", action="version", version=f"neuron-monitor {__version__}")
+    return p
+
+
+def _setup_logging(verbose: int) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("neuron-monitor: %(levelname)s: %(message)s"))
+    root = logging.getLogger("neuron_monitor")
+    root.handlers[:] = [handler]
+    root.setLevel(_VERBOSITY[verbose])
+    root.propagate = False
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"neuron-monitor: {message}\n")
+    sys.stderr.flush()
+    return code
+
+
+@contextlib.contextmanager
+def _root_for(args: argparse.Namespace) -> Iterator[str]:
+    if not args.simulate:
+        yield args.root
+        return
+    try:
+        from neuron_monitor.sim.temporary import TemporarySimulator
+    except ImportError as e:
+        raise ConfigError(f"--simulate: the simulator is not available in this build ({e})") from None
+    try:
+        sim = TemporarySimulator(args.simulate, runtimes=args.sim_runtimes, seed=args.seed)
+    except (KeyError, ValueError) as e:
+        raise ConfigError(f"--simulate: {e}") from None
+    with sim:
+        yield str(sim.root)
+
+
+def _config_stamp(path: str | None) -> tuple[int, int, int] | None:
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class Daemon:
+    def __init__(self, args: argparse.Namespace, plan: Plan, root: RootFS) -> None:
+        self.args = args
+        self.backend = open_backend(root)
+        imds_enabled = not args.no_imds and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true"
+        self.instance = InstanceInfoSource(args.imds_endpoint, args.imds_timeout, enabled=imds_enabled, root=root)
+        extras: dict[str, Any] = {}
+        self.k8s = None
+        if args.k8s_info:
+            from neuron_monitor.k8s.pod_info import PodInfoWatcher
+
+            self.k8s = PodInfoWatcher(args.pod_resources_socket)
+            extras["neuron_k8s_info"] = self.k8s.snapshot
+        recorder = None
+        if args.record:
+            from neuron_monitor.timeline.recording import Recorder
+
+            recorder = Recorder(args.record, max_bytes=args.record_max_bytes, keep=args.record_keep)
+        self.writer = LineWriter(1, recorder)
+        self.collector = Collector(root, plan, self.backend.apps, self.backend.hardware_info, self.instance.get, extras)
+        self.scheduler = Scheduler(self.collector, self.writer.write)
+        self.stop = asyncio.Event()
+
+    async def reload(self, why: str) -> None:
+        path = self.args.config_file
+        loop = asyncio.get_running_loop()
+        try:
+            plan = await loop.run_in_executor(None, load_plan, path)
+        except ConfigError as e:
+            log.error("%s: keeping the previous configuration: %s", why, e)
+            sys.stderr.flush()
+            return
+        async with self.scheduler.lock:
+            self.collector.apply_plan(plan)
+        log.warning("%s: configuration reloaded from %s", why, plan.source)
+
+    async def watch_config(self) -> None:
+        path = self.args.config_file
+        stamp = _config_stamp(path)
+        pending: tuple[int, int, int] | None = None
+        while not self.stop.is_set():
+            await asyncio.sleep(WATCH_INTERVAL)
+            now = _config_stamp(path)
+            if now is None or now == stamp:
+                pending = None
+                continue
+            if now != pending:  # changed: wait one more interval for the writer to finish (debounce)
+                pending = now
+                continue
+            stamp, pending = now, None
+            await self.reload("configuration file changed")
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop.set)
+        loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(self.reload("SIGHUP")))
+        self.instance.start()
+        if self.k8s is not None:
+            self.k8s.start()
+        watcher = loop.create_task(self.watch_config()) if self.args.config_file else None
+        try:
+            if self.args.once:
+                window = min(self.collector.plan.smallest_period(), 1.0)
+                await self.scheduler.run_once(window)
+                return 0
+            task = loop.create_task(self.scheduler.run(self.stop))
+            await asyncio.wait([task, loop.create_task(self.stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                try:  # let the line being written finish
+                    await asyncio.wait_for(asyncio.shield(task), STOP_GRACE_SECONDS)
+                except asyncio.TimeoutError:
+                    log.error("stdout reader is stuck; exiting without finishing the last line")
+                    task.cancel()
+                    return 0
+            task.result()
+            return 0
+        except ReaderGone:
+            return _fail("stdout was closed by its reader (broken pipe); exiting", 1)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            self.close()
+
+    def close(self) -> None:
+        self.scheduler.close()
+        self.writer.close()
+        self.instance.close()
+        self.backend.close()
+        if self.k8s is not None:
+            self.k8s.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    try:
+        plan = load_plan(args.config_file)
+        with _root_for(args) as root:
+            daemon = Daemon(args, plan, RootFS(root))
+            code = asyncio.run(daemon.run())
+    except ConfigError as e:
+        return _fail(str(e), 2)
+    except KeyboardInterrupt:
+        code = 0
+    # stdout is written with os.write; keep the interpreter from flushing a dead pipe at exit
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

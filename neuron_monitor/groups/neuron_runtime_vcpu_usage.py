@@ -1,0 +1,118 @@
+"""Runtime group ``neuron_runtime_vcpu_usage``: an application's user/system CPU share over the period.
+
+Reads ``<root>/proc/<pid>/stat`` (utime, stime) through a descriptor kept per pid, which also keeps a recycled
+pid from being mistaken for the same process. Percent of one vCPU (as `top`): a process using two vCPUs fully
+shows 200. On first sight of a pid the baseline is the process start (starttime against ``<root>/proc/uptime``),
+so the first report covers the process's life so far and says so in its ``period``. An application that exited
+gets AWS's error text ("open /proc/PID/stat: no such file or directory") and zeros, never a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from neuron_monitor.groups.base import App, RuntimeGroup
+from neuron_monitor.host.procfs import parse_pid_stat, parse_uptime
+from neuron_monitor.host.rootfs import KeptFile, RootFS
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class _Baseline:
+    file: KeptFile
+    utime: int
+    stime: int
+    t: float
+
+
+def _zero(error: str, period: float | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"vcpu_usage": {"user": 0.0, "system": 0.0}, "error": error}
+    if period is not None:
+        body["period"] = period
+    return body
+
+
+class NeuronRuntimeVcpuUsage(RuntimeGroup):
+    type_name = "neuron_runtime_vcpu_usage"
+
+    def __init__(self, root: RootFS) -> None:
+        super().__init__(root)
+        self._base: dict[int, _Baseline] = {}
+        self._uptime = root.open_kept("proc/uptime")
+
+    def _first_sight(self, pid: int, now: float) -> tuple[_Baseline, dict[str, Any]]:
+        kept = self.root.open_kept(f"proc/{pid}/stat")
+        st = parse_pid_stat(kept.read())
+        base = _Baseline(kept, st.utime, st.stime, now)
+        try:
+            lifetime = parse_uptime(self._uptime.read()) - st.starttime / CLOCK_TICKS
+        except (OSError, ValueError, IndexError):
+            lifetime = -1.0
+        if lifetime <= 0.05:
+            return base, _zero("", 0.0)
+        return base, {
+            "period": round(lifetime, 9),
+            "vcpu_usage": {
+                "user": round(st.utime / CLOCK_TICKS / lifetime * 100.0, 2),
+                "system": round(st.stime / CLOCK_TICKS / lifetime * 100.0, 2),
+            },
+        }
+
+    def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
+        now = time.monotonic()
+        out: dict[int, dict[str, Any]] = {}
+        for app in apps:
+            pid = app.pid
+            base = self._base.get(pid)
+            try:
+                if base is None:
+                    self._base[pid], out[pid] = self._first_sight(pid, now)
+                    continue
+                st = parse_pid_stat(base.file.read())
+            except (OSError, ValueError) as e:
+                out[pid] = _zero(_go_style_error(self.root, pid, e))
+                self._forget(pid)
+                continue
+            dt = now - base.t
+            if dt <= 0:
+                out[pid] = _zero("", 0.0)
+                continue
+            out[pid] = {
+                "period": round(dt, 9),
+                "vcpu_usage": {
+                    "user": round(max(st.utime - base.utime, 0) / CLOCK_TICKS / dt * 100.0, 2),
+                    "system": round(max(st.stime - base.stime, 0) / CLOCK_TICKS / dt * 100.0, 2),
+                },
+            }
+            base.utime, base.stime, base.t = st.utime, st.stime, now
+        for app in gone:
+            if app.pid in self._base:
+                out[app.pid] = _zero(f"open /proc/{app.pid}/stat: no such file or directory")
+            self._forget(app.pid)
+        return out
+
+    def _forget(self, pid: int) -> None:
+        base = self._base.pop(pid, None)
+        if base is not None:
+            base.file.close()
+
+    def close(self) -> None:
+        for pid in list(self._base):
+            self._forget(pid)
+        self._uptime.close()
+
+
+def _go_style_error(root: RootFS, pid: int, e: Exception) -> str:
+    if isinstance(e, FileNotFoundError) or (isinstance(e, OSError) and e.errno == 3):  # ESRCH: process gone
+        return f"open /proc/{pid}/stat: no such file or directory"
+    if isinstance(e, OSError):
+        return f"open /proc/{pid}/stat: {(e.strerror or str(e)).lower()}"
+    return f"parse /proc/{pid}/stat: {e}"
+
+
+GROUP = NeuronRuntimeVcpuUsage

@@ -1,0 +1,69 @@
+"""System group ``vcpu_usage``: per-vCPU and average CPU time shares over the period, and context switches.
+
+Reads ``<root>/proc/stat`` through a kept descriptor; percentages are deltas of each field over the delta of
+all fields (user, nice, system, idle, iowait, irq, softirq, steal), rounded to 2 decimals as AWS prints them.
+``context_switch_count`` is the ``ctxt`` delta over the period (a per-period counter).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from neuron_monitor.groups.base import GroupError, SystemGroup
+from neuron_monitor.host.procfs import ProcStat, parse_stat
+from neuron_monitor.host.rootfs import RootFS
+
+_OUT_FIELDS = ("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq")
+
+
+def usage_percent(prev: tuple[int, ...], cur: tuple[int, ...]) -> dict[str, float]:
+    deltas = [max(c - p, 0) for p, c in zip(prev, cur, strict=True)]
+    total = sum(deltas)
+    if total <= 0:
+        return dict.fromkeys(_OUT_FIELDS, 0.0)
+    scale = 100.0 / total
+    return {name: round(deltas[i] * scale, 2) for i, name in enumerate(_OUT_FIELDS)}
+
+
+class VcpuUsage(SystemGroup):
+    type_name = "vcpu_usage"
+
+    def __init__(self, root: RootFS) -> None:
+        super().__init__(root)
+        self._file = root.open_kept("proc/stat")
+        self._prev: ProcStat | None = None
+
+    def _read(self) -> ProcStat:
+        try:
+            return parse_stat(self._file.read())
+        except OSError as e:
+            raise GroupError(f"open {self._file.path}: {e.strerror or e}") from None
+        except ValueError as e:
+            raise GroupError(f"parse {self._file.path}: {e}") from None
+
+    def prime(self) -> None:
+        try:
+            self._prev = self._read()
+        except GroupError:
+            self._prev = None
+
+    def collect(self) -> dict[str, Any]:
+        cur = self._read()
+        prev = self._prev
+        self._prev = cur
+        if prev is None:
+            raise GroupError("no previous sample of /proc/stat yet; usage starts with the next period")
+        usage_data = {
+            str(cpu): usage_percent(prev.cpus[cpu], counters) for cpu, counters in cur.cpus.items() if cpu in prev.cpus
+        }
+        return {
+            "average_usage": usage_percent(prev.total, cur.total),
+            "usage_data": usage_data,
+            "context_switch_count": max(cur.ctxt - prev.ctxt, 0),
+        }
+
+    def close(self) -> None:
+        self._file.close()
+
+
+GROUP = VcpuUsage

@@ -1,0 +1,194 @@
+"""EC2 instance identity for ``instance_info``: IMDSv2 (token) with an IMDSv1 fallback, within a time budget.
+
+`fetch_instance_info(endpoint, budget)` returns the complete ``instance_info`` object: every field of the guide
+(subnet via the primary ENI's MAC, instance_name from the ``tags/instance/Name`` metadata category when instance
+tags are exposed) and ``error`` filled when a required field could not be read. Off EC2 the whole call gives up
+within ``budget`` seconds. `InstanceInfoSource` runs it in a background thread and retries failures, so the
+daemon never waits on the network.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import threading
+import time
+import urllib.parse
+from typing import Any
+
+from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.report import empty_instance_info
+
+log = logging.getLogger("neuron_monitor.imds")
+
+DEFAULT_ENDPOINT = "http://169.254.169.254"
+TOKEN_TTL_SECONDS = 21600
+
+# instance_info key -> metadata path; "optional" fields are not errors when absent (per the guide)
+_FIELDS: tuple[tuple[str, str, bool], ...] = (
+    ("instance_id", "instance-id", False),
+    ("instance_type", "instance-type", False),
+    ("instance_availability_zone", "placement/availability-zone", False),
+    ("instance_availability_zone_id", "placement/availability-zone-id", True),
+    ("instance_region", "placement/region", True),
+    ("ami_id", "ami-id", False),
+)
+
+
+class _ImdsError(Exception):
+    pass
+
+
+class ImdsClient:
+    """A tiny IMDS client: PUT /latest/api/token, then GET /latest/meta-data/... with the token."""
+
+    def __init__(self, endpoint: str, deadline: float) -> None:
+        u = urllib.parse.urlsplit(endpoint)
+        if u.scheme != "http" or not u.hostname:
+            raise ValueError(f"IMDS endpoint must be http://host[:port], got {endpoint!r}")
+        self.host = u.hostname
+        self.port = u.port or 80
+        self.deadline = deadline
+        self.token: str | None = None
+
+    def _request(self, method: str, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise _ImdsError("instance metadata service did not answer in time")
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=remaining)
+        try:
+            conn.request(method, path, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        except (OSError, http.client.HTTPException) as e:
+            raise _ImdsError(f"instance metadata service unreachable: {e}") from None
+        finally:
+            conn.close()
+
+    def get_token(self) -> None:
+        try:
+            status, body = self._request(
+                "PUT", "/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": str(TOKEN_TTL_SECONDS)}
+            )
+        except _ImdsError:
+            raise
+        if status == 200 and body:
+            self.token = body.decode().strip()
+        else:  # IMDSv1-only endpoints answer 403/404/405 here: fall back to unauthenticated GETs
+            self.token = None
+
+    def get(self, path: str) -> str | None:
+        """The value at /latest/meta-data/<path>, or None when the category does not exist (404)."""
+        headers = {"X-aws-ec2-metadata-token": self.token} if self.token else {}
+        status, body = self._request("GET", f"/latest/meta-data/{path}", headers)
+        if status == 401 and self.token is not None:  # expired token: get a new one once
+            self.get_token()
+            headers = {"X-aws-ec2-metadata-token": self.token} if self.token else {}
+            status, body = self._request("GET", f"/latest/meta-data/{path}", headers)
+        if status == 404:
+            return None
+        if status != 200:
+            raise _ImdsError(f"instance metadata {path}: HTTP {status}")
+        return body.decode().strip()
+
+
+def fetch_instance_info(endpoint: str = DEFAULT_ENDPOINT, budget: float = 1.0) -> dict[str, Any]:
+    info = empty_instance_info("")
+    try:
+        client = ImdsClient(endpoint, time.monotonic() + budget)
+        client.get_token()
+        missing = []
+        for key, path, optional in _FIELDS:
+            value = client.get(path)
+            if value is None and not optional:
+                missing.append(path)
+            info[key] = value or ""
+        mac = client.get("mac")
+        subnet = client.get(f"network/interfaces/macs/{mac}/subnet-id") if mac else None
+        if subnet is None:
+            missing.append("network/interfaces/macs/<mac>/subnet-id")
+        info["subnet_id"] = subnet or ""
+        try:
+            info["instance_name"] = client.get("tags/instance/Name") or ""
+        except _ImdsError:
+            info["instance_name"] = ""
+        if missing:
+            info["error"] = "instance metadata missing: " + ", ".join(missing)
+    except (_ImdsError, ValueError) as e:
+        info["error"] = str(e)
+    return info
+
+
+def fill_from_dmi(info: dict[str, Any], root: RootFS) -> None:
+    """Without IMDS (off EC2, or a container behind an IMDSv2 hop limit of 1), take the instance type and id
+    from DMI, as the Neuron driver itself does; ``error`` keeps saying why IMDS failed."""
+    for key, rel in (
+        ("instance_type", "sys/class/dmi/id/product_name"),
+        ("instance_id", "sys/class/dmi/id/board_asset_tag"),
+    ):
+        if info.get(key):
+            continue
+        try:
+            value = root.read_text(rel).strip()
+        except OSError:
+            continue
+        if key == "instance_id" and not value.startswith("i-"):
+            continue
+        if key == "instance_type" and "." not in value:
+            continue
+        info[key] = value
+
+
+class InstanceInfoSource:
+    """Fetches instance_info in the background; `get()` never blocks. Retries failures every ``retry`` s."""
+
+    def __init__(
+        self,
+        endpoint: str = DEFAULT_ENDPOINT,
+        budget: float = 1.0,
+        retry: float = 300.0,
+        enabled: bool = True,
+        root: RootFS | None = None,
+    ) -> None:
+        self.root = root
+        self.endpoint = endpoint
+        self.budget = budget
+        self.retry = retry
+        self._info = empty_instance_info(
+            "instance metadata not fetched yet" if enabled else "instance metadata disabled"
+        )
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._enabled = enabled
+        if not enabled and root is not None:
+            fill_from_dmi(self._info, root)
+
+    def start(self) -> None:
+        if not self._enabled:
+            return
+        self._thread = threading.Thread(target=self._run, name="imds", daemon=True)
+        self._thread.start()
+
+    def fetch_now(self) -> None:
+        info = fetch_instance_info(self.endpoint, self.budget)
+        if info["error"] and self.root is not None:
+            fill_from_dmi(info, self.root)
+        with self._lock:
+            self._info = info
+        if info["error"]:
+            log.info("instance_info: %s", info["error"])
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.fetch_now()
+            if not self._info["error"]:
+                return
+            self._stop.wait(self.retry)
+
+    def get(self) -> dict[str, Any]:
+        with self._lock:
+            return self._info
+
+    def close(self) -> None:
+        self._stop.set()

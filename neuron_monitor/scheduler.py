@@ -1,0 +1,392 @@
+"""Due-time loop: collect every (scope, group) unit on its own period, merge the newest data, hand one report out.
+
+Timing: each unit is due on a fixed grid ``start + k * period`` (no drift: 1 s for an hour gives 3600 reports).
+Everything due at a wake-up is collected concurrently in worker threads (file reads never stall the event loop),
+then one report is assembled and awaited through the writer. While the writer is blocked (slow reader) nothing
+is collected; grid slots that passed meanwhile are skipped, and the next collection's deltas cover the whole gap,
+so no count is lost and at most one report is ever buffered. Each group's ``period`` is the measured interval
+since its previous collection.
+
+Runtime units share one application snapshot per wake-up. An application that vanishes stays in the report until
+each of its groups has run once more (reporting its final counts, marked fresh), then leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from neuron_monitor import report as rpt
+from neuron_monitor.config import Plan, RuntimeScope
+from neuron_monitor.groups import load_runtime_group, load_system_group
+from neuron_monitor.groups.base import App, AppSource, RuntimeGroup, SystemGroup
+from neuron_monitor.host.rootfs import RootFS
+
+log = logging.getLogger("neuron_monitor.scheduler")
+
+DUE_SLACK = 0.002  # units due within 2 ms of each other are collected together
+HARDWARE_INFO_REFRESH = 30.0
+HEARTBEAT = ""  # the unit of a configuration without groups
+
+
+@dataclass
+class _Unit:
+    type_name: str
+    period: float
+    scope_index: int | None  # None: a system group
+    next_due: float = 0.0
+    last: float = 0.0
+
+
+@dataclass
+class _ScopeState:
+    spec: RuntimeScope
+    groups: dict[str, RuntimeGroup]
+    apps: dict[int, App] = field(default_factory=dict)
+    objects: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    gone: dict[int, tuple[App, set[str]]] = field(default_factory=dict)
+    pending_gone: dict[str, list[App]] = field(default_factory=dict)
+
+
+class _UnavailableSystemGroup(SystemGroup):
+    """Stands in for a group whose module failed to load: every collection reports why."""
+
+    def __init__(self, root: RootFS, type_name: str, why: str) -> None:
+        super().__init__(root)
+        self.type_name = type_name
+        self.why = why
+
+    def collect(self) -> dict[str, Any]:
+        raise RuntimeError(self.why)
+
+
+class _UnavailableRuntimeGroup(RuntimeGroup):
+    def __init__(self, root: RootFS, type_name: str, why: str) -> None:
+        super().__init__(root)
+        self.type_name = type_name
+        self.why = why
+
+    def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
+        return {app.pid: {"error": self.why} for app in apps}
+
+
+def _make_system_group(name: str, root: RootFS) -> SystemGroup:
+    try:
+        return load_system_group(name)(root)
+    except Exception as e:
+        log.error("metric group %s is unavailable: %s", name, e)
+        return _UnavailableSystemGroup(root, name, f"metric group unavailable: {_error_text(e)}")
+
+
+def _make_runtime_group(name: str, root: RootFS) -> RuntimeGroup:
+    try:
+        return load_runtime_group(name)(root)
+    except Exception as e:
+        log.error("metric group %s is unavailable: %s", name, e)
+        return _UnavailableRuntimeGroup(root, name, f"metric group unavailable: {_error_text(e)}")
+
+
+def _error_text(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return text.replace("\n", " ")
+
+
+class Collector:
+    """Owns the group instances and the newest group objects; collects due units and assembles reports."""
+
+    def __init__(
+        self,
+        root: RootFS,
+        plan: Plan,
+        apps: AppSource,
+        hardware_info: Callable[[], dict[str, Any]],
+        instance_info: Callable[[], dict[str, Any]],
+        extras: dict[str, Callable[[], dict[str, Any]]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.root = root
+        self.app_source = apps
+        self._hardware_info_fn = hardware_info
+        self._instance_info_fn = instance_info
+        self._extras = extras or {}
+        self.clock = clock
+        self.plan = plan
+        self.system: dict[str, SystemGroup] = {}
+        self.system_objects: dict[str, dict[str, Any]] = {}
+        self.scopes: list[_ScopeState] = []
+        self.units: list[_Unit] = []
+        self._fresh: list[dict[str, Any]] = []
+        self._hardware_info: dict[str, Any] | None = None
+        self._hardware_info_at = -1e18
+        self.apply_plan(plan)
+
+    # -- configuration -------------------------------------------------------------------------------
+    def apply_plan(self, plan: Plan) -> None:
+        """Install a (new) plan, keeping the state of groups that stay so that no baseline is lost."""
+        now = self.clock()
+        old_system, old_scopes = self.system, {s.spec.index: s for s in self.scopes}
+        self.plan = plan
+        self.system = {}
+        for name, _ in plan.system_groups:
+            self.system[name] = old_system.pop(name, None) or _make_system_group(name, self.root)
+        for name, group in old_system.items():
+            group.close()
+            self.system_objects.pop(name, None)
+        self.scopes = []
+        for spec in plan.runtime_scopes:
+            old = old_scopes.pop(spec.index, None)
+            groups: dict[str, RuntimeGroup] = {}
+            for name, _ in spec.groups:
+                groups[name] = (old.groups.pop(name, None) if old else None) or _make_runtime_group(name, self.root)
+            if old:
+                for g in old.groups.values():
+                    g.close()
+                state = old
+                state.spec, state.groups = spec, groups
+                for objs in state.objects.values():
+                    for name in [n for n in objs if n not in groups]:
+                        del objs[name]
+            else:
+                state = _ScopeState(spec=spec, groups=groups)
+            state.pending_gone = {name: state.pending_gone.get(name, []) for name in groups}
+            self.scopes.append(state)
+        for state in old_scopes.values():
+            for g in state.groups.values():
+                g.close()
+        old_last = {(u.scope_index, u.type_name): u.last for u in self.units}
+        self.units = [_Unit(name, period, None) for name, period in plan.system_groups]
+        for spec in plan.runtime_scopes:
+            self.units += [_Unit(name, period, spec.index) for name, period in spec.groups]
+        if not self.units:  # nothing configured: still report instance and hardware info
+            self.units.append(_Unit(HEARTBEAT, plan.root_period, None))
+        for u in self.units:
+            u.last = old_last.get((u.scope_index, u.type_name), now)
+            u.next_due = now + u.period
+
+    def prime(self) -> None:
+        for group in self.system.values():
+            try:
+                group.prime()
+            except Exception as e:  # a failed prime shows up as the first collection's error
+                log.info("priming %s failed: %s", group.type_name, e)
+
+    def close(self) -> None:
+        for g in self.system.values():
+            g.close()
+        for s in self.scopes:
+            for g in s.groups.values():
+                g.close()
+
+    # -- collection ----------------------------------------------------------------------------------
+    def _collect_system(self, unit: _Unit) -> dict[str, Any]:
+        t = self.clock()
+        period = round(t - unit.last, 9)
+        unit.last = t
+        try:
+            body = self.system[unit.type_name].collect()
+        except Exception as e:
+            log.debug("system group %s failed", unit.type_name, exc_info=True)
+            return rpt.error_object(period, _error_text(e), True)
+        return rpt.group_object(body, period, "", True)
+
+    def _collect_runtime(self, unit: _Unit, state: _ScopeState, snapshot_error: str) -> None:
+        t = self.clock()
+        window = round(t - unit.last, 9)
+        unit.last = t
+        name = unit.type_name
+        gone = state.pending_gone.get(name, [])
+        state.pending_gone[name] = []
+        if snapshot_error:
+            results: dict[int, dict[str, Any]] = {pid: {"error": snapshot_error} for pid in state.apps}
+        else:
+            try:
+                results = state.groups[name].collect(list(state.apps.values()), gone)
+            except Exception as e:
+                log.debug("runtime group %s failed", name, exc_info=True)
+                results = {pid: {"error": _error_text(e)} for pid in state.apps}
+        for pid, body in results.items():
+            if pid not in state.apps and pid not in state.gone:
+                continue
+            period = body.get("period", window)
+            obj = rpt.group_object(body, period, body.get("error", ""), True)
+            state.objects.setdefault(pid, {})[name] = obj
+            self._fresh.append(obj)
+        for app in gone:
+            owed = state.gone.get(app.pid)
+            if owed is not None:
+                owed[1].discard(name)
+
+    def _update_apps(self, snapshot: list[App]) -> None:
+        by_scope: dict[int, dict[int, App]] = {s.spec.index: {} for s in self.scopes}
+        for app in snapshot:
+            spec = self.plan.scope_for_tag(app.tag)
+            if spec is not None and spec.index in by_scope:
+                by_scope[spec.index][app.pid] = app
+        for state in self.scopes:
+            now_apps = by_scope[state.spec.index]
+            for pid, app in state.apps.items():
+                if pid not in now_apps:
+                    state.gone[pid] = (app, set(state.groups))
+                    for name in state.groups:
+                        state.pending_gone[name].append(app)
+            for pid in now_apps:
+                if pid in state.gone:  # back again (a transient listing gap): not gone after all
+                    del state.gone[pid]
+                    for lst in state.pending_gone.values():
+                        lst[:] = [a for a in lst if a.pid != pid]
+            state.apps = now_apps
+
+    def due_units(self, now: float) -> list[_Unit]:
+        return [u for u in self.units if u.next_due <= now + DUE_SLACK]
+
+    def next_due(self) -> float:
+        return min((u.next_due for u in self.units), default=self.clock() + 5.0)
+
+    async def collect(self, due: list[_Unit], executor: ThreadPoolExecutor) -> None:
+        """Collect every due unit concurrently (worker threads), then mark them collected."""
+        loop = asyncio.get_running_loop()
+        for obj in self._fresh:
+            obj["fresh"] = False
+        self._fresh = []
+        tasks: list[Awaitable[Any]] = []
+        system_due = [u for u in due if u.scope_index is None and u.type_name != HEARTBEAT]
+        runtime_due = [u for u in due if u.scope_index is not None]
+        for u in system_due:
+            tasks.append(loop.run_in_executor(executor, self._collect_system, u))
+        if runtime_due:
+            tasks.append(loop.run_in_executor(executor, self._collect_runtime_units, runtime_due))
+        now = self.clock()
+        if now - self._hardware_info_at >= HARDWARE_INFO_REFRESH or self._hardware_info is None:
+            self._hardware_info_at = now
+            tasks.append(loop.run_in_executor(executor, self._refresh_hardware_info))
+        results = await asyncio.gather(*tasks)
+        for u, obj in zip(system_due, results, strict=False):
+            self.system_objects[u.type_name] = obj
+            self._fresh.append(obj)
+
+    def _collect_runtime_units(self, units: list[_Unit]) -> None:
+        snapshot_error = ""
+        try:
+            snapshot = self.app_source.snapshot()
+        except Exception as e:
+            log.warning("listing Neuron applications failed: %s", e)
+            snapshot_error = f"listing Neuron applications failed: {_error_text(e)}"
+        else:
+            self._update_apps(snapshot)
+        states = {s.spec.index: s for s in self.scopes}
+        for u in units:
+            self._collect_runtime(u, states[u.scope_index], snapshot_error)  # type: ignore[index]
+
+    def _refresh_hardware_info(self) -> None:
+        try:
+            self._hardware_info = self._hardware_info_fn()
+        except Exception as e:
+            self._hardware_info = rpt.empty_hardware_info(f"reading Neuron hardware info failed: {e}")
+
+    # -- report --------------------------------------------------------------------------------------
+    def build_report(self, wall: float | None = None) -> dict[str, Any]:
+        entries: list[dict[str, Any]] = []
+        for state in self.scopes:
+            for pid, app in state.apps.items():
+                entries.append(rpt.runtime_entry(pid, app.tag, app.error, state.objects.get(pid, {})))
+            for pid, (app, _) in state.gone.items():
+                if pid in state.objects:
+                    entries.append(rpt.runtime_entry(pid, app.tag, app.error, state.objects[pid]))
+        report = rpt.build_report(
+            entries,
+            self.system_objects,
+            self._instance_info_fn(),
+            self._hardware_info or rpt.empty_hardware_info("not read yet"),
+            time.time() if wall is None else wall,
+        )
+        for key, fn in self._extras.items():
+            try:
+                report[key] = fn()
+            except Exception as e:
+                report[key] = {"error": _error_text(e)}
+        return report
+
+    def retire_gone(self) -> None:
+        """After a report went out: forget vanished applications whose final counts have all been reported."""
+        for state in self.scopes:
+            for pid in [p for p, (_, owed) in state.gone.items() if not owed]:
+                del state.gone[pid]
+                state.objects.pop(pid, None)
+
+
+class Scheduler:
+    """Runs a Collector on its due-time grid and hands each report to ``write``."""
+
+    def __init__(
+        self,
+        collector: Collector,
+        write: Callable[[bytes], Awaitable[None]],
+        clock: Callable[[], float] = time.monotonic,
+        workers: int = 4,
+    ) -> None:
+        self.collector = collector
+        self.write = write
+        self.clock = clock
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect")
+        self.reports = 0
+        self.skipped_slots = 0
+        self.lock = asyncio.Lock()  # held while collecting and writing; a reload waits for it
+
+    async def _tick(self, due: list[_Unit]) -> None:
+        c = self.collector
+        await c.collect(due, self.executor)
+        line = rpt.encode(c.build_report())
+        await self.write(line)
+        c.retire_gone()
+        self.reports += 1
+
+    def _advance(self, due: list[_Unit]) -> None:
+        now = self.clock()
+        for u in due:
+            u.next_due += u.period
+            if u.next_due <= now:  # slots passed while we were blocked: skip them, the next delta covers them
+                missed = int((now - u.next_due) // u.period) + 1
+                u.next_due += missed * u.period
+                self.skipped_slots += missed
+                log.info("%s: skipped %d slot(s) (slow reader or slow collection)", u.type_name, missed)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self.executor, self.collector.prime)
+        start = self.clock()
+        for u in self.collector.units:
+            u.last = start
+            u.next_due = start + u.period
+        while not stop.is_set():
+            delay = self.collector.next_due() - self.clock()
+            if delay > 0:
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                    break
+                except asyncio.TimeoutError:
+                    pass
+            async with self.lock:
+                due = self.collector.due_units(self.clock())
+                if not due:
+                    continue
+                await self._tick(due)
+                self._advance(due)
+
+    async def run_once(self, window: float) -> None:
+        """Prime, wait ``window`` seconds, collect every unit once, write one report."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self.executor, self.collector.prime)
+        start = self.clock()
+        for u in self.collector.units:
+            u.last = start
+        await asyncio.sleep(window)
+        await self._tick(list(self.collector.units))
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.collector.close()
