@@ -1,0 +1,1 @@
+"""Timeline tools: recording of reports, Trace Event Format conversion, failure detection."""
