@@ -1,0 +1,28 @@
+"""Shared test helpers: the repository root and a fake procfs root built from fixture files."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def daemon_cmd(*args: str) -> list[str]:
+    """The daemon as a subprocess, working with or without the package installed."""
+    return [sys.executable, "-m", "neuron_monitor.cli", *args]
+
+
+@pytest.fixture
+def fake_root_192(tmp_path: Path) -> Path:
+    """A root whose /proc has a 192-vCPU /proc/stat and a trn2-sized /proc/meminfo."""
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    shutil.copy(FIXTURES / "proc" / "stat_192cpu", proc / "stat")
+    shutil.copy(FIXTURES / "proc" / "meminfo_trn2", proc / "meminfo")
+    (proc / "uptime").write_text("12345.67 23456.78\n")
+    return tmp_path

@@ -1,0 +1,99 @@
+"""Host groups: vcpu_usage and memory_info on fixture roots and the live host."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from neuron_monitor.groups.base import GroupError
+from neuron_monitor.groups.memory_info import MemoryInfo, memory_from_meminfo
+from neuron_monitor.groups.vcpu_usage import VcpuUsage, usage_percent
+from neuron_monitor.host.procfs import parse_meminfo
+from neuron_monitor.host.rootfs import RootFS
+from tests.conftest import FIXTURES
+
+
+def test_usage_percent_shares() -> None:
+    prev = (100, 0, 50, 800, 50, 0, 0, 0)
+    cur = (200, 0, 100, 1600, 100, 0, 0, 0)  # delta 100/0/50/800/50 of 1000
+    u = usage_percent(prev, cur)
+    assert u == {"user": 10.0, "nice": 0.0, "system": 5.0, "idle": 80.0, "io_wait": 5.0, "irq": 0.0, "soft_irq": 0.0}
+
+
+def test_usage_percent_no_time_passed_and_counter_reset() -> None:
+    same = (1, 2, 3, 4, 5, 6, 7, 8)
+    assert set(usage_percent(same, same).values()) == {0.0}
+    assert usage_percent((10, 0, 0, 10, 0, 0, 0, 0), (5, 0, 0, 20, 0, 0, 0, 0))["idle"] == 100.0
+
+
+def _bump_stat(path: Path, user_delta: int, idle_delta: int, ctxt_delta: int) -> None:
+    lines = path.read_text().splitlines()
+    out = []
+    for line in lines:
+        parts = line.split()
+        if parts and parts[0].startswith("cpu"):
+            ncpu = 192 if parts[0] == "cpu" else 1
+            parts[1] = str(int(parts[1]) + user_delta * ncpu)
+            parts[4] = str(int(parts[4]) + idle_delta * ncpu)
+            line = " ".join(parts)
+        elif parts and parts[0] == "ctxt":
+            line = f"ctxt {int(parts[1]) + ctxt_delta}"
+        out.append(line)
+    path.write_text("\n".join(out) + "\n")
+
+
+def test_vcpu_usage_on_192_cpu_root(fake_root_192: Path) -> None:
+    g = VcpuUsage(RootFS(fake_root_192))
+    g.prime()
+    _bump_stat(fake_root_192 / "proc" / "stat", user_delta=25, idle_delta=75, ctxt_delta=4242)
+    body = g.collect()
+    assert len(body["usage_data"]) == 192
+    assert body["usage_data"]["191"]["user"] == 25.0
+    assert body["usage_data"]["0"]["idle"] == 75.0
+    assert body["average_usage"]["user"] == 25.0
+    assert body["context_switch_count"] == 4242
+    g.close()
+
+
+def test_vcpu_usage_first_collection_without_prime_is_an_error(fake_root_192: Path) -> None:
+    g = VcpuUsage(RootFS(fake_root_192))
+    with pytest.raises(GroupError, match="no previous sample"):
+        g.collect()
+    assert g.collect()["context_switch_count"] == 0  # second collection has a baseline
+
+
+def test_vcpu_usage_missing_file(tmp_path: Path) -> None:
+    g = VcpuUsage(RootFS(tmp_path))
+    g.prime()
+    with pytest.raises(GroupError, match="proc/stat"):
+        g.collect()
+
+
+def test_vcpu_usage_live_host_shares_sum_to_100() -> None:
+    g = VcpuUsage(RootFS("/"))
+    g.prime()
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:  # burn a little CPU so user time moves
+        sum(i * i for i in range(1000))
+    body = g.collect()
+    total = sum(body["average_usage"].values())
+    assert 99.0 <= total <= 100.5  # steal is in the denominator but not printed
+    assert body["average_usage"]["user"] > 0
+
+
+def test_memory_formula_with_and_without_memavailable() -> None:
+    new = memory_from_meminfo(parse_meminfo((FIXTURES / "proc" / "meminfo_trn2").read_bytes()))
+    assert new["memory_total_bytes"] == 2113929216 * 1024
+    assert new["memory_used_bytes"] == (2113929216 - 2050000000) * 1024
+    assert new["swap_used_bytes"] == (8388604 - 8000000) * 1024
+    old = memory_from_meminfo(parse_meminfo((FIXTURES / "proc" / "meminfo_old_kernel").read_bytes()))
+    assert old["memory_used_bytes"] == (8000000 - 1000000 - 500000 - 2500000) * 1024
+
+
+def test_memory_info_live_matches_proc() -> None:
+    body = MemoryInfo(RootFS("/")).collect()
+    info = parse_meminfo(open("/proc/meminfo", "rb").read())
+    assert body["memory_total_bytes"] == info["MemTotal"]
+    assert 0 < body["memory_used_bytes"] < body["memory_total_bytes"]

@@ -1,0 +1,77 @@
+"""procfs parsers on fixture files (192 vCPUs, old kernels, odd comm names) and on this machine's live /proc."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from neuron_monitor.host.procfs import parse_meminfo, parse_pid_stat, parse_stat, parse_uptime
+from tests.conftest import FIXTURES
+
+PROC = FIXTURES / "proc"
+
+
+def test_stat_192_cpus() -> None:
+    st = parse_stat((PROC / "stat_192cpu").read_bytes())
+    assert sorted(st.cpus) == list(range(192))
+    assert st.ctxt == 987654321012
+    # the aggregate line is the column sum of the per-CPU lines (how the fixture was built, and the kernel's rule)
+    for col in range(8):
+        assert st.total[col] == sum(c[col] for c in st.cpus.values())
+
+
+def test_stat_short_cpu_lines_are_padded() -> None:
+    st = parse_stat(b"cpu  1 2 3 4\ncpu0 1 2 3 4\nctxt 7\n")
+    assert st.total == (1, 2, 3, 4, 0, 0, 0, 0)
+    assert st.ctxt == 7
+
+
+@pytest.mark.parametrize("data", [b"", b"cpu0 1 2 3 4\nctxt 1\n", b"cpu  1 2 3 4\n", b"cpu  a b c d\nctxt 1\n"])
+def test_stat_malformed(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        parse_stat(data)
+
+
+def test_live_proc_stat_matches_cpu_count() -> None:
+    st = parse_stat(open("/proc/stat", "rb").read())
+    assert len(st.cpus) == os.cpu_count()
+    assert st.ctxt > 0
+
+
+def test_meminfo_units_and_hugepages() -> None:
+    info = parse_meminfo((PROC / "meminfo_trn2").read_bytes())
+    assert info["MemTotal"] == 2113929216 * 1024
+    assert info["HugePages_Total"] == 0  # no unit: not multiplied
+    assert info["Hugepagesize"] == 2048 * 1024
+
+
+def test_meminfo_live() -> None:
+    info = parse_meminfo(open("/proc/meminfo", "rb").read())
+    assert info["MemTotal"] > info["MemFree"] > 0
+
+
+def test_meminfo_without_memtotal_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        parse_meminfo(b"MemFree: 1 kB\n")
+
+
+def test_pid_stat_comm_with_spaces_and_parens() -> None:
+    st = parse_pid_stat((PROC / "pid_stat_spaces").read_bytes())
+    assert (st.utime, st.stime, st.starttime) == (1234, 567, 98765)
+
+
+def test_pid_stat_live_self() -> None:
+    st = parse_pid_stat(open(f"/proc/{os.getpid()}/stat", "rb").read())
+    assert st.starttime > 0
+    assert st.utime >= 0
+
+
+def test_pid_stat_truncated() -> None:
+    with pytest.raises(ValueError):
+        parse_pid_stat(b"12 (x) S 1 2 3")
+
+
+def test_uptime() -> None:
+    assert parse_uptime(b"12345.67 23456.78\n") == pytest.approx(12345.67)
+    assert parse_uptime(open("/proc/uptime", "rb").read()) > 0
