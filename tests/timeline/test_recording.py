@@ -93,9 +93,7 @@ def test_restart_rotates_the_earlier_file(tmp_path: Path) -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(cut=st.integers(min_value=0, max_value=10_000))
-def test_crash_at_any_byte_loses_only_the_torn_record(
-    tmp_path_factory: pytest.TempPathFactory, cut: int
-) -> None:
+def test_crash_at_any_byte_loses_only_the_torn_record(tmp_path_factory: pytest.TempPathFactory, cut: int) -> None:
     d = tmp_path_factory.mktemp("crash")
     rec = d / "rec.gz"
     r = Recorder(rec, max_bytes=10**9)
@@ -112,9 +110,7 @@ def test_crash_at_any_byte_loses_only_the_torn_record(
     assert got in ([1000.0 + i for i in range(complete)], [1000.0 + i for i in range(complete + 1)])
 
 
-def test_disk_full_drops_the_record_and_keeps_the_file_valid(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_disk_full_drops_the_record_and_keeps_the_file_valid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rec = tmp_path / "rec.gz"
     r = Recorder(rec)
     r.append(line(0, pad=500))
