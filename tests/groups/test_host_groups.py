@@ -94,6 +94,6 @@ def test_memory_formula_with_and_without_memavailable() -> None:
 
 def test_memory_info_live_matches_proc() -> None:
     body = MemoryInfo(RootFS("/")).collect()
-    info = parse_meminfo(open("/proc/meminfo", "rb").read())
+    info = parse_meminfo(Path("/proc/meminfo").read_bytes())
     assert body["memory_total_bytes"] == info["MemTotal"]
     assert 0 < body["memory_used_bytes"] < body["memory_total_bytes"]

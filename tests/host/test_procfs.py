@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +35,7 @@ def test_stat_malformed(data: bytes) -> None:
 
 
 def test_live_proc_stat_matches_cpu_count() -> None:
-    st = parse_stat(open("/proc/stat", "rb").read())
+    st = parse_stat(Path("/proc/stat").read_bytes())
     assert len(st.cpus) == os.cpu_count()
     assert st.ctxt > 0
 
@@ -47,7 +48,7 @@ def test_meminfo_units_and_hugepages() -> None:
 
 
 def test_meminfo_live() -> None:
-    info = parse_meminfo(open("/proc/meminfo", "rb").read())
+    info = parse_meminfo(Path("/proc/meminfo").read_bytes())
     assert info["MemTotal"] > info["MemFree"] > 0
 
 
@@ -62,7 +63,7 @@ def test_pid_stat_comm_with_spaces_and_parens() -> None:
 
 
 def test_pid_stat_live_self() -> None:
-    st = parse_pid_stat(open(f"/proc/{os.getpid()}/stat", "rb").read())
+    st = parse_pid_stat(Path(f"/proc/{os.getpid()}/stat").read_bytes())
     assert st.starttime > 0
     assert st.utime >= 0
 
@@ -74,4 +75,4 @@ def test_pid_stat_truncated() -> None:
 
 def test_uptime() -> None:
     assert parse_uptime(b"12345.67 23456.78\n") == pytest.approx(12345.67)
-    assert parse_uptime(open("/proc/uptime", "rb").read()) > 0
+    assert parse_uptime(Path("/proc/uptime").read_bytes()) > 0
