@@ -1,0 +1,1 @@
+"""Kubernetes integration: pod attribution of NeuronCores and devices from the kubelet pod-resources API."""

@@ -1,0 +1,165 @@
+"""Client of the kubelet pod-resources API (v1): List and GetAllocatableResources over a unix socket.
+
+Reads: the gRPC service ``v1.PodResourcesLister`` on the kubelet's socket (by default
+/var/lib/kubelet/pod-resources/kubelet.sock). Returns: plain dataclasses (pods -> containers -> devices by
+resource name, and the node's allocatable devices). Messages are decoded by hand from the wire format (the
+schema is podresources.proto beside this file), so the only run-time dependency is ``grpcio``, imported when
+a client is first created. Every failure becomes ``PodResourcesError`` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import Any
+
+from neuron_monitor.k8s.wire import WireError, iter_fields, message, text
+
+DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+SERVICE = "/v1.PodResourcesLister"
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+class PodResourcesError(Exception):
+    """The pod-resources API could not be read; ``str()`` is the one-line reason, ``code`` the gRPC status."""
+
+    def __init__(self, reason: str, code: str = "") -> None:
+        super().__init__(reason)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ContainerDevices:
+    resource_name: str
+    device_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ContainerResources:
+    name: str
+    devices: tuple[ContainerDevices, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodResources:
+    name: str
+    namespace: str
+    containers: tuple[ContainerResources, ...] = field(default=())
+
+
+def decode_container_devices(data: memoryview) -> ContainerDevices:
+    resource_name = ""
+    ids: list[str] = []
+    for number, _wt, value in iter_fields(data):
+        if number == 1:
+            resource_name = text(value)
+        elif number == 2:
+            ids.append(text(value))
+    return ContainerDevices(resource_name, tuple(ids))
+
+
+def decode_container(data: memoryview) -> ContainerResources:
+    name = ""
+    devices: list[ContainerDevices] = []
+    for number, _wt, value in iter_fields(data):
+        if number == 1:
+            name = text(value)
+        elif number == 2:
+            devices.append(decode_container_devices(message(value)))
+    return ContainerResources(name, tuple(devices))
+
+
+def decode_pod(data: memoryview) -> PodResources:
+    name = namespace = ""
+    containers: list[ContainerResources] = []
+    for number, _wt, value in iter_fields(data):
+        if number == 1:
+            name = text(value)
+        elif number == 2:
+            namespace = text(value)
+        elif number == 3:
+            containers.append(decode_container(message(value)))
+    return PodResources(name, namespace, tuple(containers))
+
+
+def decode_list_response(data: bytes) -> list[PodResources]:
+    """ListPodResourcesResponse -> pods (field 1, repeated PodResources)."""
+    return [decode_pod(message(v)) for n, _wt, v in iter_fields(data) if n == 1]
+
+
+def decode_allocatable_response(data: bytes) -> list[ContainerDevices]:
+    """AllocatableResourcesResponse -> the node's devices (field 1, repeated ContainerDevices)."""
+    return [decode_container_devices(message(v)) for n, _wt, v in iter_fields(data) if n == 1]
+
+
+def check_socket(path: str) -> None:
+    """Raise PodResourcesError unless ``path`` is a unix socket (never dial a missing socket)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise PodResourcesError(
+            f"pod-resources socket {path} not found (is /var/lib/kubelet/pod-resources mounted?)"
+        ) from None
+    except OSError as e:
+        raise PodResourcesError(f"pod-resources socket {path}: {e.strerror}") from None
+    if not stat.S_ISSOCK(st.st_mode):
+        raise PodResourcesError(f"pod-resources socket {path} is not a unix socket")
+
+
+class PodResourcesClient:
+    """One gRPC channel to the kubelet socket, reused across calls; ``close()`` releases it."""
+
+    def __init__(self, socket_path: str = DEFAULT_SOCKET, timeout: float = 5.0) -> None:
+        try:
+            import grpc  # optional dependency (extra "k8s"), needed only with --k8s-info
+        except ImportError:
+            raise PodResourcesError("pod attribution needs grpcio: pip install 'neuron-monitor[k8s]'") from None
+        self._grpc: Any = grpc
+        self.socket_path = socket_path
+        self.timeout = timeout
+        self._channel: Any = None
+
+    def _call(self, method: str) -> bytes:
+        check_socket(self.socket_path)
+        grpc = self._grpc
+        if self._channel is None:
+            self._channel = grpc.insecure_channel(
+                "unix://" + os.path.abspath(self.socket_path),
+                options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
+            )
+        call = self._channel.unary_unary(f"{SERVICE}/{method}")
+        try:
+            return call(b"", timeout=self.timeout)
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else None
+            details = e.details() if hasattr(e, "details") else str(e)
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                self.close()  # dial afresh next time: the kubelet may have restarted
+            name = code.name if code is not None else "error"
+            raise PodResourcesError(f"pod-resources {method} failed: {name}: {details}", name) from None
+
+    def list_pods(self) -> list[PodResources]:
+        raw = self._call("List")
+        try:
+            return decode_list_response(raw)
+        except WireError as e:
+            raise PodResourcesError(f"pod-resources List: malformed response: {e}") from None
+
+    def allocatable(self) -> list[ContainerDevices] | None:
+        """The node's allocatable devices, or None when the kubelet does not implement the call."""
+        try:
+            raw = self._call("GetAllocatableResources")
+        except PodResourcesError as e:
+            if e.code == "UNIMPLEMENTED":
+                return None
+            raise
+        try:
+            return decode_allocatable_response(raw)
+        except WireError as e:
+            raise PodResourcesError(f"pod-resources GetAllocatableResources: malformed response: {e}") from None
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
