@@ -1,0 +1,324 @@
+"""Scheduler and Collector with fake groups: counts once with mixed periods, departed apps, failures, slow writer."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import pytest
+
+from neuron_monitor import scheduler as sched_mod
+from neuron_monitor.config import plan_from_data
+from neuron_monitor.groups.base import App, RuntimeGroup, SystemGroup
+from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.report import empty_hardware_info, empty_instance_info
+from neuron_monitor.scheduler import Collector, Scheduler
+
+TICKER = itertools.count(1)
+
+
+class CountingSystemGroup(SystemGroup):
+    """Each collection reports the events that happened since the previous one (a per-period counter)."""
+
+    type_name = "vcpu_usage"
+    events = 0  # bumped by the test's event source
+
+    def __init__(self, root: RootFS) -> None:
+        super().__init__(root)
+        self.seen = 0
+
+    def collect(self) -> dict[str, Any]:
+        now = CountingSystemGroup.events
+        delta, self.seen = now - self.seen, now
+        return {"context_switch_count": delta}
+
+
+class FailingSystemGroup(SystemGroup):
+    type_name = "memory_info"
+
+    def collect(self) -> dict[str, Any]:
+        raise OSError("open /proc/meminfo: permission denied")
+
+
+class CountingRuntimeGroup(RuntimeGroup):
+    """Per-app counter deltas; final counts for departed apps."""
+
+    type_name = "execution_stats"
+    totals: dict[int, int] = {}  # noqa: RUF012 - shared with the test
+
+    def __init__(self, root: RootFS) -> None:
+        super().__init__(root)
+        self.seen: dict[int, int] = {}
+
+    def _delta(self, pid: int) -> int:
+        now = CountingRuntimeGroup.totals.get(pid, 0)
+        delta = now - self.seen.get(pid, 0)
+        self.seen[pid] = now
+        return delta
+
+    def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
+        out = {a.pid: {"execution_summary": {"completed": self._delta(a.pid)}} for a in apps}
+        for a in gone:
+            out[a.pid] = {"execution_summary": {"completed": self._delta(a.pid)}}
+            self.seen.pop(a.pid, None)
+        return out
+
+
+class GaugeRuntimeGroup(RuntimeGroup):
+    type_name = "memory_used"
+
+    def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
+        return {a.pid: {"neuron_runtime_used_bytes": {"host": a.pid * 10}} for a in apps}
+
+
+class FakeApps:
+    def __init__(self) -> None:
+        self.apps: list[App] = []
+        self.fail = False
+
+    def snapshot(self) -> list[App]:
+        if self.fail:
+            raise OSError("ioctl GET_ALL_APPS_INFO failed: EIO")
+        return list(self.apps)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def fake_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    system = {"vcpu_usage": CountingSystemGroup, "memory_info": FailingSystemGroup}
+    runtime = {"execution_stats": CountingRuntimeGroup, "memory_used": GaugeRuntimeGroup}
+    monkeypatch.setattr(sched_mod, "load_system_group", lambda name: system[name])
+    monkeypatch.setattr(sched_mod, "load_runtime_group", lambda name: runtime[name])
+    CountingSystemGroup.events = 0
+    CountingRuntimeGroup.totals = {}
+
+
+def make_collector(conf: dict[str, Any], apps: FakeApps, clock: Any = None) -> Collector:
+    kwargs = {"clock": clock} if clock else {}
+    return Collector(
+        RootFS("/nonexistent"),
+        plan_from_data(conf, "test.conf"),
+        apps,
+        lambda: empty_hardware_info("no Neuron devices found"),
+        lambda: empty_instance_info("off EC2"),
+        **kwargs,
+    )
+
+
+class StepClock:
+    """A clock the test advances, so periods and due times are exact."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+async def run_ticks(c: Collector, clock: StepClock, steps: int, dt: float, between: Any = None) -> list[dict]:
+    """Advance the clock in steps of dt; at each step collect whatever is due, like the scheduler does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    reports = []
+    with ThreadPoolExecutor(2) as ex:
+        for i in range(steps):
+            clock.t += dt
+            if between:
+                between(i)
+            due = c.due_units(clock.t)
+            if not due:
+                continue
+            await c.collect(due, ex)
+            reports.append(orjson.loads(orjson.dumps(c.build_report())))
+            c.retire_gone()
+            for u in due:
+                u.next_due += u.period
+    return reports
+
+
+CONF_MIXED = {
+    "neuron_runtimes": [
+        {"metrics": [{"type": "execution_stats", "period": "3s"}, {"type": "memory_used", "period": "1s"}]}
+    ],
+    "system_metrics": [{"type": "vcpu_usage", "period": "2s"}, {"type": "memory_info", "period": "1s"}],
+}
+
+
+async def test_counts_reported_once_with_mixed_periods() -> None:
+    apps = FakeApps()
+    apps.apps = [App(101, "train"), App(102, "serve")]
+    clock = StepClock()
+    c = make_collector(CONF_MIXED, apps, clock)
+
+    def events(i: int) -> None:
+        CountingSystemGroup.events += 7
+        for pid in (101, 102):
+            CountingRuntimeGroup.totals[pid] = CountingRuntimeGroup.totals.get(pid, 0) + pid % 10
+
+    reports = await run_ticks(c, clock, 12, 1.0, events)
+    assert len(reports) == 12  # memory_info at 1 s makes every second a report
+    # a group appears once it has been collected; until then it is absent rather than invented
+    assert "vcpu_usage" not in reports[0]["system_data"]
+    vcpu = [r["system_data"]["vcpu_usage"] for r in reports[1:]]
+    assert [o["fresh"] for o in vcpu] == [True, False] * 5 + [True]
+    assert vcpu[0] == vcpu[1] | {"fresh": True}  # the carried-over object is the newest data
+    sys_fresh = [o for o in vcpu if o["fresh"]]
+    assert all(o["period"] == pytest.approx(2.0) for o in sys_fresh)
+    assert sum(o["context_switch_count"] for o in sys_fresh) == CountingSystemGroup.events == 84
+    for pid in (101, 102):
+        fresh = [
+            e["report"]["execution_stats"]
+            for r in reports
+            for e in r["neuron_runtime_data"]
+            if e["pid"] == pid and "execution_stats" in e["report"] and e["report"]["execution_stats"]["fresh"]
+        ]
+        assert len(fresh) == 4
+        assert sum(o["execution_summary"]["completed"] for o in fresh) == CountingRuntimeGroup.totals[pid]
+        assert all(o["period"] == pytest.approx(3.0) for o in fresh)
+
+
+async def test_failing_group_fills_its_error_only() -> None:
+    apps = FakeApps()
+    clock = StepClock()
+    c = make_collector(CONF_MIXED, apps, clock)
+    reports = await run_ticks(c, clock, 2, 1.0)
+    mem = reports[-1]["system_data"]["memory_info"]
+    assert mem["error"] == "open /proc/meminfo: permission denied"
+    assert mem["period"] == pytest.approx(1.0)
+    assert reports[-1]["system_data"]["vcpu_usage"]["error"] == ""
+    assert reports[-1]["neuron_hardware_info"]["error"] == "no Neuron devices found"
+    assert reports[-1]["instance_info"]["error"] == "off EC2"
+
+
+async def test_departed_app_final_counts_once_then_gone() -> None:
+    apps = FakeApps()
+    apps.apps = [App(101, "train"), App(202, "short")]
+    clock = StepClock()
+    c = make_collector(CONF_MIXED, apps, clock)
+
+    def events(i: int) -> None:
+        if i <= 4:  # app 202 works until it exits between the 5th and 6th second
+            CountingRuntimeGroup.totals[202] = CountingRuntimeGroup.totals.get(202, 0) + 5
+        if i == 4:
+            apps.apps = [App(101, "train")]
+
+    reports = await run_ticks(c, clock, 9, 1.0, events)
+    seen = [[e for e in r["neuron_runtime_data"] if e["pid"] == 202] for r in reports]
+    present = [i for i, s in enumerate(seen) if s]
+    # it vanished at t=5; execution_stats (3 s) runs next at t=6: the final counts come then, and 202 leaves after
+    assert present == [0, 1, 2, 3, 4, 5]
+    fresh_counts = [
+        s[0]["report"]["execution_stats"]["execution_summary"]["completed"]
+        for s in seen
+        if s and "execution_stats" in s[0]["report"] and s[0]["report"]["execution_stats"]["fresh"]
+    ]
+    assert fresh_counts == [15, 10]  # t=3: three seconds of work; t=6: the two seconds before it exited
+    assert sum(fresh_counts) == CountingRuntimeGroup.totals[202] == 25
+    # the gauge group stops reporting a departed app: its last object is carried, not fresh
+    assert seen[5][0]["report"]["memory_used"]["fresh"] is False
+
+
+async def test_tag_filter_selects_apps_first_match_wins() -> None:
+    apps = FakeApps()
+    apps.apps = [App(1, "train-a"), App(2, "serve-b"), App(3, "other")]
+    conf = {
+        "neuron_runtimes": [
+            {"tag_filter": "^train", "metrics": [{"type": "memory_used", "period": "1s"}]},
+            {"tag_filter": "serve|train", "metrics": [{"type": "execution_stats", "period": "1s"}]},
+        ]
+    }
+    clock = StepClock()
+    c = make_collector(conf, apps, clock)
+    reports = await run_ticks(c, clock, 1, 1.0)
+    entries = {e["pid"]: e for e in reports[0]["neuron_runtime_data"]}
+    assert set(entries) == {1, 2}
+    assert set(entries[1]["report"]) == {"memory_used"}
+    assert set(entries[2]["report"]) == {"execution_stats"}
+    assert entries[1]["neuron_runtime_tag"] == "train-a"
+
+
+async def test_app_listing_failure_fills_runtime_group_errors() -> None:
+    apps = FakeApps()
+    apps.apps = [App(1, "a")]
+    clock = StepClock()
+    c = make_collector(CONF_MIXED, apps, clock)
+    await run_ticks(c, clock, 1, 1.0)
+    apps.fail = True
+    reports = await run_ticks(c, clock, 1, 1.0)
+    obj = reports[0]["neuron_runtime_data"][0]["report"]["memory_used"]
+    assert obj["error"].startswith("listing Neuron applications failed: ioctl GET_ALL_APPS_INFO failed")
+    assert obj["fresh"] is True
+    assert reports[0]["system_data"]["memory_info"]["fresh"] is True
+
+
+async def test_reload_keeps_baselines_of_groups_that_stay() -> None:
+    apps = FakeApps()
+    apps.apps = [App(7, "a")]
+    clock = StepClock()
+    c = make_collector(CONF_MIXED, apps, clock)
+
+    def events(i: int) -> None:
+        CountingRuntimeGroup.totals[7] = CountingRuntimeGroup.totals.get(7, 0) + 1
+
+    r1 = await run_ticks(c, clock, 4, 1.0, events)
+    faster = {
+        "neuron_runtimes": [{"metrics": [{"type": "execution_stats", "period": "1s"}]}],
+        "system_metrics": [{"type": "vcpu_usage", "period": "1s"}],
+    }
+    c.apply_plan(plan_from_data(faster, "test.conf"))
+    r2 = await run_ticks(c, clock, 3, 1.0, events)
+    total = 0
+    for r in r1 + r2:
+        for e in r["neuron_runtime_data"]:
+            o = e["report"].get("execution_stats")
+            if o and o["fresh"]:
+                total += o["execution_summary"]["completed"]
+    assert total == CountingRuntimeGroup.totals[7] == 7
+    assert "memory_info" not in r2[-1]["system_data"]
+    assert "memory_used" not in r2[-1]["neuron_runtime_data"][0]["report"]
+
+
+async def test_slow_writer_skips_slots_and_loses_no_counts() -> None:
+    """A writer slower than the period: nothing buffered beyond one line, every count arrives, periods widen."""
+    apps = FakeApps()
+    c = make_collector({"system_metrics": [{"type": "vcpu_usage", "period": "20ms"}]}, apps)
+    lines: list[bytes] = []
+    stop = asyncio.Event()
+    in_flight = 0
+    max_in_flight = 0
+
+    async def slow_write(line: bytes) -> None:
+        nonlocal in_flight, max_in_flight
+        in_flight += 1
+        max_in_flight = max(max_in_flight, in_flight)
+        CountingSystemGroup.events += 3  # events keep happening while the reader is slow
+        await asyncio.sleep(0.1)
+        lines.append(line)
+        in_flight -= 1
+        if len(lines) == 6:
+            stop.set()
+
+    s = Scheduler(c, slow_write)
+    await asyncio.wait_for(s.run(stop), timeout=30)
+    s.close()
+    objs = [orjson.loads(line)["system_data"]["vcpu_usage"] for line in lines]
+    assert max_in_flight == 1
+    assert s.skipped_slots > 0
+    assert all(o["fresh"] for o in objs)
+    assert sum(o["context_switch_count"] for o in objs) == CountingSystemGroup.events - 3  # last bump after collection
+    assert max(o["period"] for o in objs[1:]) > 0.05  # the gap is in the period, not lost
+
+
+async def test_config_without_groups_still_reports() -> None:
+    clock = StepClock()
+    c = make_collector({"period": "1s"}, FakeApps(), clock)
+    reports = await run_ticks(c, clock, 3, 1.0)
+    assert len(reports) == 3
+    assert reports[0]["system_data"] == {}
+    assert reports[0]["neuron_runtime_data"] == []
+    assert set(reports[0]) >= {"instance_info", "neuron_hardware_info", "report_time"}
