@@ -1,0 +1,220 @@
+"""neuron-monitor-cloudwatch: reads neuron-monitor report lines on stdin and publishes them to Amazon CloudWatch.
+
+    neuron-monitor -c monitor.conf | neuron-monitor-cloudwatch --namespace neuron_monitor --region us-west-2
+
+``--output api`` (default) calls PutMetricData from a sender thread fed through a bounded buffer, so reading stdin
+never waits on CloudWatch; ``--output emf`` writes Embedded Metric Format lines to stdout or ``--emf-file`` for the
+CloudWatch agent. SIGTERM/SIGINT or end of input flushes what is buffered (within ``--flush-timeout``) and exits 0;
+a bad option or missing region/credentials prints one line and exits 2. A summary line goes to stderr at exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, BinaryIO, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from neuron_monitor.exporters.cloudwatch.buffer import DatumBuffer
+from neuron_monitor.exporters.cloudwatch.client import SetupError, make_client
+from neuron_monitor.exporters.cloudwatch.datum import Datum
+from neuron_monitor.exporters.cloudwatch.dimensions import PRESETS, DimensionScheme
+from neuron_monitor.exporters.cloudwatch.emf import EmfWriter
+from neuron_monitor.exporters.cloudwatch.limits import DatumFilter, check_namespace
+from neuron_monitor.exporters.cloudwatch.mapping import MapOptions, ReportMapper
+from neuron_monitor.exporters.cloudwatch.publisher import Publisher, RetryPolicy
+from neuron_monitor.exporters.stream import ReportStream
+
+PROG = "neuron-monitor-cloudwatch"
+log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
+
+
+class Settings(BaseModel):
+    """The validated command line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str
+    region: str | None = None
+    endpoint_url: str | None = None
+    profile: str | None = None
+    output: Literal["api", "emf"] = "api"
+    emf_file: str = "-"
+    high_resolution: bool = False
+    dimensions: Literal["default", "container-insights"] = "default"
+    cluster_name: str = ""
+    node_name: str = ""
+    per_vcpu: bool = False
+    buffer_samples: int = Field(100_000, ge=1000)
+    flush_timeout: float = Field(10.0, ge=0)
+    retry_base_delay: float = Field(0.5, gt=0)
+    retry_max_delay: float = Field(20.0, gt=0)
+    verbose: int = Field(0, ge=0, le=4)
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        why = check_namespace(self.namespace)
+        if why:
+            raise ValueError(f"--namespace: {why}")
+        if self.dimensions == "container-insights" and not self.cluster_name:
+            raise ValueError("--dimensions container-insights needs --cluster-name (or CLUSTER_NAME)")
+        if self.retry_max_delay < self.retry_base_delay:
+            raise ValueError("--retry-max-delay is smaller than --retry-base-delay")
+        return self
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Publish neuron-monitor reports (stdin) to CloudWatch.")
+    p.add_argument("--namespace", default="neuron_monitor", help="CloudWatch namespace (default neuron_monitor)")
+    p.add_argument("--region", help="AWS region (default: boto3's, e.g. AWS_REGION)")
+    p.add_argument("--endpoint-url", help="CloudWatch endpoint, e.g. a VPC endpoint or a local test server")
+    p.add_argument("--profile", help="shared config profile for credentials")
+    p.add_argument("--output", choices=("api", "emf"), default="api", help="PutMetricData (api) or EMF lines")
+    p.add_argument("--emf-file", default="-", help="EMF destination file (default - = stdout; appended)")
+    p.add_argument(
+        "--high-resolution",
+        "--high-resolution-metrics",
+        dest="high_resolution",
+        action="store_true",
+        help="store at 1-second resolution (StorageResolution=1; costs more)",
+    )
+    p.add_argument("--dimensions", choices=PRESETS, default="default", help="dimension names preset")
+    p.add_argument("--cluster-name", default=os.environ.get("CLUSTER_NAME", ""), help="ClusterName dimension")
+    p.add_argument("--node-name", default="", help="NodeName dimension (default $NODE_NAME or the host name)")
+    p.add_argument("--per-vcpu", action="store_true", help="also send host CPU usage per vCPU")
+    p.add_argument("--buffer-samples", type=int, default=100_000, help="samples held while CloudWatch is away")
+    p.add_argument("--flush-timeout", type=float, default=10.0, help="seconds to flush at exit (default 10)")
+    p.add_argument("--retry-base-delay", type=float, default=0.5, help="first backoff ceiling, seconds")
+    p.add_argument("--retry-max-delay", type=float, default=20.0, help="largest backoff ceiling, seconds")
+    p.add_argument("--verbose", "-v", type=int, default=0, help="0 warnings .. 2+ debug")
+    return p
+
+
+def parse_settings(argv: list[str] | None) -> Settings:
+    args = build_parser().parse_args(argv)
+    values: dict[str, Any] = vars(args)
+    if not values["node_name"]:
+        values["node_name"] = os.environ.get("NODE_NAME") or socket.gethostname()
+    return Settings(**values)
+
+
+def _reader(
+    stream: ReportStream,
+    mapper: ReportMapper,
+    keep: DatumFilter,
+    sink: Callable[[list[Datum]], None],
+    done: threading.Event,
+    counters: dict[str, int],
+) -> None:
+    try:
+        for report in stream:
+            try:
+                datums = keep.keep_valid(mapper.map(report))
+                sink(datums)
+                counters["datums"] += len(datums)
+            except Exception as exc:  # exporters never crash on input
+                counters["report_errors"] += 1
+                log.warning("skipped a report that could not be converted: %s: %s", type(exc).__name__, exc)
+    except Exception as exc:
+        log.error("stopped reading stdin: %s: %s", type(exc).__name__, exc)
+    finally:
+        done.set()
+
+
+def _open_emf(path: str) -> BinaryIO:
+    if path == "-":
+        return sys.stdout.buffer
+    return open(path, "ab")  # kept open for the process lifetime
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        settings = parse_settings(argv)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        print(f"{PROG}: {where + ': ' if where else ''}{first['msg']}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.WARNING if settings.verbose == 0 else logging.INFO if settings.verbose == 1 else logging.DEBUG,
+        format=f"{PROG}: %(levelname)s %(message)s",
+    )
+    scheme = DimensionScheme(settings.dimensions, settings.cluster_name, settings.node_name)
+    mapper = ReportMapper(scheme, MapOptions(settings.high_resolution, settings.per_vcpu))
+    keep = DatumFilter()
+
+    publisher: Publisher | None = None
+    emf: EmfWriter | None = None
+    if settings.output == "api":
+        try:
+            client, protocol = make_client(settings.region, settings.endpoint_url, settings.profile)
+        except SetupError as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return 2
+        buffer = DatumBuffer(settings.buffer_samples)
+        publisher = Publisher(
+            client,
+            settings.namespace,
+            buffer,
+            RetryPolicy(settings.retry_base_delay, settings.retry_max_delay),
+            protocol,
+        )
+        publisher.start()
+        sink: Callable[[list[Datum]], None] = buffer.put
+    else:
+        try:
+            emf = EmfWriter(_open_emf(settings.emf_file), settings.namespace)
+        except OSError as exc:
+            print(f"{PROG}: cannot open --emf-file: {exc}", file=sys.stderr)
+            return 2
+        sink = emf.write
+
+    stop = threading.Event()
+    received: list[str] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    stream = ReportStream(sys.stdin.buffer)
+    counters = {"datums": 0, "report_errors": 0}
+    reader = threading.Thread(
+        target=_reader, args=(stream, mapper, keep, sink, stop, counters), name="stdin-reader", daemon=True
+    )
+    reader.start()
+    while not stop.wait(0.5):
+        pass
+
+    if publisher is not None:
+        publisher.finish(settings.flush_timeout)
+    summary: dict[str, Any] = {
+        "reason": received[0] if received else "eof",
+        "reports": stream.stats.reports,
+        "bad_lines": stream.stats.bad_lines,
+        "report_errors": counters["report_errors"],
+        "datums_mapped": counters["datums"],
+        "invalid_samples": sum(keep.rejected.values()),
+    }
+    if publisher is not None:
+        summary.update(publisher.stats.as_dict())
+        summary["dropped_samples"] = publisher.buffer.dropped_samples
+    if emf is not None:
+        summary.update(emf_events=emf.events, emf_bytes=emf.bytes)
+    print(f"{PROG}: summary {orjson.dumps(summary).decode()}", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

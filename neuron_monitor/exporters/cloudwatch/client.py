@@ -1,0 +1,58 @@
+"""The boto3 CloudWatch client: region and credentials the boto3 way, botocore's own retries off.
+
+``make_client(region, endpoint_url, profile)`` returns ``(client, protocol)`` or raises ``SetupError`` with a
+one-line message (no region, no credentials, unknown profile). Credentials come from boto3's chain: environment,
+shared config/credentials profile, container or instance role. Retries are left to ``publisher`` (one attempt per
+call here) because botocore would also resend requests that got no answer, which could store a datum twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError
+
+USER_AGENT = "neuron-monitor-cloudwatch"
+
+
+class SetupError(Exception):
+    """The exporter cannot start: wrong or missing AWS settings."""
+
+
+def make_client(
+    region: str | None,
+    endpoint_url: str | None = None,
+    profile: str | None = None,
+    connect_timeout: float = 5.0,
+    read_timeout: float = 20.0,
+) -> tuple[Any, str]:
+    try:
+        session = boto3.Session(profile_name=profile, region_name=region)
+    except BotoCoreError as exc:  # ProfileNotFound and friends
+        raise SetupError(str(exc)) from None
+    if not session.region_name:
+        raise SetupError("no AWS region: pass --region or set AWS_REGION / AWS_DEFAULT_REGION")
+    try:
+        credentials = session.get_credentials()
+    except BotoCoreError as exc:
+        raise SetupError(f"cannot load AWS credentials: {exc}") from None
+    if credentials is None:
+        raise SetupError(
+            "no AWS credentials found (looked in the environment, the shared config/credentials files "
+            "and the container/instance role)"
+        )
+    config = Config(
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        user_agent_extra=USER_AGENT,
+        max_pool_connections=2,
+        tcp_keepalive=True,
+    )
+    try:
+        client = session.client("cloudwatch", endpoint_url=endpoint_url, config=config)
+    except (BotoCoreError, ValueError) as exc:
+        raise SetupError(f"cannot create the CloudWatch client: {exc}") from None
+    return client, str(client.meta.service_model.protocol)

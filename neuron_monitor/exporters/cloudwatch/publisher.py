@@ -1,0 +1,213 @@
+"""The sender: takes packed requests from the buffer and calls PutMetricData, retrying what is safe to retry.
+
+Outcomes of one call (``classify``):
+* accepted -> counted as sent;
+* throttling (``Throttling`` & co, HTTP 429) or a 5xx, or no connection could be made -> the request was not
+  accepted: its datums go back to the front of the buffer and the sender waits an exponential backoff with full
+  jitter (base * 2^attempt, capped) before the next try;
+* the request may have reached CloudWatch but no answer came (read timeout, connection closed mid-request) ->
+  dropped and counted as ``unconfirmed``: resending could store the datums twice, and we promise never to;
+* any other error (a 4xx such as InvalidParameterValue) -> dropped and counted as ``rejected``.
+botocore's own retries are switched off (see ``client.py``) so that this module alone decides what is resent.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import random
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from neuron_monitor.exporters.cloudwatch.batching import pack
+from neuron_monitor.exporters.cloudwatch.buffer import DatumBuffer
+from neuron_monitor.exporters.cloudwatch.datum import Datum
+from neuron_monitor.exporters.cloudwatch.limits import in_time_window
+
+log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
+
+THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "SlowDown",
+    }
+)
+
+
+class Outcome(enum.Enum):
+    SENT = "sent"
+    RETRY = "retry"
+    UNCONFIRMED = "unconfirmed"
+    REJECTED = "rejected"
+
+
+def classify(exc: BaseException) -> tuple[Outcome, str]:
+    """What a failed PutMetricData call means for its datums, and a short description."""
+    if isinstance(exc, ClientError):
+        err: dict[str, Any] = exc.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        if code in THROTTLING_CODES or status == 429:
+            return Outcome.RETRY, f"throttled ({code or status})"
+        if status >= 500 or code in ("InternalServiceFault", "InternalFailure", "ServiceUnavailable"):
+            return Outcome.RETRY, f"server error {status} {code}".rstrip()
+        return Outcome.REJECTED, f"{code or status}: {err.get('Message', '')}".rstrip(": ")
+    if isinstance(exc, BotoConnectionError):  # nothing was sent: connect refused/timed out, DNS, TLS, proxy
+        return Outcome.RETRY, f"no connection: {exc}"
+    if isinstance(exc, HTTPClientError):  # sent, but no answer: it may have been stored
+        return Outcome.UNCONFIRMED, f"no answer: {exc}"
+    if isinstance(exc, BotoCoreError):
+        return Outcome.REJECTED, str(exc)
+    return Outcome.UNCONFIRMED, f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class RetryPolicy:
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Full jitter: uniform in [0, min(max_delay, base * 2^attempt)]."""
+        return rng.uniform(0.0, min(self.max_delay, self.base_delay * (2.0 ** min(attempt, 30))))
+
+
+@dataclass
+class PublisherStats:
+    requests: int = 0
+    requests_ok: int = 0
+    datums_sent: int = 0
+    samples_sent: int = 0
+    bytes_estimated: int = 0
+    retries: int = 0
+    throttled: int = 0
+    server_errors: int = 0
+    connection_errors: int = 0
+    rejected_samples: int = 0
+    unconfirmed_samples: int = 0
+    expired_samples: int = 0
+    unsent_at_exit: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Publisher:
+    """Runs the send loop in a thread; ``finish`` flushes what is buffered within a deadline."""
+
+    def __init__(
+        self,
+        client: Any,
+        namespace: str,
+        buffer: DatumBuffer,
+        policy: RetryPolicy | None = None,
+        protocol: str = "json",
+        log_interval: float = 60.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.buffer = buffer
+        self.policy = policy or RetryPolicy()
+        self.protocol = protocol
+        self.stats = PublisherStats()
+        self._rng = rng or random.Random()
+        self._attempt = 0
+        self._deadline = math.inf
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._log_interval = log_interval
+        self._last_log = -math.inf
+        self._unlogged = 0
+
+    # -- logging --------------------------------------------------------------------------------------------------
+    def _warn(self, message: str) -> None:
+        self._unlogged += 1
+        now = time.monotonic()
+        if now - self._last_log >= self._log_interval:
+            extra = f" ({self._unlogged - 1} more problems since the last message)" if self._unlogged > 1 else ""
+            log.warning("%s%s", message, extra)
+            self._last_log = now
+            self._unlogged = 0
+
+    # -- one request ------------------------------------------------------------------------------------------------
+    def _packer(self, queue: Any) -> list[Datum]:
+        return pack(queue, protocol=self.protocol)
+
+    def send_once(self, batch: list[Datum]) -> Outcome:
+        now = time.time()
+        fresh = [d for d in batch if in_time_window(d.timestamp, now)]
+        if len(fresh) != len(batch):
+            self.stats.expired_samples += sum(d.samples() for d in batch) - sum(d.samples() for d in fresh)
+            self._warn("dropped datums older than CloudWatch accepts (buffered for too long)")
+        if not fresh:
+            return Outcome.SENT
+        self.stats.requests += 1
+        samples = sum(d.samples() for d in fresh)
+        try:
+            self.client.put_metric_data(Namespace=self.namespace, MetricData=[d.to_api() for d in fresh])
+        except Exception as exc:
+            outcome, why = classify(exc)
+            if outcome is Outcome.RETRY:
+                if why.startswith("throttled"):
+                    self.stats.throttled += 1
+                elif why.startswith("server"):
+                    self.stats.server_errors += 1
+                else:
+                    self.stats.connection_errors += 1
+                self.buffer.requeue(fresh)
+                self._warn(f"PutMetricData failed, will retry: {why}")
+            elif outcome is Outcome.UNCONFIRMED:
+                self.stats.unconfirmed_samples += samples
+                self._warn(f"PutMetricData got no answer; {samples} samples not resent (never send twice): {why}")
+            else:
+                self.stats.rejected_samples += samples
+                self._warn(f"PutMetricData rejected {samples} samples: {why}")
+            return outcome
+        self.stats.requests_ok += 1
+        self.stats.datums_sent += len(fresh)
+        self.stats.samples_sent += samples
+        self.stats.bytes_estimated += sum(d.wire_size(self.protocol) for d in fresh)
+        return Outcome.SENT
+
+    # -- the loop ---------------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        while time.monotonic() < self._deadline:
+            batch = self.buffer.take(self._packer, timeout=0.5)
+            if not batch:
+                if self.buffer.closed and len(self.buffer) == 0:
+                    return
+                continue
+            outcome = self.send_once(batch)
+            if outcome is Outcome.RETRY:
+                delay = self.policy.delay(self._attempt, self._rng)
+                self._attempt += 1
+                self.stats.retries += 1
+                self._wake.wait(max(0.0, min(delay, self._deadline - time.monotonic())))
+                self._wake.clear()
+            else:
+                self._attempt = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="cloudwatch-sender", daemon=True)
+        self._thread.start()
+
+    def finish(self, timeout: float) -> None:
+        """Stop accepting data, send what is buffered for at most ``timeout`` seconds, count what is left."""
+        self._deadline = time.monotonic() + timeout
+        self.buffer.close()
+        self._wake.set()  # cut a long backoff short: the deadline now bounds every wait
+        if self._thread is not None:
+            self._thread.join(timeout + 5.0)
+        self.stats.unsent_at_exit += sum(d.samples() for d in self.buffer.drain())
