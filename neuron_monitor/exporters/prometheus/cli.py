@@ -1,0 +1,167 @@
+"""neuron-monitor-prometheus: read neuron-monitor reports on stdin, serve them on /metrics.
+
+    neuron-monitor -c monitor.conf | neuron-monitor-prometheus --port 8000
+
+Accepts AWS's flags (``-p/--port``, ``--key-file``/``--cert-file``, ``--enable-k8s-info``) so existing pipelines
+work unchanged. Exit codes: 0 on SIGINT/SIGTERM, 2 on a bad command line or web config, 1 when the port cannot
+be bound or (with ``--exit-on-eof``) when stdin closes. Without ``--exit-on-eof`` the exporter keeps running
+after stdin closes: ``/healthz`` answers 503 and ``neuron_exporter_up`` is 0 so a supervisor or probe can act,
+and the Neuron series stop once the last report is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
+from prometheus_client.registry import CollectorRegistry
+
+from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.server import ExporterApp, ExporterHTTPServer
+from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
+from neuron_monitor.exporters.prometheus.state import ExporterState
+from neuron_monitor.exporters.prometheus.webconfig import (
+    BasicAuth,
+    TLSContext,
+    TLSServerConfig,
+    WebConfig,
+    WebConfigError,
+    load_web_config,
+)
+from neuron_monitor.exporters.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
+
+log = logging.getLogger("neuron_monitor.exporters.prometheus")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="neuron-monitor-prometheus",
+        description="Serve neuron-monitor reports read from stdin as Prometheus metrics.",
+    )
+    p.add_argument("-p", "--port", type=int, default=8000, help="HTTP port on which to run the server (8000)")
+    p.add_argument("--bind", default="0.0.0.0", help="address to listen on (0.0.0.0; '::' for IPv6 and IPv4)")
+    p.add_argument(
+        "--web-config",
+        "--web.config.file",
+        dest="web_config",
+        metavar="FILE",
+        help="exporter-toolkit web config (YAML): TLS certificate and key, basic auth users with bcrypt hashes",
+    )
+    p.add_argument("--key-file", help="TLS private key (AWS-compatible; prefer --web-config)")
+    p.add_argument("--cert-file", help="TLS certificate (AWS-compatible; prefer --web-config)")
+    p.add_argument(
+        "--enable-k8s-info",
+        action="store_true",
+        help="always add pod_name/namespace/container_name labels (they are added anyway when reports carry"
+        " neuron_k8s_info)",
+    )
+    p.add_argument(
+        "--instance-labels-on-info-only",
+        action="store_true",
+        help="put the EC2 instance labels on instance_info only, not on every series (target-label practice);"
+        " default: on every series, as AWS's exporter does",
+    )
+    p.add_argument(
+        "--stale-periods",
+        type=float,
+        default=3.0,
+        help="report intervals without a report after which /healthz fails and Neuron series are withdrawn (3)",
+    )
+    p.add_argument("--exit-on-eof", action="store_true", help="exit with code 1 when stdin closes")
+    p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES, help=argparse.SUPPRESS)
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    args = p.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        p.error(f"--port {args.port} is not a TCP port")
+    if args.stale_periods <= 0:
+        p.error("--stale-periods must be positive")
+    if bool(args.key_file) != bool(args.cert_file):
+        p.error("--key-file and --cert-file go together")
+    if args.web_config and args.key_file:
+        p.error("use either --web-config or --key-file/--cert-file, not both")
+    return args
+
+
+def web_config_from_args(args: argparse.Namespace) -> WebConfig | None:
+    if args.web_config:
+        config = load_web_config(args.web_config)
+        if config.tls_server_config is None:
+            raise WebConfigError(
+                f"web config {args.web_config} has no tls_server_config: plain HTTP is served only without --web-config"
+            )
+        return config
+    if args.key_file:
+        return WebConfig(tls_server_config=TLSServerConfig(cert_file=args.cert_file, key_file=args.key_file))
+    return None
+
+
+def build_registry(state: ExporterState, stream: ReportStream) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):  # as AWS's exporter (default registry)
+        if collector is not None:
+            registry.register(collector)
+    registry.register(ExporterCollector(state, stream.stats))
+    return registry
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="neuron-monitor-prometheus: %(levelname)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        web = web_config_from_args(args)
+        tls = TLSContext(web.tls_server_config) if web and web.tls_server_config else None
+    except WebConfigError as e:
+        print(f"neuron-monitor-prometheus: {e}", file=sys.stderr)
+        return 2
+    options = ShapeOptions(
+        instance_labels_everywhere=not args.instance_labels_on_info_only,
+        always_k8s_labels=args.enable_k8s_info,
+    )
+    state = ExporterState(options, stale_periods=args.stale_periods)
+    stream = ReportStream(sys.stdin.buffer, max_line_bytes=args.max_line_bytes)
+    app = ExporterApp(
+        build_registry(state, stream),
+        state,
+        BasicAuth(web.basic_auth_users) if web else None,
+        dict(web.http_server_config.headers) if web else None,
+    )
+    try:
+        server = ExporterHTTPServer((args.bind, args.port), app, tls)
+    except OSError as e:
+        where = f"{args.bind}:{args.port}"
+        print(f"neuron-monitor-prometheus: cannot listen on {where}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, _stop)
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    scheme = "HTTPS" if tls else "HTTP"
+    log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
+    try:
+        for report in stream:
+            state.apply(report)
+        state.close_input()
+        log.warning("stdin closed after %d reports; /healthz now fails", stream.stats.reports)
+        if args.exit_on_eof:
+            return 1
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

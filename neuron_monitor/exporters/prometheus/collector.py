@@ -1,0 +1,97 @@
+"""The client_python custom collector: fresh metric families from the newest snapshot at every scrape.
+
+One ``collect`` call reads one ``View`` of the exporter state, so the Neuron families and the exporter's own
+metrics of a scrape always describe the same report. The Neuron families are left out while the data is stale
+(see ``state``); the ``neuron_exporter_*`` self-metrics are always there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from neuron_monitor import __version__
+from neuron_monitor.exporters.prometheus.state import ExporterState
+from neuron_monitor.exporters.stream import StreamStats
+
+PREFIX = "neuron_exporter"
+
+
+class ExporterCollector(Collector):
+    def __init__(self, state: ExporterState, stream_stats: StreamStats | None = None) -> None:
+        self.state = state
+        self.stream_stats = stream_stats or StreamStats()
+
+    def collect(self) -> Iterator[Metric]:
+        view = self.state.view()
+        yield from self._self_metrics(view)
+        if view.serving and view.snapshot is not None:
+            for family in view.snapshot.families:
+                yield family.to_metric()
+
+    def _self_metrics(self, view) -> Iterator[Metric]:  # type: ignore[no-untyped-def]
+        state, stats = self.state, self.stream_stats
+        yield InfoMetricFamily(f"{PREFIX}_build", "neuron-monitor-prometheus version", {"version": __version__})
+        yield GaugeMetricFamily(
+            f"{PREFIX}_up",
+            "1 while a report newer than the staleness limit is served and stdin is open, else 0",
+            value=1.0 if view.healthy else 0.0,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_serving",
+            "1 while Neuron metrics are served (the newest report is within the staleness limit), else 0",
+            value=1.0 if view.serving else 0.0,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_input_closed", "1 after stdin reached end of file", value=1.0 if state.input_closed else 0.0
+        )
+        yield CounterMetricFamily(f"{PREFIX}_input_lines", "Lines read from stdin", value=stats.lines)
+        yield CounterMetricFamily(
+            f"{PREFIX}_reports",
+            "Reports accepted and served",
+            value=max(stats.reports - state.rejected_reports, 0),
+        )
+        bad = CounterMetricFamily(f"{PREFIX}_bad_lines", "Input lines skipped, by reason", labels=["reason"])
+        bad.add_metric(["invalid"], stats.bad_lines - stats.oversize_lines)
+        bad.add_metric(["oversize"], stats.oversize_lines)
+        bad.add_metric(["malformed_report"], state.rejected_reports)
+        yield bad
+        if view.snapshot is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_last_report_timestamp_seconds",
+                "Wall-clock time the newest accepted report was received",
+                value=view.received_wall,
+            )
+            if view.snapshot.report_time is not None:
+                yield GaugeMetricFamily(
+                    f"{PREFIX}_last_report_time_seconds",
+                    "report_time written by the daemon into the newest accepted report",
+                    value=view.snapshot.report_time,
+                )
+            yield GaugeMetricFamily(
+                f"{PREFIX}_runtimes", "Neuron runtimes in the newest report", value=view.snapshot.runtimes
+            )
+            yield GaugeMetricFamily(
+                f"{PREFIX}_series", "Neuron series built from the newest report", value=view.snapshot.series
+            )
+            success = GaugeMetricFamily(
+                f"{PREFIX}_group_success",
+                "1 if no instance of the metric group reported an error in the newest report, else 0",
+                labels=["group"],
+            )
+            for group in sorted(view.snapshot.groups_seen):
+                success.add_metric([group], 0.0 if group in view.snapshot.groups_failed else 1.0)
+            yield success
+        yield GaugeMetricFamily(
+            f"{PREFIX}_report_interval_seconds", "Estimated interval between reports", value=view.interval
+        )
+        errors = CounterMetricFamily(
+            f"{PREFIX}_group_errors",
+            "Collections of a metric group that reported an error (runtime entry errors as group=runtime)",
+            labels=["group"],
+        )
+        for group, count in sorted(state.group_errors_total.items()):
+            errors.add_metric([group], count)
+        yield errors

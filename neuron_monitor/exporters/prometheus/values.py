@@ -1,0 +1,57 @@
+"""Type-checked access to report values: a wrong type anywhere rejects the whole report.
+
+Missing keys and JSON ``null`` are normal in real reports (idle latency, absent groups) and read as ``None``;
+a value of the wrong type (a string where a number belongs, a list where an object belongs) raises
+``MalformedReport`` with the path of the offending value, so the exporter keeps serving the last good report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MalformedReport(ValueError):
+    """A report has the right top-level shape but a wrong type inside; it is skipped as a whole."""
+
+
+def number(value: Any, where: str) -> float | None:
+    """An int or float (not a bool) as float; None for null/missing."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MalformedReport(f"{where}: expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def mapping(value: Any, where: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise MalformedReport(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def sequence(value: Any, where: str) -> list[Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise MalformedReport(f"{where}: expected an array, got {type(value).__name__}")
+    return value
+
+
+def text(value: Any, where: str) -> str:
+    """A label value: strings as is, numbers printed, null as ""; objects and arrays are wrong."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    raise MalformedReport(f"{where}: expected a string, got {type(value).__name__}")
+
+
+def group_error(group: dict[str, Any], where: str) -> str:
+    """A group's ``error`` string ("" when fine or absent)."""
+    return text(group.get("error"), f"{where}.error")
