@@ -1,0 +1,1 @@
+"""The simulator: instance shapes, workload, the writer of the sysfs/dev/proc trees, its animation and ground truth."""

@@ -1,0 +1,125 @@
+"""``neuron-monitor-sim``: build a simulated Trainium/Inferentia host under a directory and animate it.
+
+    neuron-monitor-sim --shape trn2.48xlarge --runtimes 16 --root DIR [--seed N] [--lnc 1] [--driver 2.24.7.0]
+                       [--step 0.05] [--duration S] [--options JSON]
+
+Runs until SIGTERM/SIGINT (or ``--duration``), then stops its worker processes and writes the final ground truth.
+The tree stays in DIR (remove it yourself, or use `TemporarySimulator`). Exit codes: 0 done, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from neuron_monitor.sim.shapes import SHAPES, get_shape
+
+MARKER = "run/neuron-sim"
+
+
+def default_runtimes(devices: int) -> int:
+    return min(devices, 4)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="neuron-monitor-sim", description="Simulated Neuron host for neuron-monitor.")
+    p.add_argument("--shape", help="instance type, e.g. trn1.32xlarge (see --list-shapes)")
+    p.add_argument("--runtimes", type=int, default=None, help="Neuron applications to run (default: min(devices, 4))")
+    p.add_argument("--root", help="directory to build the host tree in (created; must be empty or a previous tree)")
+    p.add_argument("--seed", type=int, default=0, help="workload seed (same seed, same workload)")
+    p.add_argument("--lnc", type=int, choices=(1, 2), default=None, help="logical NeuronCore config (Trn2/Trn3)")
+    p.add_argument("--driver", default=None, help="driver version to imitate (default 2.30.2.0; 2.24.7.0 on inf1)")
+    p.add_argument("--step", type=float, default=None, help="animation step in seconds (default 0.05)")
+    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--options", default=None, help="JSON object of further options (see TemporarySimulator)")
+    p.add_argument("--list-shapes", action="store_true", help="print the known shapes and exit")
+    return p
+
+
+def _fail(msg: str) -> int:
+    sys.stderr.write(f"neuron-monitor-sim: {msg}\n")
+    return 2
+
+
+def _prepare_root(root: Path) -> None:
+    if root.exists():
+        if not root.is_dir():
+            raise ValueError(f"{root} exists and is not a directory")
+        if any(root.iterdir()):
+            if not (root / MARKER).is_dir():
+                raise ValueError(f"{root} is not empty and is not a simulator tree; refusing to write into it")
+            for child in root.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+    root.mkdir(parents=True, exist_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0) and 2
+    if args.list_shapes:
+        for name, s in SHAPES.items():
+            print(f"{name:16} devices={s.devices:2} cores/device={s.phys_cores} lnc={s.lnc} vcpus={s.vcpus}")
+        return 0
+    if not args.shape or not args.root:
+        return _fail("--shape and --root are required")
+    try:
+        shape = get_shape(args.shape, args.lnc)
+    except (KeyError, ValueError) as e:
+        return _fail(str(e.args[0]) if e.args else str(e))
+    options: dict[str, Any] = {}
+    if args.options:
+        try:
+            options = json.loads(args.options)
+        except ValueError as e:
+            return _fail(f"--options: invalid JSON: {e}")
+        if not isinstance(options, dict):
+            return _fail("--options: expected a JSON object")
+    if args.driver:
+        options["driver"] = args.driver
+    if args.step is not None:
+        if args.step <= 0:
+            return _fail("--step must be positive")
+        options["step"] = args.step
+    runtimes = args.runtimes if args.runtimes is not None else default_runtimes(shape.devices)
+    if runtimes < 0:
+        return _fail("--runtimes must be >= 0")
+    root = Path(args.root).absolute()
+    try:
+        _prepare_root(root)
+    except (ValueError, OSError) as e:
+        return _fail(str(e))
+
+    from neuron_monitor.sim.animator import Simulator
+
+    stop = {"flag": False}
+
+    def _on_signal(signum: int, frame: Any) -> None:
+        stop["flag"] = True
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        sim = Simulator(root, shape, runtimes, args.seed, options)
+    except (ValueError, OSError) as e:
+        return _fail(f"cannot build the simulated host: {e}")
+    (root / MARKER / "sim.pid").write_text(f"{os.getpid()}\n")
+    try:
+        sim.run(lambda: stop["flag"], args.duration)
+    finally:
+        sim.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

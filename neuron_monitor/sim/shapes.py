@@ -1,0 +1,87 @@
+"""Instance shapes the simulator can build (facts: research/neuron-datasources.md §1.4 and §4).
+
+A `Shape` says what a real instance of that type exposes: device count, physical NeuronCores per device, the
+driver's architecture strings (sysfs ``arch_type``, ``instance_type``, ``device_name``), device memory, vCPUs,
+host memory, and the default logical NeuronCore config (LNC). `get_shape(name)` raises KeyError with the list of
+known names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    devices: int
+    phys_cores: int  # physical NeuronCores per device (sysfs core_count)
+    nd_arch: str  # sysfs info/architecture/arch_type of the device, e.g. "NDv2"
+    nc_arch: str  # sysfs neuron_coreK/info/architecture/arch_type, e.g. "NCv2"
+    instance_family: str  # sysfs info/architecture/instance_type, e.g. "Trn1"
+    device_name: str  # sysfs info/architecture/device_name, e.g. "Trainium1"
+    device_memory: int  # bytes per device
+    vcpus: int
+    host_memory: int  # bytes
+    lnc: int = 1  # logical NeuronCore config (physical cores per logical core)
+    has_ecc_files: bool = True  # stats/hardware exists (not on v1/Inf1)
+    has_serial: bool = True
+
+    @property
+    def logical_cores(self) -> int:
+        return self.phys_cores // self.lnc
+
+
+def _inf1(name: str, devices: int, vcpus: int, mem_gib: int) -> Shape:
+    return Shape(name, devices, 4, "NDv1", "NCv1", "Inf1", "Inferentia", 8 * GIB, vcpus, mem_gib * GIB,
+                 has_ecc_files=False, has_serial=False)  # fmt: skip
+
+
+def _inf2(name: str, devices: int, vcpus: int, mem_gib: int) -> Shape:
+    return Shape(name, devices, 2, "NDv3", "NCv2", "Inf2", "Inferentia2", 32 * GIB, vcpus, mem_gib * GIB)
+
+
+def _trn1(name: str, devices: int, vcpus: int, mem_gib: int) -> Shape:
+    return Shape(name, devices, 2, "NDv2", "NCv2", "Trn1", "Trainium1", 32 * GIB, vcpus, mem_gib * GIB)
+
+
+def _trn2(name: str) -> Shape:
+    return Shape(name, 16, 8, "NDv3", "NCv3", "Trn2", "Trainium2", 96 * GIB, 192, 2048 * GIB, lnc=2)
+
+
+SHAPES: dict[str, Shape] = {
+    s.name: s
+    for s in (
+        _inf1("inf1.xlarge", 1, 4, 8),
+        _inf1("inf1.2xlarge", 1, 8, 16),
+        _inf1("inf1.6xlarge", 4, 24, 48),
+        _inf1("inf1.24xlarge", 16, 96, 192),
+        _inf2("inf2.xlarge", 1, 4, 16),
+        _inf2("inf2.8xlarge", 1, 32, 128),
+        _inf2("inf2.24xlarge", 6, 96, 384),
+        _inf2("inf2.48xlarge", 12, 192, 768),
+        _trn1("trn1.2xlarge", 1, 8, 32),
+        _trn1("trn1.32xlarge", 16, 128, 512),
+        _trn1("trn1n.32xlarge", 16, 128, 512),
+        _trn2("trn2.48xlarge"),
+        _trn2("trn2u.48xlarge"),
+        # Trn3 Gen1 UltraServer member: 16 devices per server, 192 vCPUs, 2 TiB (per-server share of the
+        # UltraServer figures; the instance name is one the 2.30.2 driver recognises, launchability unconfirmed).
+        Shape("trn3.48xlarge", 16, 8, "NDv4", "NCv4", "Trn3", "Trainium3", 144 * GIB, 192, 2048 * GIB, lnc=2),
+    )
+}
+
+
+def get_shape(name: str, lnc: int | None = None) -> Shape:
+    """The shape called ``name``; ``lnc`` overrides its logical NeuronCore config (Trn2/Trn3 accept 1 or 2)."""
+    try:
+        shape = SHAPES[name]
+    except KeyError:
+        raise KeyError(f"unknown shape {name!r} (known: {', '.join(SHAPES)})") from None
+    if lnc is None:
+        return shape
+    if lnc not in (1, 2) or shape.phys_cores % lnc or (lnc == 2 and shape.lnc == 1):
+        raise ValueError(f"shape {name} does not support logical NeuronCore config {lnc}")
+    return replace(shape, lnc=lnc)

@@ -1,0 +1,168 @@
+"""`TemporarySimulator`: a simulated Neuron host in a temporary directory, for the demo and end-to-end tests.
+
+with TemporarySimulator("trn1.32xlarge", runtimes=2, seed=1, exec_rate=100) as sim:
+    run_daemon(root=sim.root)
+    sim.inject("numerical_burst", tag="job-00", count=50)
+    assert sim.truth.total("job-00", "numerical") >= 50
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import neuron_monitor
+from neuron_monitor.sim.animator import CONTROL_FILE, FAULT_KINDS
+from neuron_monitor.sim.ground_truth import GROUND_TRUTH_FILE, GroundTruth
+from neuron_monitor.sim.shapes import get_shape
+
+
+class TemporarySimulator:
+    """Builds a simulated host in a temporary root, animates it in a child process, removes it on exit.
+
+    ``shape``: an instance type (``neuron_monitor.sim.shapes.SHAPES``); unknown names raise KeyError.
+    ``runtimes``: Neuron applications to start (default ``min(devices, 4)``); ``seed``: workload seed.
+
+    Options (all optional):
+
+    - ``lnc`` (1 or 2): logical NeuronCore config on Trn2/Trn3 (ValueError if the shape cannot).
+    - ``driver``: driver version imitated, default "2.30.2.0" ("2.24.7.0" on inf1). Before 2.30 the NDS slab is
+      zeroed when its owner exits and the corrected-ECC files do not exist; before 2.8 stats live in ``metrics/``.
+    - ``step`` (0.05 s): animation step. ``truth_interval`` (1.0 s): how often totals go to the ground truth.
+    - ``exec_rate`` (executions/s per physical core), ``utilization`` (busy fraction 0..1), ``latency_us``
+      ([lo, hi] device latency): the same for every runtime; default: drawn per runtime from the seed.
+    - ``generic_error_rate``, ``numerical_error_rate``, ``timeout_rate``, ``failed_to_queue_rate``,
+      ``hardware_error_rate``: per-execution probabilities (defaults 0.002, 0.0005, 0.0002, 0.0005, 0).
+    - ``tags``: list of NEURON_PROCESS_TAG values by runtime index (``None`` in the list: untagged, tag = pid);
+      default ``job-00``, ``job-01``, ...
+    - ``memory_interval`` (5 s; 0 = never): how often one runtime's tensor memory moves.
+    - ``ecc_rate`` (0.02/s per device): random corrected-ECC events (driver >= 2.30 only); 0 disables.
+    - ``worker_cpu`` (300): size of each worker's counting loop every 0.2 s (real CPU use).
+    - ``faults``: scheduled commands, each a dict with ``at`` (seconds after start) and a command (below).
+
+    Commands (`command` / `inject`, and ``faults``), by ``kind``: ``numerical_burst``, ``hardware_error``,
+    ``timeouts``, ``failed_to_queue_burst``, ``generic_errors`` (``tag``, ``count``) add errors to a runtime;
+    ``ecc_uncorrected`` / ``ecc_corrected`` (``device``, ``count``, ``memory``: "mem" or "sram");
+    ``stop_runtime`` (``tag``): stops executing and exits (detaches); ``hang_runtime`` / ``resume_runtime``
+    (``tag``): stays attached with its cores at 0 %; ``pause`` / ``resume``: all runtimes stop/restart
+    executing (counts are then stable for exact comparisons); ``start_runtime`` (``like``: tag whose cores to
+    reuse, default the last stopped runtime; ``new_tag``; ``untagged``); ``set_rate`` (``tag``, ``exec_rate``,
+    ``utilization``); ``remove_device`` (``device``): the device disappears from sysfs and /dev.
+
+    Attributes: ``root`` (pathlib.Path), ``ground_truth_path``, ``truth`` (a `GroundTruth` reader).
+    """
+
+    def __init__(self, shape: str, runtimes: int | None = None, seed: int = 0, **options: Any) -> None:
+        self.shape = get_shape(shape, options.get("lnc"))
+        self.shape_name = shape
+        self.runtimes = runtimes
+        self.seed = seed
+        self.options = options
+        self._tmp: Path | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._next_id = 0
+        self.root = Path()
+        self.ground_truth_path = Path()
+        self.truth = GroundTruth(self.ground_truth_path)
+
+    def __enter__(self) -> TemporarySimulator:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def start(self, timeout: float = 30.0) -> None:
+        self._tmp = Path(tempfile.mkdtemp(prefix="neuron-sim-"))
+        self.root = self._tmp / "root"
+        self.ground_truth_path = self.root / GROUND_TRUTH_FILE
+        self.truth = GroundTruth(self.ground_truth_path)
+        options = {k: v for k, v in self.options.items() if k != "lnc"}
+        cmd = [sys.executable, "-m", "neuron_monitor.sim.cli", "--shape", self.shape_name, "--root", str(self.root)]
+        cmd += ["--seed", str(self.seed), "--options", json.dumps(options)]
+        if self.runtimes is not None:
+            cmd += ["--runtimes", str(self.runtimes)]
+        if self.options.get("lnc") is not None:
+            cmd += ["--lnc", str(self.options["lnc"])]
+        env = dict(os.environ)
+        pkg_parent = str(Path(neuron_monitor.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self._stderr = open(self._tmp / "sim.stderr", "wb")  # noqa: SIM115 - closed in close()
+        self._proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=self._stderr)  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while self.truth.ready() is None:
+            if self._proc.poll() is not None:
+                err = (self._tmp / "sim.stderr").read_text(errors="replace").strip()
+                self.close()
+                raise RuntimeError(f"simulator exited with {self._proc.returncode}: {err[-2000:]}")
+            if time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError(f"simulator not ready within {timeout} s")
+            time.sleep(0.02)
+
+    def command(self, kind: str, wait: bool = True, timeout: float = 10.0, **params: Any) -> dict[str, Any]:
+        """Send a control command; with ``wait``, return its ``command`` ground-truth event once applied."""
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown command kind {kind!r} (known: {', '.join(FAULT_KINDS)})")
+        self._next_id += 1
+        cid = self._next_id
+        line = json.dumps({"id": cid, "kind": kind, **params}) + "\n"
+        with open(self.root / CONTROL_FILE, "a", encoding="utf-8") as f:
+            f.write(line)
+        if not wait:
+            return {"id": cid}
+
+        def applied(gt: GroundTruth) -> dict[str, Any] | None:
+            for e in gt.events("command"):
+                if e["id"] == cid:
+                    return e
+            return None
+
+        ack = self.truth.wait_for(applied, timeout)
+        if not ack.get("ok", False):
+            raise RuntimeError(f"simulator rejected {kind}: {ack.get('error')}")
+        return ack
+
+    inject = command
+
+    def stop_runtime(self, tag: str) -> dict[str, Any]:
+        return self.command("stop_runtime", tag=tag)
+
+    def hang_runtime(self, tag: str) -> dict[str, Any]:
+        return self.command("hang_runtime", tag=tag)
+
+    def pause(self) -> dict[str, Any]:
+        return self.command("pause")
+
+    def resume(self) -> dict[str, Any]:
+        return self.command("resume")
+
+    def pid_of(self, tag: str) -> int:
+        return int(self.truth.runtime(tag)["pid"])
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        if getattr(self, "_stderr", None) is not None:
+            self._stderr.close()
+            self._stderr = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
