@@ -1,0 +1,250 @@
+"""Kubernetes manifests: validated offline against the bundled Kubernetes schemas (kubernetes-validate), the
+ServiceMonitor against a schema written from the Prometheus Operator's documented fields, and cross-checked
+with each other and with the real CLIs and config loader."""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import orjson
+import pytest
+import yaml
+
+from neuron_monitor.config import plan_from_data
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "deploy" / "kubernetes"
+VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
+
+# monitoring.coreos.com/v1 ServiceMonitor: the fields this project uses, as the Prometheus Operator's API
+# reference documents them (spec.selector required; endpoints[] with port/path/scheme/interval/scrapeTimeout/
+# honorLabels/relabelings; namespaceSelector any|matchNames; jobLabel; targetLabels; podTargetLabels).
+DURATION = {
+    "type": "string",
+    "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+}
+LABEL_SELECTOR = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "matchExpressions": {"type": "array"},
+    },
+}
+RELABEL = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "sourceLabels": {"type": "array", "items": {"type": "string", "pattern": r"^[a-zA-Z_][a-zA-Z0-9_]*$"}},
+        "separator": {"type": "string"},
+        "targetLabel": {"type": "string"},
+        "regex": {"type": "string"},
+        "modulus": {"type": "integer"},
+        "replacement": {"type": "string"},
+        "action": {
+            "enum": [
+                "replace",
+                "keep",
+                "drop",
+                "hashmod",
+                "labelmap",
+                "labeldrop",
+                "labelkeep",
+                "lowercase",
+                "uppercase",
+                "keepequal",
+                "dropequal",
+            ]
+        },
+    },
+}
+SERVICE_MONITOR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "ServiceMonitor"},
+        "metadata": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}, "labels": {"type": "object"}},
+        },
+        "spec": {
+            "type": "object",
+            "required": ["selector", "endpoints"],
+            "additionalProperties": False,
+            "properties": {
+                "jobLabel": {"type": "string"},
+                "targetLabels": {"type": "array", "items": {"type": "string"}},
+                "podTargetLabels": {"type": "array", "items": {"type": "string"}},
+                "selector": LABEL_SELECTOR,
+                "namespaceSelector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "any": {"type": "boolean"},
+                        "matchNames": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+                "endpoints": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "port": {"type": "string"},
+                            "targetPort": {"type": ["string", "integer"]},
+                            "path": {"type": "string", "pattern": "^/"},
+                            "scheme": {"enum": ["http", "https"]},
+                            "interval": DURATION,
+                            "scrapeTimeout": DURATION,
+                            "honorLabels": {"type": "boolean"},
+                            "honorTimestamps": {"type": "boolean"},
+                            "relabelings": {"type": "array", "items": RELABEL},
+                            "metricRelabelings": {"type": "array", "items": RELABEL},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def load_all() -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in sorted(K8S.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        assert len(docs) == 1, path
+        out[docs[0]["kind"]] = docs[0]
+    return out
+
+
+MANIFESTS = load_all()
+
+
+def duration_seconds(text: str) -> float:
+    return sum(float(n) * {"s": 1, "m": 60, "h": 3600}[u] for n, u in re.findall(r"(\d+)([smh])", text))
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    kust = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    files = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(kust["resources"]) == files
+    assert {"DaemonSet", "Service", "ServiceMonitor", "ConfigMap"} <= set(MANIFESTS)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("kind", sorted(k for k in MANIFESTS if k != "ServiceMonitor"))
+def test_builtin_kinds_validate_against_kubernetes_schemas(kind: str, version: str) -> None:
+    kubernetes_validate.validate(MANIFESTS[kind], version, strict=True)
+
+
+def test_kubernetes_validation_can_fail() -> None:
+    broken = copy.deepcopy(MANIFESTS["DaemonSet"])
+    broken["spec"]["replicas"] = 3  # DaemonSets have no replicas
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, VERSIONS[-1], strict=True)
+
+
+def test_service_monitor_matches_documented_schema() -> None:
+    jsonschema.validate(MANIFESTS["ServiceMonitor"], SERVICE_MONITOR_SCHEMA)
+    broken = copy.deepcopy(MANIFESTS["ServiceMonitor"])
+    broken["spec"]["endpoints"][0]["intervall"] = "15s"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, SERVICE_MONITOR_SCHEMA)
+
+
+def test_service_and_service_monitor_select_the_daemonset_pods() -> None:
+    ds, svc, sm = MANIFESTS["DaemonSet"], MANIFESTS["Service"], MANIFESTS["ServiceMonitor"]
+    pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert svc["metadata"]["namespace"] in sm["spec"]["namespaceSelector"]["matchNames"]
+    ports = {p["name"] for c in ds["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
+    assert svc["spec"]["ports"][0]["targetPort"] in ports
+    endpoint = sm["spec"]["endpoints"][0]
+    assert endpoint["port"] == svc["spec"]["ports"][0]["name"]
+    assert duration_seconds(endpoint["scrapeTimeout"]) < duration_seconds(endpoint["interval"])
+
+
+def test_scheduling_uses_labels_and_resources_not_instance_types() -> None:
+    spec = MANIFESTS["DaemonSet"]["spec"]["template"]["spec"]
+    text = orjson.dumps(spec["affinity"]).decode()
+    assert "instance-type" not in text
+    assert not re.search(r"\b(trn|inf)\d", text)
+    keys = {
+        e["key"]
+        for t in spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        for e in t["matchExpressions"]
+    }
+    assert "karpenter.k8s.aws/instance-accelerator-manufacturer" in keys
+    tolerated = {t["key"] for t in spec["tolerations"]}
+    assert {"aws.amazon.com/neuron", "aws.amazon.com/neuroncore"} <= tolerated
+    # the monitor must never take devices away from workloads
+    for c in spec["containers"]:
+        for kind in ("requests", "limits"):
+            assert not any(k.startswith("aws.amazon.com/") for k in c["resources"][kind])
+
+
+def test_every_container_has_requests_and_limits_within_the_footprint_budget() -> None:
+    spec = MANIFESTS["DaemonSet"]["spec"]["template"]["spec"]
+    for c in spec["containers"] + spec["initContainers"]:
+        req, lim = c["resources"]["requests"], c["resources"]["limits"]
+        assert set(req) == set(lim) == {"cpu", "memory"}, c["name"]
+        assert lim["memory"].endswith("Mi") and int(lim["memory"][:-2]) <= 256, c["name"]
+        assert int(req["memory"][:-2]) <= int(lim["memory"][:-2])
+        assert int(req["cpu"][:-1]) <= int(lim["cpu"][:-1])
+
+
+def test_daemon_reads_the_host_through_root_and_pipe_is_shared() -> None:
+    spec = MANIFESTS["DaemonSet"]["spec"]["template"]["spec"]
+    daemon, exporter = (next(c for c in spec["containers"] if c["name"] == n) for n in ("neuron-monitor", "exporter"))
+    cmd = daemon["command"][-1]
+    assert "--root /host" in cmd and "--k8s-info" in cmd
+    mounts = {m["mountPath"]: m["name"] for m in daemon["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for host_dir in ("proc", "sys", "dev"):
+        assert volumes[mounts[f"/host/{host_dir}"]]["hostPath"]["path"] == f"/{host_dir}"
+    sock_dir = "/var/lib/kubelet/pod-resources"
+    assert volumes[mounts[sock_dir]]["hostPath"]["path"] == sock_dir
+    fifo = "/run/neuron-monitor/reports"
+    assert f"1<>{fifo}" in cmd and f"0<>{exporter['command'][-1].split('0<>')[1]}" == f"0<>{fifo}"
+    assert fifo in spec["initContainers"][0]["command"][-1]
+    assert exporter["securityContext"]["runAsNonRoot"] is True
+    assert exporter["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert all(c["securityContext"]["readOnlyRootFilesystem"] for c in spec["containers"])
+
+
+def test_configmap_is_the_shipped_monitor_conf_and_loads() -> None:
+    conf = MANIFESTS["ConfigMap"]["data"]["monitor.conf"]
+    assert orjson.loads(conf) == orjson.loads((REPO / "configs" / "monitor.conf").read_bytes())
+    plan = plan_from_data(orjson.loads(conf), "configmap")
+    assert plan.runtime_scopes and plan.system_groups
+
+
+@pytest.mark.parametrize(
+    ("container", "module"),
+    [("neuron-monitor", "neuron_monitor.cli"), ("exporter", "neuron_monitor.exporters.prometheus.cli")],
+)
+def test_container_flags_exist_in_the_real_commands(container: str, module: str) -> None:
+    spec = MANIFESTS["DaemonSet"]["spec"]["template"]["spec"]
+    cmd = next(c for c in spec["containers"] if c["name"] == container)["command"][-1]
+    flags = set(re.findall(r"(?<!\S)(--[a-z0-9-]+)", cmd))
+    assert flags
+    help_text = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, cwd=REPO, timeout=60, check=True
+    ).stdout
+    for flag in flags:
+        assert flag in help_text, f"{container}: {flag} is not an option of {module}"
