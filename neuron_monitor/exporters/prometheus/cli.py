@@ -19,7 +19,7 @@ import threading
 from types import FrameType
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
-from prometheus_client.registry import CollectorRegistry
+from prometheus_client.registry import Collector
 
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
 from neuron_monitor.exporters.prometheus.server import ExporterApp, ExporterHTTPServer
@@ -100,13 +100,9 @@ def web_config_from_args(args: argparse.Namespace) -> WebConfig | None:
     return None
 
 
-def build_registry(state: ExporterState, stream: ReportStream) -> CollectorRegistry:
-    registry = CollectorRegistry(auto_describe=False)
-    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):  # as AWS's exporter (default registry)
-        if collector is not None:
-            registry.register(collector)
-    registry.register(ExporterCollector(state, stream.stats))
-    return registry
+def runtime_collectors() -> list[Collector]:
+    """process_*, python_info and python_gc_*, as AWS's exporter serves them (client_python's defaults)."""
+    return [c for c in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR) if c is not None]
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
@@ -133,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     state = ExporterState(options, stale_periods=args.stale_periods)
     stream = ReportStream(sys.stdin.buffer, max_line_bytes=args.max_line_bytes)
     app = ExporterApp(
-        build_registry(state, stream),
-        state,
+        ExporterCollector(state, stream.stats),
+        runtime_collectors(),
         BasicAuth(web.basic_auth_users) if web else None,
         dict(web.http_server_config.headers) if web else None,
     )

@@ -1,19 +1,22 @@
 """The client_python custom collector: fresh metric families from the newest snapshot at every scrape.
 
-One ``collect`` call reads one ``View`` of the exporter state, so the Neuron families and the exporter's own
-metrics of a scrape always describe the same report. The Neuron families are left out while the data is stale
-(see ``state``); the ``neuron_exporter_*`` self-metrics are always there.
+One ``collect`` (or ``scrape``) call reads one ``View`` of the exporter state, so the Neuron families and the
+exporter's own metrics of a scrape always describe the same report. ``scrape`` renders the Neuron families with
+the fast encoder of ``exposition`` (byte-identical to client_python's). The Neuron families are left out while
+the data is stale (see ``state``); the ``neuron_exporter_*`` self-metrics are always there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from neuron_monitor import __version__
-from neuron_monitor.exporters.prometheus.state import ExporterState
+from neuron_monitor.exporters.prometheus.exposition import render
+from neuron_monitor.exporters.prometheus.families import Family
+from neuron_monitor.exporters.prometheus.state import ExporterState, View
 from neuron_monitor.exporters.stream import StreamStats
 
 PREFIX = "neuron_exporter"
@@ -25,13 +28,26 @@ class ExporterCollector(Collector):
         self.stream_stats = stream_stats or StreamStats()
 
     def collect(self) -> Iterator[Metric]:
+        """client_python's collector interface: fresh families from one view of the state."""
         view = self.state.view()
-        yield from self._self_metrics(view)
-        if view.serving and view.snapshot is not None:
-            for family in view.snapshot.families:
-                yield family.to_metric()
+        yield from self.self_metrics(view)
+        for family in self.served_families(view):
+            yield family.to_metric()
 
-    def _self_metrics(self, view) -> Iterator[Metric]:  # type: ignore[no-untyped-def]
+    def scrape(self, others: Sequence[Collector], openmetrics: bool) -> bytes:
+        """The /metrics body: ``others`` (process, GC, platform), self-metrics, then the Neuron families."""
+        view = self.state.view()
+        metrics = [m for c in others for m in c.collect()]
+        metrics.extend(self.self_metrics(view))
+        return render(metrics, self.served_families(view), openmetrics)
+
+    @staticmethod
+    def served_families(view: View) -> Sequence[Family]:
+        if view.serving and view.snapshot is not None:
+            return view.snapshot.families
+        return ()
+
+    def self_metrics(self, view: View) -> Iterator[Metric]:
         state, stats = self.state, self.stream_stats
         yield InfoMetricFamily(f"{PREFIX}_build", "neuron-monitor-prometheus version", {"version": __version__})
         yield GaugeMetricFamily(

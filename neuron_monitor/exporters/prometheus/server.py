@@ -1,6 +1,6 @@
 """The HTTP(S) server: ``/metrics``, ``/healthz`` and a landing page at ``/``.
 
-``/metrics`` renders the registry at request time in the format the scraper asks for (Prometheus text or
+``/metrics`` renders the newest report at request time in the format the scraper asks for (Prometheus text or
 OpenMetrics), gzip-compressed when accepted. ``/healthz`` answers 200 ``ok`` while a fresh report is served and
 stdin is open, else 503 with the reason; it needs no credentials, so kubelet probes work with basic auth on.
 With a web config, connections are TLS (handshake in the connection's thread) and ``/`` and ``/metrics`` need
@@ -19,9 +19,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.registry import CollectorRegistry
+from prometheus_client.registry import Collector
 
 from neuron_monitor import __version__
+from neuron_monitor.exporters.prometheus.collector import ExporterCollector
 from neuron_monitor.exporters.prometheus.state import ExporterState
 from neuron_monitor.exporters.prometheus.webconfig import BasicAuth, TLSContext
 
@@ -38,17 +39,18 @@ LANDING = """<!DOCTYPE html>
 
 
 class ExporterApp:
-    """What the handler needs: the registry to render, the state for health, auth and extra headers."""
+    """What the handler needs: the collectors to render, the state for health, auth and extra headers."""
 
     def __init__(
         self,
-        registry: CollectorRegistry,
-        state: ExporterState,
+        exporter: ExporterCollector,
+        others: list[Collector] | None = None,
         auth: BasicAuth | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        self.registry = registry
-        self.state = state
+        self.exporter = exporter
+        self.others = others or []
+        self.state: ExporterState = exporter.state
         self.auth = auth or BasicAuth({})
         self.headers = headers or {}
 
@@ -108,8 +110,10 @@ class ExporterHandler(BaseHTTPRequestHandler):
     do_HEAD = do_GET
 
     def _metrics(self) -> None:
-        encoder, content_type = choose_encoder(self.headers.get("Accept"))
-        body = encoder(self.server.app.registry)
+        _, content_type = choose_encoder(self.headers.get("Accept"))
+        openmetrics = content_type.startswith("application/openmetrics-text")
+        app = self.server.app
+        body = app.exporter.scrape(app.others, openmetrics)
         extra = {}
         if "gzip" in (self.headers.get("Accept-Encoding") or ""):
             body = gzip.compress(body, compresslevel=1)

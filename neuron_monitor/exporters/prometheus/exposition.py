@@ -1,0 +1,77 @@
+"""Rendering a scrape: client_python's encoders for the small families, our own for the Neuron families.
+
+client_python spends about 10 µs per sample formatting (label-name validation, sorting and escaping on every
+line), which is 15 ms for a trn2.48xlarge report. ``render_families`` writes the same bytes (same label order,
+escaping and float formatting; a test holds it to client_python's output) in a fraction of that, by sorting
+each family's label names once. Both the Prometheus text format 0.0.4 and OpenMetrics 1.0.0 are supported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from prometheus_client.utils import floatToGoString
+
+from neuron_monitor.exporters.prometheus.families import INFO, Family
+
+OPENMETRICS_EOF = "# EOF\n"
+
+
+def _escape_value(value: str) -> str:
+    if "\\" in value or "\n" in value or '"' in value:
+        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    return value
+
+
+def _escape_help(text: str, openmetrics: bool) -> str:
+    text = text.replace("\\", r"\\").replace("\n", r"\n")
+    return text.replace('"', r"\"") if openmetrics else text
+
+
+def render_families(families: Iterable[Family], openmetrics: bool) -> str:
+    out: list[str] = []
+    append = out.append
+    fmt = floatToGoString
+    for fam in families:
+        sample_name = fam.sample_name
+        if openmetrics:
+            header, kind = fam.name, fam.kind
+        else:
+            header, kind = sample_name, ("gauge" if fam.kind == INFO else fam.kind)
+        append(f"# HELP {header} {_escape_help(fam.help, openmetrics)}\n# TYPE {header} {kind}\n")
+        names = fam.labelnames
+        if not names:
+            for value in fam.samples.values():
+                append(f"{sample_name} {fmt(value)}\n")
+            continue
+        order = sorted(range(len(names)), key=names.__getitem__)
+        prefixes = [f'{names[i]}="' for i in order]
+        pairs = list(zip(prefixes, order, strict=True))
+        esc = _escape_value
+        for values, value in fam.samples.items():
+            labels = '",'.join([p + esc(values[i]) for p, i in pairs])
+            append(f'{sample_name}{{{labels}"}} {fmt(value)}\n')
+    return "".join(out)
+
+
+class _Metrics:
+    """The ``collect()`` interface client_python's encoders expect, over a list of families."""
+
+    def __init__(self, metrics: Sequence[Metric]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Sequence[Metric]:
+        return self._metrics
+
+
+def render(metrics: Sequence[Metric], families: Sequence[Family], openmetrics: bool) -> bytes:
+    """One scrape body: ``metrics`` through client_python, then ``families`` through ``render_families``."""
+    if openmetrics:
+        head = generate_openmetrics(_Metrics(metrics)).decode("utf-8")
+        head = head.removesuffix(OPENMETRICS_EOF)
+        return (head + render_families(families, True) + OPENMETRICS_EOF).encode("utf-8")
+    head = generate_latest(_Metrics(metrics)).decode("utf-8")  # type: ignore[arg-type]
+    return (head + render_families(families, False)).encode("utf-8")
