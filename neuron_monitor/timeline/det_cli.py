@@ -1,0 +1,75 @@
+"""``neuron-monitor-det REC...``: find the problems in recordings, one line each, like neuron-det.
+
+Prints ``<type> <NC n|ND n> @ <start> - <end>: {details}`` per problem (UTC wall clock; with the date when the
+recordings span more than one day; with the instance id when there are several instances), then a summary on
+stderr ("no errors detected" when there is nothing). Optionally writes the trace with the problems highlighted.
+Exit status: 0 nothing found, 1 problems found, 2 bad usage or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
+from neuron_monitor.timeline.detect import DEFAULT_HANG_PERIODS, DEFAULT_MERGE_GAP, Detector, clock
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="neuron-monitor-det",
+        description="Find execution errors, uncorrected ECC, hangs and vanished runtimes in neuron-monitor recordings.",
+    )
+    add_filter_arguments(parser)
+    parser.add_argument("-o", "--output-file", help="also write a Trace Event Format JSON with the problems marked")
+    parser.add_argument(
+        "--hang-periods",
+        type=int,
+        default=DEFAULT_HANG_PERIODS,
+        metavar="N",
+        help=f"zero-utilization periods in a row that make a hang suspect (default {DEFAULT_HANG_PERIODS})",
+    )
+    parser.add_argument(
+        "--merge-gap",
+        type=float,
+        default=DEFAULT_MERGE_GAP,
+        metavar="SECONDS",
+        help="clean time that may separate two error periods of one episode (default: none)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.hang_periods < 1:
+            raise UsageError("--hang-periods must be 1 or more")
+        if args.merge_gap < 0:
+            raise UsageError("--merge-gap must not be negative")
+        check_recordings(args.recordings)
+        selection = selection_from(args)
+        detector = Detector(selection, hang_periods=args.hang_periods, merge_gap=args.merge_gap)
+        result = run(args.recordings, selection, detector, args.output_file, args.group_by, highlight=True)
+    except UsageError as e:
+        print(f"neuron-monitor-det: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"neuron-monitor-det: {e.filename or args.output_file}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    for err in result.stats.errors:
+        print(f"neuron-monitor-det: {err}", file=sys.stderr)
+    if result.stats.reports == 0:
+        print("neuron-monitor-det: no reports found in the recordings", file=sys.stderr)
+        return 2
+    problems = result.problems
+    days = {clock(t, True)[:10] for p in problems for t in (p.start, p.end)}
+    for p in problems:
+        print(p.line(with_date=len(days) > 1, with_instance=len(detector.instances) > 1))
+    summary = f"{len(problems)} problem(s) detected" if problems else "no errors detected"
+    print(f"neuron-monitor-det: {summary}; {result.stats.summary()}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

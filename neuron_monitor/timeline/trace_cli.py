@@ -1,0 +1,57 @@
+"""``neuron-monitor-trace REC... -o trace.json``: recordings -> Trace Event Format JSON for Perfetto / Chrome.
+
+Reads recordings (``neuron-monitor --record`` files, rotated siblings included, or captured JSON lines) and
+writes one trace: a process per instance (several recordings of a multi-node job merged on one clock), counter
+tracks per NeuronCore, device, runtime and host, error events with their details. Exit status: 0 written,
+1 nothing to convert (no reports), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
+from neuron_monitor.timeline.detect import Detector
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="neuron-monitor-trace",
+        description="Convert neuron-monitor recordings to a Trace Event Format JSON file (Perfetto, chrome://tracing).",
+    )
+    add_filter_arguments(parser)
+    parser.add_argument("-o", "--output", default="trace.json", help='trace file to write, "-" for stdout')
+    parser.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        check_recordings(args.recordings)
+        selection = selection_from(args)
+        result = run(args.recordings, selection, Detector(selection), args.output, args.group_by)
+    except UsageError as e:
+        print(f"neuron-monitor-trace: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"neuron-monitor-trace: {e.filename or args.output}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    for err in result.stats.errors:
+        print(f"neuron-monitor-trace: {err}", file=sys.stderr)
+    if not args.quiet:
+        where = "stdout" if args.output == "-" else args.output
+        print(
+            f"neuron-monitor-trace: wrote {where}: {result.events} events, {len(result.problems)} error episodes; "
+            f"{result.stats.summary()}",
+            file=sys.stderr,
+        )
+    if result.stats.reports == 0:
+        print("neuron-monitor-trace: no reports found in the recordings", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
