@@ -38,19 +38,20 @@ def read_reports_until(proc: subprocess.Popen[bytes], pred, timeout: float = 30.
     raise AssertionError("no matching report")
 
 
+def start_daemon(tmp_path: Path, socket_path: str) -> subprocess.Popen[bytes]:
+    conf = tmp_path / "monitor.conf"
+    conf.write_text('{"period": "200ms", "system_metrics": [{"type": "memory_info"}]}')
+    cmd = [sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf), "--no-imds", "--k8s-info"]
+    return subprocess.Popen(
+        [*cmd, "--pod-resources-socket", socket_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+    )
+
+
 def test_reports_carry_pod_attribution(kubelet: FakeKubelet, tmp_path: Path) -> None:
     device = ("aws.amazon.com/neuron", ["0"])
     kubelet.pods = [{"name": "llama-0", "namespace": "ml", "containers": [{"name": "trainer", "devices": [device]}]}]
     kubelet.allocatable = [("aws.amazon.com/neuron", ["0"]), ("aws.amazon.com/neuroncore", ["0", "1"])]
-    conf = tmp_path / "monitor.conf"
-    conf.write_text('{"period": "200ms", "system_metrics": [{"type": "memory_info"}]}')
-    cmd = [sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf), "--no-imds", "--k8s-info"]
-    proc = subprocess.Popen(
-        [*cmd, "--pod-resources-socket", kubelet.socket_path],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
-    )
+    proc = start_daemon(tmp_path, kubelet.socket_path)
     try:
         report = read_reports_until(proc, lambda r: r.get("neuron_k8s_info", {}).get("error") == "")
         info = report["neuron_k8s_info"]
@@ -59,10 +60,18 @@ def test_reports_carry_pod_attribution(kubelet: FakeKubelet, tmp_path: Path) -> 
         assert info["neuroncores_k8s_info"] == {"0": owner, "1": owner}
         assert report["system_data"]["memory_info"]["error"] == ""
 
-        # the kubelet goes away: the error says so, the rest of the report is untouched
-        kubelet.stop()  # grpc removes the socket file: the watcher must report it missing
-        report = read_reports_until(proc, lambda r: "not found" in r["neuron_k8s_info"]["error"])
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_missing_socket_is_an_error_in_neuron_k8s_info_only(sock_dir: Path, tmp_path: Path) -> None:
+    proc = start_daemon(tmp_path, str(sock_dir / "kubelet.sock"))
+    try:
+        report = read_reports_until(proc, lambda r: "not found" in r.get("neuron_k8s_info", {}).get("error", ""))
+        assert report["neuron_k8s_info"]["neuroncores_k8s_info"] == {}
         assert report["system_data"]["memory_info"]["error"] == ""
+        assert proc.poll() is None
     finally:
         proc.terminate()
         proc.wait(10)
