@@ -1,0 +1,22 @@
+# neuron-monitor image: the daemon and both exporters, for the DaemonSet in deploy/kubernetes/ or for
+#   docker run --privileged -v /proc:/host/proc:ro -v /sys:/host/sys:ro -v /dev:/host/dev \
+#     neuron-monitor:0.1.0 neuron-monitor --root /host
+# Build: docker build -t neuron-monitor:0.1.0 .
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY neuron_monitor ./neuron_monitor
+RUN python -m venv /opt/neuron-monitor \
+ && /opt/neuron-monitor/bin/pip install --no-cache-dir ".[k8s]"
+
+FROM python:3.11-slim
+COPY --from=build /opt/neuron-monitor /opt/neuron-monitor
+COPY configs/monitor.conf /etc/neuron-monitor/monitor.conf
+ENV PATH=/opt/neuron-monitor/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1
+# Unprivileged by default; the DaemonSet runs the daemon container as root only because the kubelet's
+# pod-resources socket requires it (see docs/running.md).
+USER 65534:65534
+EXPOSE 8000
+CMD ["neuron-monitor", "--config-file", "/etc/neuron-monitor/monitor.conf", "--root", "/host"]
