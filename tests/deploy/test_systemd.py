@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,24 @@ def test_security_exposure_within_budget(unit_dir: Path, name: str) -> None:
     m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", proc.stdout)
     assert m, proc.stdout + proc.stderr
     assert float(m.group(1)) <= 3.0, proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("unit", "env_file", "module"),
+    [
+        ("neuron-monitor@prometheus.service", "neuron-monitor.env", "neuron_monitor.cli"),
+        ("neuron-monitor-prometheus.service", "prometheus.env", "neuron_monitor.exporters.prometheus.cli"),
+        ("neuron-monitor-cloudwatch.service", "cloudwatch.env", "neuron_monitor.exporters.cloudwatch.cli"),
+    ],
+)
+def test_command_lines_use_real_options(unit: str, env_file: str, module: str) -> None:
+    """Every option in ExecStart, its Environment= default and the shipped env file exists in the real command."""
+    u = shipped(unit)
+    text = " ".join(u["ExecStart"] + u.get("Environment", []) + [(SYSTEMD / env_file).read_text()])
+    flags = set(re.findall(r"(?<![\w-])(--[a-z0-9-]+)", text))
+    assert flags
+    help_text = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, cwd=REPO, timeout=60, check=True
+    ).stdout
+    for flag in flags:
+        assert flag in help_text, f"{unit}: {flag} is not an option of {module}"
