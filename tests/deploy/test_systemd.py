@@ -71,6 +71,7 @@ def test_every_pipeline_has_its_units() -> None:
 def test_services_are_hardened_and_restart_on_failure(name: str) -> None:
     u = shipped(name)
     assert u["Restart"] == ["on-failure"]
+    assert u["RestartPreventExitStatus"] == ["2"]
     assert u["DynamicUser"] == ["yes"] and "User" not in u  # never root
     for key in ("NoNewPrivileges", "ProtectHome", "PrivateTmp", "RestrictSUIDSGID", "LockPersonality"):
         assert u[key] == ["yes"], key
