@@ -1,36 +1,32 @@
 """The seam between the daemon and the Neuron devices.
 
-`open_backend(root)` returns a `NeuronBackend`: ``apps`` lists the Neuron applications (an `AppSource`) and
-``hardware_info()`` returns the complete ``neuron_hardware_info`` object (with ``error`` filled when there is no
-driver). This first version only detects whether the driver's sysfs tree exists; the device issue replaces it.
+`open_backend(root)` returns a `NeuronBackend`: ``apps`` lists the Neuron applications (a `NeuronAppSource`,
+see apps.py) and ``hardware_info()`` returns the complete ``neuron_hardware_info`` object, with ``error`` filled
+when there is no driver. Both read everything below the root; on a real host the per-process data comes from
+the driver's ioctls and read-only mappings of ``/dev/neuronN``, under the simulator from the files it writes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from neuron_monitor.groups.base import App
 from neuron_monitor.host.rootfs import RootFS
-from neuron_monitor.report import empty_hardware_info
-
-SYSFS_CLASS = "sys/class/neuron_device"
-
-
-class _NoApps:
-    def snapshot(self) -> list[App]:
-        return []
-
-    def close(self) -> None:
-        pass
+from neuron_monitor.neuron.apps import NeuronAppSource
+from neuron_monitor.neuron.hardware import Topology, hardware_info, read_topology
 
 
 class NeuronBackend:
     def __init__(self, root: RootFS) -> None:
         self.root = root
-        self.apps = _NoApps()
+        self.apps = NeuronAppSource(root)
 
     def hardware_info(self) -> dict[str, Any]:
-        return empty_hardware_info("no Neuron devices found")
+        try:
+            return hardware_info(read_topology(self.root))
+        except (OSError, ValueError) as e:
+            info = hardware_info(Topology((), 0, 1, None, ""))
+            info["error"] = f"reading the Neuron driver's sysfs tree failed: {e}"
+            return info
 
     def close(self) -> None:
         self.apps.close()

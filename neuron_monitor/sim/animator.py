@@ -51,6 +51,7 @@ class Runtime:
     pid: int
     tag: str
     state: str = "running"  # running | hung | paused | stopped
+    ready_at: float = 0.0  # models load until then: no executions, no busy time
     slots: dict[int, int] = field(default_factory=dict)
     writers: dict[int, SlabWriter] = field(default_factory=dict)
     mirror: dict[tuple[int, int, int], int] = field(default_factory=dict)  # absolute slab values
@@ -79,7 +80,8 @@ class Simulator:
         self.truth_interval = float(options.get("truth_interval", 1.0))
         self.memory_interval = float(options.get("memory_interval", 5.0))
         self.ecc_rate = float(options.get("ecc_rate", 0.02))  # corrected ECC events per device per second
-        self.burn = int(options.get("worker_cpu", 300))
+        self.burn = int(options.get("worker_cpu", 1500))
+        self.load_time = float(options.get("load_time", 0.5))
         self.driver = str(options.get("driver") or default_driver(shape))
         self.live_counters = driver_tuple(self.driver) >= (2, 30)
         family_default_lnc = 2 if shape.nc_arch in ("NCv3", "NCv4") else 1
@@ -132,6 +134,7 @@ class Simulator:
             return None
         proc = spawn_worker(plan.tag, self.burn)
         rt = Runtime(plan=plan, proc=proc, pid=proc.pid, tag=plan.tag if plan.tag is not None else str(proc.pid))
+        rt.ready_at = time.monotonic() + self.load_time
         link = self.root / "proc" / str(rt.pid)
         if not link.is_symlink():
             link.symlink_to(f"/proc/{rt.pid}")
@@ -236,8 +239,8 @@ class Simulator:
         while self.scheduled and self.scheduled[0][0] <= now - self.t0:
             self.apply(self.scheduled.pop(0)[1])
         for rt in self.runtimes:
-            if rt.state == "running":
-                self._advance(rt, dt)
+            if rt.state == "running" and now >= rt.ready_at:
+                self._advance(rt, min(dt, now - rt.ready_at))
         self._ecc_step(dt)
         if self.memory_interval > 0 and now - self._last_memory >= self.memory_interval:
             self._last_memory = now

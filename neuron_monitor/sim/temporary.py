@@ -44,9 +44,10 @@ class TemporarySimulator:
       ``hardware_error_rate``: per-execution probabilities (defaults 0.002, 0.0005, 0.0002, 0.0005, 0).
     - ``tags``: list of NEURON_PROCESS_TAG values by runtime index (``None`` in the list: untagged, tag = pid);
       default ``job-00``, ``job-01``, ...
+    - ``load_time`` (0.5 s): a runtime loads its models for this long after it starts before it executes.
     - ``memory_interval`` (5 s; 0 = never): how often one runtime's tensor memory moves.
     - ``ecc_rate`` (0.02/s per device): random corrected-ECC events (driver >= 2.30 only); 0 disables.
-    - ``worker_cpu`` (300): size of each worker's counting loop every 0.2 s (real CPU use).
+    - ``worker_cpu`` (1500): size of each worker's counting loop every 0.2 s (real CPU use).
     - ``faults``: scheduled commands, each a dict with ``at`` (seconds after start) and a command (below).
 
     Commands (`command` / `inject`, and ``faults``), by ``kind``: ``numerical_burst``, ``hardware_error``,

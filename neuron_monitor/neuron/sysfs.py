@@ -1,0 +1,84 @@
+"""Reader of the Neuron driver's sysfs tree under the root (facts: research/neuron-datasources.md §1).
+
+`DriverTree(root)` finds the devices (``sys/class/neuron_device/neuronN``), their physical NeuronCores
+(``neuron_coreK`` directories, else ``core_count``), architecture strings, the driver version
+(``sys/module/neuron/version``) and where each device's ``stats`` directory lives (``neuronN/stats``, or
+``neuronN/metrics/stats`` on drivers before 2.8). It returns plain values and raises OSError when a file is
+missing; callers decide what that means.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from neuron_monitor.host.rootfs import RootFS
+
+CLASS_DIR = "sys/class/neuron_device"
+DEVICES_DIR = "sys/devices/virtual/neuron_device"
+_DEVICE_NAME = re.compile(r"neuron(\d+)$")
+_CORE_NAME = re.compile(r"neuron_core(\d+)$")
+
+
+def parse_driver_version(text: str) -> tuple[int, ...] | None:
+    m = re.match(r"\s*(\d+(?:\.\d+)*)", text)
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
+
+
+class DriverTree:
+    def __init__(self, root: RootFS) -> None:
+        self.root = root
+
+    def device_indexes(self) -> list[int]:
+        """Indexes of the devices present now, ascending; [] when the driver is not loaded."""
+        for rel in (CLASS_DIR, DEVICES_DIR):
+            try:
+                names = os.listdir(self.root.path(rel))
+            except OSError:
+                continue
+            found = sorted(int(m.group(1)) for n in names if (m := _DEVICE_NAME.match(n)))
+            if found:
+                return found
+        return []
+
+    def device_rel(self, index: int) -> str:
+        return f"{CLASS_DIR}/neuron{index}"
+
+    def stats_rel(self, index: int) -> str:
+        base = self.device_rel(index)
+        if os.path.isdir(self.root.path(f"{base}/stats")):
+            return f"{base}/stats"
+        if os.path.isdir(self.root.path(f"{base}/metrics/stats")):
+            return f"{base}/metrics/stats"
+        return f"{base}/stats"
+
+    def phys_cores(self, index: int) -> int:
+        try:
+            names = os.listdir(self.root.path(self.device_rel(index)))
+        except OSError:
+            names = []
+        cores = sum(1 for n in names if _CORE_NAME.match(n))
+        if cores:
+            return cores
+        return int(self.root.read_text(f"{self.device_rel(index)}/core_count").strip())
+
+    def arch(self, index: int) -> tuple[str, str, str]:
+        """(device_name, device arch_type, core arch_type), e.g. ("Trainium2", "NDv3", "NCv3"); "" if absent."""
+        base = f"{self.device_rel(index)}/info/architecture"
+        out = []
+        for rel in (
+            f"{base}/device_name",
+            f"{base}/arch_type",
+            f"{self.device_rel(index)}/neuron_core0/info/architecture/arch_type",
+        ):
+            try:
+                out.append(self.root.read_text(rel).strip())
+            except OSError:
+                out.append("")
+        return out[0], out[1], out[2]
+
+    def driver_version(self) -> tuple[int, ...] | None:
+        try:
+            return parse_driver_version(self.root.read_text("sys/module/neuron/version"))
+        except OSError:
+            return None
