@@ -75,7 +75,7 @@ _json = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(_PATHS), _json), min_size=1, max_size=4))
 def test_mutated_real_reports_never_crash_or_emit_bad_exposition(mutations: list[tuple[tuple, Any]]) -> None:
     report = copy.deepcopy(_REPORT)
