@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -99,8 +100,8 @@ def aws_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def moto_url() -> Iterator[str]:
-    """A real moto server subprocess (HTTP), shared by the session; tests use distinct namespaces."""
+def moto_server() -> Iterator[str]:
+    """A real moto server subprocess (HTTP), started once per session."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -114,6 +115,13 @@ def moto_url() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture
+def moto_url(moto_server: str) -> str:
+    """The moto server, emptied first (its GetMetricData does not filter by namespace)."""
+    urllib.request.urlopen(urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST"), timeout=10)
+    return moto_server
 
 
 def cw_client(url: str) -> Any:
@@ -174,7 +182,11 @@ def listed_series(client: Any, namespace: str) -> set[SeriesKey]:
 
 # ---- fault-injecting proxy ----------------------------------------------------------------------------------------
 
-_THROTTLING_CBOR = bytes([0xA1, 0x66]) + b"__type" + bytes([0x6A]) + b"Throttling"
+_THROTTLING_CBOR = bytes([0xA1, 0x66]) + b"__type" + bytes([0x6A]) + b"Throttling"  # {"__type": "Throttling"}
+_THROTTLING_XML = (
+    b"<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message></Error>"
+    b"<RequestId>1</RequestId></ErrorResponse>"
+)
 
 
 class FaultProxy:
@@ -201,15 +213,7 @@ class FaultProxy:
                     fate = proxy.plan(n)
                     proxy.log.append(fate)
                 if fate == "throttle":
-                    self._answer(
-                        400,
-                        _THROTTLING_CBOR,
-                        {
-                            "Content-Type": "application/cbor",
-                            "smithy-protocol": "rpc-v2-cbor",
-                            "x-amzn-query-error": "Throttling;Sender",
-                        },
-                    )
+                    self._throttle()
                     return
                 if fate == "503":
                     self._answer(503, b"", {"Content-Type": "text/plain"})
@@ -223,6 +227,20 @@ class FaultProxy:
                 passthrough = {k: v for k, v in resp.getheaders() if k.lower() not in hop}
                 conn.close()
                 self._answer(resp.status, data, passthrough)
+
+            def _throttle(self) -> None:
+                """HTTP 400 Throttling in the protocol the client spoke (JSON, CBOR or query/XML)."""
+                kind = self.headers.get("Content-Type", "")
+                if "cbor" in kind:
+                    body, ctype = _THROTTLING_CBOR, "application/cbor"
+                elif "json" in kind:
+                    body, ctype = b'{"__type":"Throttling","message":"Rate exceeded"}', kind
+                else:
+                    body, ctype = _THROTTLING_XML, "text/xml"
+                headers = {"Content-Type": ctype, "x-amzn-query-error": "Throttling;Sender"}
+                if "cbor" in kind:
+                    headers["smithy-protocol"] = "rpc-v2-cbor"
+                self._answer(400, body, headers)
 
             def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
                 self.send_response(status)

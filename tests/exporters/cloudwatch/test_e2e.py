@@ -1,0 +1,210 @@
+"""End to end over HTTP with a real moto server: replayed real reports, the real daemon piped into the exporter,
+Throttling/503 for a while through a fault-injecting proxy, network down with the bounded buffer, SIGTERM flush.
+Every test compares what moto stored per series (GetMetricData SampleCount and Sum, ListMetrics) with the datums
+the reports map to: nothing lost, nothing stored twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from neuron_monitor.exporters.cloudwatch.datum import Datum
+from neuron_monitor.exporters.cloudwatch.mapping import ReportMapper
+from tests.exporters.cloudwatch.conftest import (
+    FaultProxy,
+    aws_env,
+    cw_client,
+    encode_lines,
+    expected_totals,
+    exporter_cmd,
+    free_port,
+    listed_series,
+    report_sequence,
+    stored_totals,
+)
+
+pytestmark = pytest.mark.e2e
+
+FAST_RETRY = ["--retry-base-delay", "0.05", "--retry-max-delay", "0.5"]
+
+
+def summary(stderr: bytes) -> dict[str, Any]:
+    (line,) = [x for x in stderr.decode().splitlines() if " summary " in x]
+    return orjson.loads(line.split(" summary ", 1)[1])
+
+
+def mapped(reports: list[dict[str, Any]]) -> list[Datum]:
+    return [d for r in reports for d in ReportMapper().map(r)]
+
+
+def assert_stored_exactly(url: str, namespace: str, datums: list[Datum]) -> None:
+    client = cw_client(url)
+    want = expected_totals(datums)
+    stamps = [d.timestamp for d in datums]
+    got = stored_totals(client, namespace, sorted(want), min(stamps), max(stamps))
+    assert {k: v[0] for k, v in got.items()} == {k: v[0] for k, v in want.items()}  # sample counts: none lost/twice
+    for key, (_, total) in want.items():
+        assert got[key][1] == pytest.approx(total, rel=1e-9, abs=1e-9), key
+    assert listed_series(client, namespace) == set(want)
+
+
+def test_replayed_reports_one_call_each(moto_url: str, trn1_report: dict[str, Any], wandb_reports: list) -> None:
+    now = time.time()
+    reports = report_sequence(trn1_report, 4, start=now - 300, step=61)  # four different minutes
+    reports += report_sequence(wandb_reports[0], 2, start=now - 30, step=1)
+    namespace = "e2e_replay"
+    proc = subprocess.run(
+        exporter_cmd("--namespace", namespace, "--region", "us-east-1", "--endpoint-url", moto_url),
+        input=encode_lines(reports),
+        capture_output=True,
+        env=aws_env(),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    s = summary(proc.stderr)
+    datums = mapped(reports)
+    assert s["samples_sent"] == len(datums) and s["requests_ok"] == s["requests"] <= len(reports)
+    assert s["retries"] == 0 and s["invalid_samples"] == 0
+    assert_stored_exactly(moto_url, namespace, datums)
+
+
+def test_throttling_and_503_for_a_while_nothing_lost_or_twice(moto_url: str, trn1_report: dict[str, Any]) -> None:
+    now = time.time()
+    reports = report_sequence(trn1_report, 3, start=now - 200, step=61)
+    namespace = "e2e_faults"
+    fates = ["throttle", "throttle", "throttle", "503", "503"]
+    with FaultProxy(moto_url, lambda n: fates[n] if n < len(fates) else "pass") as proxy:
+        proc = subprocess.run(
+            exporter_cmd("--namespace", namespace, "--region", "us-east-1", "--endpoint-url", proxy.url, *FAST_RETRY),
+            input=encode_lines(reports),
+            capture_output=True,
+            env=aws_env(),
+            timeout=120,
+        )
+        passed = proxy.count("pass")
+    assert proc.returncode == 0, proc.stderr
+    s = summary(proc.stderr)
+    assert s["throttled"] == 3 and s["server_errors"] == 2 and s["retries"] == 5
+    assert s["requests_ok"] == passed and s["unconfirmed_samples"] == 0 and s["unsent_at_exit"] == 0
+    datums = mapped(reports)
+    assert s["samples_sent"] == len(datums)
+    assert_stored_exactly(moto_url, namespace, datums)
+
+
+def test_sigterm_flushes_what_is_buffered(moto_url: str, trn1_report: dict[str, Any]) -> None:
+    now = time.time()
+    reports = report_sequence(trn1_report, 2, start=now - 100, step=61)
+    namespace = "e2e_sigterm"
+    down = threading.Event()
+    down.set()
+    with FaultProxy(moto_url, lambda n: "503" if down.is_set() else "pass") as proxy:
+        proc = subprocess.Popen(
+            exporter_cmd("--namespace", namespace, "--region", "us-east-1", "--endpoint-url", proxy.url, *FAST_RETRY),
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=aws_env(),
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(encode_lines(reports))
+        proc.stdin.flush()  # stdin stays open: only SIGTERM ends the exporter
+        deadline = time.monotonic() + 30
+        while proxy.count("503") < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proxy.count("503") >= 3 and proxy.count("pass") == 0  # everything is still buffered
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        down.clear()  # CloudWatch comes back during the flush
+        _, stderr = proc.communicate(timeout=30)
+        proc.stdin.close()
+    assert proc.returncode == 0, stderr
+    s = summary(stderr)
+    datums = mapped(reports)
+    assert s["reason"] == "SIGTERM" and s["samples_sent"] == len(datums) and s["unsent_at_exit"] == 0
+    assert_stored_exactly(moto_url, namespace, datums)
+
+
+def test_network_down_bounded_buffer_keeps_newest(moto_url: str, trn1_report: dict[str, Any]) -> None:
+    now = time.time()
+    reports = report_sequence(trn1_report, 4, start=now - 400, step=61)  # 4 x 583 samples, buffer holds 1000
+    namespace = "e2e_down"
+    port = free_port()  # nothing listens yet: connection refused = network down
+    proc = subprocess.Popen(
+        exporter_cmd(
+            "--namespace",
+            namespace,
+            "--region",
+            "us-east-1",
+            "--endpoint-url",
+            f"http://127.0.0.1:{port}",
+            "--buffer-samples",
+            "1000",
+            *FAST_RETRY,
+        ),
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=aws_env(),
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(encode_lines(reports))
+    proc.stdin.flush()
+    time.sleep(2.0)  # the reader takes everything while the sender fails to connect
+    with FaultProxy(moto_url, lambda n: "pass", port=port):
+        _, stderr = proc.communicate(timeout=60)  # closes stdin: EOF, flush and exit
+    assert proc.returncode == 0, stderr
+    s = summary(stderr)
+    datums = mapped(reports)
+    assert s["connection_errors"] >= 1
+    assert s["samples_sent"] == 1000 and s["dropped_samples"] == len(datums) - 1000
+    assert_stored_exactly(moto_url, namespace, datums[-1000:])  # drop-oldest: the newest 1000 survive
+    assert "buffer full" in stderr.decode() and stderr.decode().count("buffer full") == 1  # logged once a minute
+
+
+def test_daemon_piped_into_exporter(moto_url: str, tmp_path: Path) -> None:
+    """The real daemon (host groups, 1 s period) -> the exporter -> moto; the test tees the report lines so it
+    can compare what moto stored with exactly what the daemon wrote."""
+    conf = tmp_path / "monitor.conf"
+    conf.write_text(
+        '{"period": "1s", "system_metrics": [{"type": "vcpu_usage"}, {"type": "memory_info"}], "neuron_runtimes": []}'
+    )
+    namespace = "e2e_daemon"
+    env = aws_env(PYTHONPATH=str(Path(__file__).resolve().parents[3]) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf), "--no-imds"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    exporter = subprocess.Popen(
+        exporter_cmd("--namespace", namespace, "--region", "us-east-1", "--endpoint-url", moto_url),
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert daemon.stdout is not None and exporter.stdin is not None
+    lines: list[bytes] = []
+    try:
+        while len(lines) < 4:
+            line = daemon.stdout.readline()
+            assert line, "the daemon stopped"
+            lines.append(line)
+            exporter.stdin.write(line)
+            exporter.stdin.flush()
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(20)
+    _, stderr = exporter.communicate(timeout=60)  # closes stdin: EOF
+    assert exporter.returncode == 0, stderr
+    reports = [orjson.loads(line) for line in lines]
+    datums = mapped(reports)
+    assert {"HostVCpuUtilization", "HostMemoryUsed", "HostContextSwitches"} <= {d.name for d in datums}
+    assert summary(stderr)["samples_sent"] == len(datums)
+    assert_stored_exactly(moto_url, namespace, datums)
