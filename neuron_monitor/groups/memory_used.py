@@ -5,8 +5,9 @@ constants, dma_buffers = CODE_HOST, tensors), device memory per core from the NC
 logical core for ``neuroncore_memory_usage`` (flat core index); the totals are the sums of the breakdowns.
 ``loaded_models`` come from the model records: one entry per model and device, its subgraphs keyed
 ``sg_NN`` with the per-subgraph memory grid (host/device x code, tensors, constants, misc). ``is_running`` is
-true when the driver lists a NeuronCore locked by the app with that model's uuid. Memory is a gauge: the
-current value, not a per-period count.
+true when the driver lists a NeuronCore locked by the app with that model's uuid (the lock map covers cores 0-3
+only), or when a core holding one of its subgraphs was busy since this group's previous collection. Memory is a
+gauge: the current value, not a per-period count.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from neuron_monitor.groups.base import App, RuntimeGroup
+from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
 from neuron_monitor.neuron.datablock import ModelNode
-from neuron_monitor.neuron.deltas import cores_in_use
+from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use
 
 
 def _host_breakdown(sizes: tuple[int, ...]) -> dict[str, int]:
@@ -53,7 +55,9 @@ def _subgraph(node: ModelNode, device: int, lnc: int) -> dict[str, Any]:
     }
 
 
-def memory_body(data: AppData) -> dict[str, Any]:
+def memory_body(
+    data: AppData, busy_cores: set[tuple[int, int]] | frozenset[tuple[int, int]] = frozenset()
+) -> dict[str, Any]:
     topo = data.topology
     lnc = max(1, topo.lnc)
     host = dict.fromkeys(("application_memory", "constants", "dma_buffers", "tensors"), 0)
@@ -71,6 +75,9 @@ def memory_body(data: AppData) -> dict[str, Any]:
                 entry[name] += counters[ctr]
         running = set(dd.info.locked_uuids) if not dd.final else set()
         by_model: dict[tuple[int, str], dict[str, Any]] = {}
+        for node in sorted(reading.models, key=lambda m: (m.model_id, m.sg_index)):
+            if (index, node.nc_index) in busy_cores:
+                running.add(node.uuid)
         for node in sorted(reading.models, key=lambda m: (m.model_id, m.sg_index)):
             model = by_model.get((node.model_id, node.uuid))
             if model is None:
@@ -99,11 +106,33 @@ def memory_body(data: AppData) -> dict[str, Any]:
 class MemoryUsed(RuntimeGroup):
     type_name = "memory_used"
 
+    def __init__(self, root: RootFS) -> None:
+        super().__init__(root)
+        self._tracker = DeltaTracker()
+
+    def _body(self, app: App) -> dict[str, Any] | None:
+        if not isinstance(app.data, AppData):
+            return None
+        busy = {
+            (dd.device, core)
+            for dd in self._tracker.step(app, (L.NC_TIME_IN_USE,))
+            if not dd.data.final
+            for core, (d_busy,) in dd.deltas.items()
+            if d_busy
+        }
+        return memory_body(app.data, busy)
+
     def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
-        for app in (*apps, *gone):
-            if isinstance(app.data, AppData):
-                out[app.pid] = memory_body(app.data)
+        for app in apps:
+            body = self._body(app)
+            if body is not None:
+                out[app.pid] = body
+        for app in gone:
+            body = self._body(app)
+            if body is not None:
+                out[app.pid] = body
+            self._tracker.forget(app.pid)
         return out
 
 

@@ -82,6 +82,7 @@ class Simulator:
         self.ecc_rate = float(options.get("ecc_rate", 0.02))  # corrected ECC events per device per second
         self.burn = int(options.get("worker_cpu", 1500))
         self.load_time = float(options.get("load_time", 0.5))
+        self.slot_policy = str(options.get("slot_policy", "round_robin"))
         self.driver = str(options.get("driver") or default_driver(shape))
         self.live_counters = driver_tuple(self.driver) >= (2, 30)
         family_default_lnc = 2 if shape.nc_arch in ("NCv3", "NCv4") else 1
@@ -134,7 +135,7 @@ class Simulator:
             return None
         proc = spawn_worker(plan.tag, self.burn)
         rt = Runtime(plan=plan, proc=proc, pid=proc.pid, tag=plan.tag if plan.tag is not None else str(proc.pid))
-        rt.ready_at = time.monotonic() + self.load_time
+        rt.ready_at = self._last + self.load_time
         link = self.root / "proc" / str(rt.pid)
         if not link.is_symlink():
             link.symlink_to(f"/proc/{rt.pid}")
@@ -175,7 +176,9 @@ class Simulator:
         return rt
 
     def _alloc_slot(self, dev: int) -> int:
-        """Round-robin over free slots, so a freed slot is not handed out again at once."""
+        """Round-robin over free slots (a freed slot is not handed out again at once), or the lowest free one."""
+        if self.slot_policy == "lowest":
+            return min(s for s in range(L.NDS_SLOTS) if s not in self.slot_owner[dev])
         for k in range(L.NDS_SLOTS):
             slot = (self.next_slot[dev] + k) % L.NDS_SLOTS
             if slot not in self.slot_owner[dev]:

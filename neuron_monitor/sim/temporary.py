@@ -45,6 +45,8 @@ class TemporarySimulator:
     - ``tags``: list of NEURON_PROCESS_TAG values by runtime index (``None`` in the list: untagged, tag = pid);
       default ``job-00``, ``job-01``, ...
     - ``load_time`` (0.5 s): a runtime loads its models for this long after it starts before it executes.
+    - ``slot_policy`` ("round_robin" or "lowest"): which free NDS slot a new runtime gets; "lowest" reuses a
+      freed slot at once, as the driver does, so its carried-over counters show.
     - ``memory_interval`` (5 s; 0 = never): how often one runtime's tensor memory moves.
     - ``ecc_rate`` (0.02/s per device): random corrected-ECC events (driver >= 2.30 only); 0 disables.
     - ``worker_cpu`` (1500): size of each worker's counting loop every 0.2 s (real CPU use).
