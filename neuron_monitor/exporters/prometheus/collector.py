@@ -108,6 +108,9 @@ class ExporterCollector(Collector):
             "Collections of a metric group that reported an error (runtime entry errors as group=runtime)",
             labels=["group"],
         )
-        for group, count in sorted(state.group_errors_total.items()):
-            errors.add_metric([group], count)
+        groups = set(state.group_errors_total)
+        if view.snapshot is not None:
+            groups |= view.snapshot.groups_seen
+        for group in sorted(groups):  # 0 for every group seen, so rate() has a series before the first error
+            errors.add_metric([group], state.group_errors_total.get(group, 0))
         yield errors

@@ -1,0 +1,636 @@
+"""Writes dashboards/neuron-monitor.json, the Grafana dashboard for neuron-monitor-prometheus.
+
+Run ``python3 dashboards/build_dashboard.py`` after changing a panel; a test checks the committed JSON matches.
+Every query filters on the ``$instance`` variable (the Prometheus target label, present whatever the exporter's
+instance-label mode) and runtime panels on ``$runtime``; the data source is the ``$datasource`` variable.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent / "neuron-monitor.json"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+I = 'instance=~"$instance"'  # noqa: E741 - short on purpose, used in every query
+R = f'{I},runtime_tag=~"$runtime"'
+RATE = "$__rate_interval"
+
+
+class Layout:
+    """Places panels left to right in rows of 24 grid units."""
+
+    def __init__(self) -> None:
+        self.panels: list[dict[str, Any]] = []
+        self.x = 0
+        self.y = 0
+        self.row_h = 0
+        self.next_id = 1
+
+    def _id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def row(self, title: str) -> None:
+        self.y += self.row_h
+        self.x, self.row_h = 0, 0
+        self.panels.append(
+            {
+                "type": "row",
+                "title": title,
+                "id": self._id(),
+                "collapsed": False,
+                "panels": [],
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y},
+            }
+        )
+        self.y += 1
+
+    def add(self, panel: dict[str, Any], w: int, h: int) -> None:
+        if self.x + w > 24:
+            self.y += self.row_h
+            self.x, self.row_h = 0, 0
+        panel["id"] = self._id()
+        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.panels.append(panel)
+        self.x += w
+        self.row_h = max(self.row_h, h)
+
+
+def target(expr: str, legend: str = "", ref: str = "A", instant: bool = False, table: bool = False) -> dict[str, Any]:
+    t: dict[str, Any] = {
+        "datasource": DS,
+        "refId": ref,
+        "expr": expr,
+        "legendFormat": legend or "__auto",
+        "range": not instant,
+        "instant": instant,
+    }
+    if table:
+        t["format"] = "table"
+    return t
+
+
+def panel(
+    kind: str, title: str, targets: list[dict[str, Any]], unit: str = "short", description: str = "", **extra: Any
+) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"unit": unit}
+    defaults.update(extra.pop("defaults", {}))
+    p: dict[str, Any] = {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "targets": targets,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": extra.pop("options", {}),
+    }
+    p.update(extra)
+    return p
+
+
+def stat(
+    title: str, expr: str, unit: str = "short", description: str = "", thresholds: list[Any] | None = None
+) -> dict[str, Any]:
+    steps = [{"color": "green", "value": None}] + [{"color": c, "value": v} for v, c in (thresholds or [])]
+    return panel(
+        "stat",
+        title,
+        [target(expr, instant=True)],
+        unit,
+        description,
+        defaults={"thresholds": {"mode": "absolute", "steps": steps}},
+        options={
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "value",
+            "graphMode": "area",
+        },
+    )
+
+
+def series(
+    title: str,
+    exprs: list[tuple[str, str]],
+    unit: str = "short",
+    description: str = "",
+    stacked: bool = False,
+    max_value: float | None = None,
+) -> dict[str, Any]:
+    custom: dict[str, Any] = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never"}
+    if stacked:
+        custom["stacking"] = {"mode": "normal", "group": "A"}
+        custom["fillOpacity"] = 40
+    defaults: dict[str, Any] = {"custom": custom, "min": 0}
+    if max_value is not None:
+        defaults["max"] = max_value
+    refs = "ABCDEFGH"
+    return panel(
+        "timeseries",
+        title,
+        [target(e, legend, refs[i]) for i, (e, legend) in enumerate(exprs)],
+        unit,
+        description,
+        defaults=defaults,
+        options={
+            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        },
+    )
+
+
+def build() -> dict[str, Any]:
+    lay = Layout()
+    lay.row("Fleet overview")
+    lay.add(
+        stat(
+            "Nodes reporting",
+            f"count(neuron_exporter_up{{{I}}} == 1)",
+            description="Exporters with a fresh report and open input",
+        ),
+        3,
+        4,
+    )
+    lay.add(
+        stat(
+            "Nodes not reporting",
+            f"count(neuron_exporter_up{{{I}}} == 0) or vector(0)",
+            thresholds=[(1, "red")],
+            description="Exporters whose daemon stopped or went stale",
+        ),
+        3,
+        4,
+    )
+    lay.add(stat("Neuron runtimes", f"sum(neuron_exporter_runtimes{{{I}}})"), 3, 4)
+    lay.add(stat("NeuronCores in use", f"count(neuroncore_utilization_ratio{{{I}}} > 0)"), 3, 4)
+    lay.add(
+        panel(
+            "gauge",
+            "NeuronCore utilization",
+            [target(f"avg(neuroncore_utilization_ratio{{{I}}})", instant=True)],
+            "percentunit",
+            defaults={"min": 0, "max": 1},
+        ),
+        3,
+        4,
+    )
+    lay.add(
+        stat("Executions / s", f'sum(rate(execution_status_total{{{I},status_type="completed"}}[{RATE}]))', "ops"), 3, 4
+    )
+    lay.add(
+        stat(
+            "Execution errors / s",
+            f"sum(rate(execution_errors_total{{{I}}}[{RATE}]))",
+            "ops",
+            thresholds=[(0.001, "orange"), (1, "red")],
+        ),
+        3,
+        4,
+    )
+    lay.add(
+        stat(
+            "Uncorrected ECC events",
+            f'sum(hardware_ecc_events_total{{{I},event_type=~".*_uncorrected"}})',
+            thresholds=[(1, "red")],
+        ),
+        3,
+        4,
+    )
+    lay.add(
+        panel(
+            "table",
+            "Nodes",
+            [target(f"instance_info{{{I}}}", instant=True, table=True)],
+            transformations=[
+                {
+                    "id": "organize",
+                    "options": {"excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True}},
+                }
+            ],
+        ),
+        12,
+        7,
+    )
+    lay.add(
+        panel(
+            "bargauge",
+            "NeuronCore utilization by node",
+            [target(f"avg by (instance) (neuroncore_utilization_ratio{{{I}}})", "{{instance}}", instant=True)],
+            "percentunit",
+            defaults={"min": 0, "max": 1},
+            options={"orientation": "horizontal", "displayMode": "gradient"},
+        ),
+        6,
+        7,
+    )
+    lay.add(
+        panel(
+            "bargauge",
+            "Host vCPU utilization by node",
+            [target(f"sum by (instance) (system_vcpu_usage_ratio{{{I}}})", "{{instance}}", instant=True)],
+            "percentunit",
+            defaults={"min": 0, "max": 1},
+            options={"orientation": "horizontal", "displayMode": "gradient"},
+        ),
+        6,
+        7,
+    )
+
+    lay.row("NeuronCores")
+    lay.add(
+        series(
+            "NeuronCore utilization per core",
+            [(f"avg by (instance, neuroncore) (neuroncore_utilization_ratio{{{R}}})", "{{instance}} nc{{neuroncore}}")],
+            "percentunit",
+            max_value=1,
+        ),
+        12,
+        8,
+    )
+    lay.add(
+        series(
+            "NeuronCore utilization per device",
+            [
+                (
+                    f"avg by (instance, neuron_device_index) (neuroncore_utilization_ratio{{{R}}})",
+                    "{{instance}} nd{{neuron_device_index}}",
+                )
+            ],
+            "percentunit",
+            max_value=1,
+        ),
+        12,
+        8,
+    )
+    lay.add(
+        series(
+            "Physical NeuronCore utilization (Trn2 logical cores)",
+            [
+                (
+                    f"avg by (instance, neuroncore, physical_neuroncore) "
+                    f"(neuroncore_physical_utilization_ratio{{{R}}})",
+                    "{{instance}} nc{{neuroncore}} {{physical_neuroncore}}",
+                )
+            ],
+            "percentunit",
+            max_value=1,
+        ),
+        12,
+        8,
+    )
+    lay.add(
+        series(
+            "Floating point operations per device",
+            [
+                (
+                    f"sum by (instance, neuron_device_index) "
+                    f"(rate(neuroncore_floating_point_operations_total{{{R}}}[{RATE}]))",
+                    "{{instance}} nd{{neuron_device_index}}",
+                )
+            ],
+            "flops",
+        ),
+        12,
+        8,
+    )
+
+    lay.row("Device memory")
+    kinds = ["constants", "model_code", "model_shared_scratchpad", "runtime_memory", "tensors"]
+    lay.add(
+        series(
+            "Device memory by category",
+            [(f"sum(neuroncore_memory_usage_{k}{{{R}}})", k) for k in kinds],
+            "bytes",
+            stacked=True,
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        series(
+            "Device memory per device",
+            [
+                (
+                    f'sum by (instance, neuron_device_index) ({{__name__=~"neuroncore_memory_usage_.+",{R}}})',
+                    "{{instance}} nd{{neuron_device_index}}",
+                )
+            ],
+            "bytes",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        series(
+            "Runtime memory",
+            [
+                (
+                    f"sum by (runtime_tag, memory_location) (neuron_runtime_memory_used_bytes{{{R}}})",
+                    "{{runtime_tag}} {{memory_location}}",
+                )
+            ],
+            "bytes",
+        ),
+        8,
+        8,
+    )
+
+    lay.row("Executions")
+    lay.add(
+        series(
+            "Executions by status",
+            [(f"sum by (status_type) (rate(execution_status_total{{{R}}}[{RATE}]))", "{{status_type}}")],
+            "ops",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        series(
+            "Execution errors by type",
+            [(f"sum by (error_type) (rate(execution_errors_total{{{R}}}[{RATE}]))", "{{error_type}}")],
+            "ops",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        series(
+            "Failed execution ratio",
+            [
+                (
+                    f'sum(rate(execution_status_total{{{R},status_type!="completed"}}[{RATE}])) / '
+                    f"sum(rate(execution_status_total{{{R}}}[{RATE}]))",
+                    "failed / all",
+                )
+            ],
+            "percentunit",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        series(
+            "Execution latency (runtime) p50 / p99",
+            [
+                (
+                    f'max by (runtime_tag, percentile) (execution_latency_seconds{{{R},percentile=~"p50|p99"}})',
+                    "{{runtime_tag}} {{percentile}}",
+                )
+            ],
+            "s",
+        ),
+        12,
+        8,
+    )
+    lay.add(
+        series(
+            "Execution latency (device) p50 / p99",
+            [
+                (
+                    f'max by (runtime_tag, percentile) (execution_device_latency_seconds{{{R},percentile=~"p50|p99"}})',
+                    "{{runtime_tag}} {{percentile}}",
+                )
+            ],
+            "s",
+        ),
+        12,
+        8,
+    )
+
+    lay.row("Hardware ECC")
+    lay.add(
+        series(
+            "ECC events per device",
+            [
+                (
+                    f"sum by (instance, neuron_device_index, event_type) "
+                    f"(rate(hardware_ecc_events_total{{{I}}}[{RATE}]))",
+                    "{{instance}} nd{{neuron_device_index}} {{event_type}}",
+                )
+            ],
+            "ops",
+        ),
+        16,
+        8,
+    )
+    lay.add(
+        panel(
+            "table",
+            "ECC events (totals)",
+            [
+                target(
+                    f"sum by (instance, neuron_device_index, event_type) (hardware_ecc_events_total{{{I}}})",
+                    instant=True,
+                    table=True,
+                )
+            ],
+        ),
+        8,
+        8,
+    )
+
+    lay.row("Host and runtime CPU, memory")
+    lay.add(
+        series(
+            "Host vCPU utilization",
+            [(f"avg by (usage_type) (system_vcpu_usage_ratio{{{I}}})", "{{usage_type}}")],
+            "percentunit",
+            stacked=True,
+            max_value=1,
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        series(
+            "Host busy vCPUs by mode",
+            [(f'sum by (mode) (rate(system_cpu_seconds_total{{{I},mode!="idle"}}[{RATE}]))', "{{mode}}")],
+            "short",
+            stacked=True,
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        series(
+            "Host memory",
+            [
+                (f"sum(system_memory_used_bytes{{{I}}})", "used"),
+                (f"sum(system_memory_total_bytes{{{I}}})", "total"),
+                (f"sum(system_swap_used_bytes{{{I}}})", "swap used"),
+            ],
+            "bytes",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        series(
+            "Runtime vCPU utilization",
+            [
+                (
+                    f"sum by (runtime_tag, usage_type) (neuron_runtime_vcpu_usage_ratio{{{R}}})",
+                    "{{runtime_tag}} {{usage_type}}",
+                )
+            ],
+            "percentunit",
+        ),
+        12,
+        8,
+    )
+    lay.add(
+        series(
+            "Host context switches / s",
+            [(f"sum by (instance) (rate(system_context_switches_total{{{I}}}[{RATE}]))", "{{instance}}")],
+            "ops",
+        ),
+        12,
+        8,
+    )
+
+    lay.row("Exporter health")
+    lay.add(series("Exporter up", [(f"neuron_exporter_up{{{I}}}", "{{instance}}")], max_value=1), 8, 7)
+    lay.add(
+        series("Report age", [(f"time() - neuron_exporter_last_report_timestamp_seconds{{{I}}}", "{{instance}}")], "s"),
+        8,
+        7,
+    )
+    lay.add(
+        series(
+            "Reports / s",
+            [(f"sum by (instance) (rate(neuron_exporter_reports_total{{{I}}}[{RATE}]))", "{{instance}}")],
+            "ops",
+        ),
+        8,
+        7,
+    )
+    lay.add(
+        series(
+            "Bad input lines / s",
+            [
+                (
+                    f"sum by (instance, reason) (rate(neuron_exporter_bad_lines_total{{{I}}}[{RATE}]))",
+                    "{{instance}} {{reason}}",
+                )
+            ],
+            "ops",
+        ),
+        8,
+        7,
+    )
+    lay.add(
+        series(
+            "Metric group collection errors / s",
+            [
+                (
+                    f"sum by (instance, group) (rate(neuron_exporter_group_errors_total{{{I}}}[{RATE}]))",
+                    "{{instance}} {{group}}",
+                )
+            ],
+            "ops",
+        ),
+        8,
+        7,
+    )
+    lay.add(series("Series per node", [(f"neuron_exporter_series{{{I}}}", "{{instance}}")]), 8, 7)
+
+    return {
+        "__requires": [
+            {"type": "grafana", "id": "grafana", "name": "Grafana", "version": "10.0.0"},
+            {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
+        ],
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                }
+            ]
+        },
+        "description": "AWS Neuron (Trainium/Inferentia) hosts, from neuron-monitor and neuron-monitor-prometheus",
+        "editable": True,
+        "fiscalYearStartMonth": 0,
+        "graphTooltip": 1,
+        "links": [],
+        "panels": lay.panels,
+        "refresh": "30s",
+        "schemaVersion": 39,
+        "tags": ["neuron", "trainium", "inferentia", "aws"],
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "label": "Data source",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "current": {},
+                    "hide": 0,
+                    "refresh": 1,
+                    "regex": "",
+                    "options": [],
+                },
+                {
+                    "name": "instance",
+                    "label": "Instance",
+                    "type": "query",
+                    "datasource": DS,
+                    "definition": "label_values(neuron_exporter_up, instance)",
+                    "query": {
+                        "query": "label_values(neuron_exporter_up, instance)",
+                        "refId": "PrometheusVariableQueryEditor-VariableQuery",
+                    },
+                    "includeAll": True,
+                    "multi": True,
+                    "allValue": ".*",
+                    "current": {},
+                    "hide": 0,
+                    "refresh": 2,
+                    "regex": "",
+                    "sort": 1,
+                    "options": [],
+                },
+                {
+                    "name": "runtime",
+                    "label": "Runtime tag",
+                    "type": "query",
+                    "datasource": DS,
+                    "definition": 'label_values(neuron_runtime_info{instance=~"$instance"}, runtime_tag)',
+                    "query": {
+                        "query": 'label_values(neuron_runtime_info{instance=~"$instance"}, runtime_tag)',
+                        "refId": "PrometheusVariableQueryEditor-VariableQuery",
+                    },
+                    "includeAll": True,
+                    "multi": True,
+                    "allValue": ".*",
+                    "current": {},
+                    "hide": 0,
+                    "refresh": 2,
+                    "regex": "",
+                    "sort": 1,
+                    "options": [],
+                },
+            ]
+        },
+        "time": {"from": "now-1h", "to": "now"},
+        "timepicker": {},
+        "timezone": "",
+        "title": "neuron-monitor",
+        "uid": "neuron-monitor-prom",
+        "version": 1,
+        "weekStart": "",
+    }
+
+
+def render() -> str:
+    return json.dumps(build(), indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    OUT.write_text(render())
+    print(f"wrote {OUT}")

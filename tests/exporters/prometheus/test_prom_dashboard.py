@@ -1,0 +1,75 @@
+"""The Grafana dashboard: generated file up to date, current schema, datasource and variables, panel coverage."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+from tests.exporters.prometheus.prom_helpers import feed, parse, scrape
+from tests.exporters.prometheus.prom_reports import trn2_report
+
+REPO = Path(__file__).resolve().parents[3]
+DASHBOARD = REPO / "dashboards" / "neuron-monitor.json"
+
+
+def _builder():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("build_dashboard", REPO / "dashboards" / "build_dashboard.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dashboard_exprs() -> list[str]:
+    doc = json.loads(DASHBOARD.read_text())
+    return [t["expr"] for p in doc["panels"] for t in p.get("targets", [])]
+
+
+def test_committed_json_matches_the_builder() -> None:
+    assert DASHBOARD.read_text() == _builder().render(), "run python3 dashboards/build_dashboard.py"
+
+
+def test_dashboard_structure() -> None:
+    doc = json.loads(DASHBOARD.read_text())
+    assert doc["schemaVersion"] >= 39
+    variables = {v["name"]: v for v in doc["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert {"instance", "runtime"} <= set(variables)
+    ids = [p["id"] for p in doc["panels"]]
+    assert len(ids) == len(set(ids))
+    for p in doc["panels"]:
+        assert p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
+        if p["type"] != "row":
+            assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert p["targets"]
+        for t in p.get("targets", []):
+            assert 'instance=~"$instance"' in t["expr"], t["expr"]
+    titles = " | ".join(p["title"] for p in doc["panels"]).lower()
+    for topic in (
+        "fleet",
+        "per core",
+        "per device",
+        "memory by category",
+        "executions",
+        "errors",
+        "latency",
+        "ecc",
+        "host vcpu",
+        "host memory",
+        "runtime vcpu",
+        "exporter up",
+    ):
+        assert topic in titles, topic
+
+
+def test_every_metric_in_the_dashboard_is_one_the_exporter_writes() -> None:
+    k8s = {"neuroncores_k8s_info": {"0": {"pod_name": "p", "namespace": "n", "container_name": ["c"]}}, "error": ""}
+    emitted = {name for name, _ in parse(scrape(feed([trn2_report(k8s=k8s)])))}
+    selectors = [m for expr in dashboard_exprs() for m in re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", expr)]
+    assert len(selectors) >= 30
+    for name in selectors:
+        assert name in emitted, name
+    for pattern in re.findall(r'__name__=~"([^"]+)"', "\n".join(dashboard_exprs())):
+        assert [n for n in emitted if re.fullmatch(pattern, n)], pattern
