@@ -208,3 +208,79 @@ def test_daemon_piped_into_exporter(moto_url: str, tmp_path: Path) -> None:
     assert {"HostVCpuUtilization", "HostMemoryUsed", "HostContextSwitches"} <= {d.name for d in datums}
     assert summary(stderr)["samples_sent"] == len(datums)
     assert_stored_exactly(moto_url, namespace, datums)
+
+
+def series_sum(url: str, namespace: str, datums: list[Datum], name: str, **where: str) -> float:
+    """Sum stored for the one series of ``name`` whose dimensions include ``where``."""
+    (dims,) = {d.dims for d in datums if d.name == name and where.items() <= dict(d.dims).items()}
+    key = (name, tuple(sorted(dims)))
+    stamps = [d.timestamp for d in datums]
+    return stored_totals(cw_client(url), namespace, [key], min(stamps), max(stamps))[key][1]
+
+
+def test_simulator_daemon_exporter_matches_ground_truth(moto_url: str, tmp_path: Path) -> None:
+    """simulator -> daemon -> exporter -> moto: the counts CloudWatch holds equal what the simulated runtimes did."""
+    from neuron_monitor.sim.temporary import TemporarySimulator
+
+    conf = tmp_path / "monitor.conf"
+    conf.write_text(
+        '{"period": "1s", "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": "execution_stats"},'
+        ' {"type": "neuroncore_counters"}, {"type": "memory_used"}]}],'
+        ' "system_metrics": [{"type": "neuron_hw_counters"}]}'
+    )
+    namespace = "e2e_sim"
+    lines: list[bytes] = []
+    with TemporarySimulator("trn1.32xlarge", runtimes=2, seed=5, exec_rate=20, ecc_rate=0) as sim:
+        sim.pause()
+        tags = [rt["tag"] for rt in sim.truth.runtimes()]
+        counters = ("completed", "numerical")
+        before = {(t, c): sim.truth.total(t, c) for t in tags for c in counters}
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "neuron_monitor.cli", "--root", str(sim.root), "-c", str(conf), "--no-imds"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=aws_env(),
+        )
+        exporter = subprocess.Popen(
+            exporter_cmd("--namespace", namespace, "--region", "us-east-1", "--endpoint-url", moto_url),
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=aws_env(),
+        )
+        assert daemon.stdout is not None and exporter.stdin is not None
+
+        def pump(n: int) -> None:
+            for _ in range(n):
+                line = daemon.stdout.readline()  # type: ignore[union-attr]
+                assert line, "the daemon stopped"
+                lines.append(line)
+                exporter.stdin.write(line)  # type: ignore[union-attr]
+                exporter.stdin.flush()  # type: ignore[union-attr]
+
+        try:
+            pump(1)  # the daemon is running and has its baselines
+            sim.resume()
+            pump(3)
+            sim.pause()
+            sim.inject("numerical_burst", tag=tags[0], count=7)
+            sim.inject("ecc_corrected", device=3, count=4, memory="mem")
+            pump(3)  # collections after the pause see every count
+            after = {(t, c): sim.truth.total(t, c) for t in tags for c in counters}
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(20)
+        _, stderr = exporter.communicate(timeout=60)
+    assert exporter.returncode == 0, stderr
+    reports = [orjson.loads(line) for line in lines]
+    datums = mapped(reports)
+    assert summary(stderr)["samples_sent"] == len(datums)
+    assert_stored_exactly(moto_url, namespace, datums)
+    for tag in tags:
+        done = after[(tag, "completed")] - before[(tag, "completed")]
+        assert done > 0
+        assert series_sum(moto_url, namespace, datums, "ExecutionCompleted", RuntimeTag=tag) == done
+        numerical = after[(tag, "numerical")] - before[(tag, "numerical")]
+        assert series_sum(moto_url, namespace, datums, "ExecutionErrorsNumerical", RuntimeTag=tag) == numerical
+    assert after[(tags[0], "numerical")] - before[(tags[0], "numerical")] >= 7
+    ecc = series_sum(moto_url, namespace, datums, "NeuronDeviceMemEccCorrected", NeuronDevice="3")
+    assert ecc == 4
