@@ -248,26 +248,33 @@ class Collector:
         return min((u.next_due for u in self.units), default=self.clock() + 5.0)
 
     async def collect(self, due: list[_Unit], executor: ThreadPoolExecutor) -> None:
-        """Collect every due unit concurrently (worker threads), then mark them collected."""
+        """Collect every due unit off the event loop: the system groups in one worker, the runtime groups (one
+        shared application snapshot) in another, concurrently. Procfs and sysfs reads are short, so batching
+        them saves a thread hand-off per group; the two batches keep a slow device from delaying host data."""
         loop = asyncio.get_running_loop()
         for obj in self._fresh:
             obj["fresh"] = False
         self._fresh = []
-        tasks: list[Awaitable[Any]] = []
         system_due = [u for u in due if u.scope_index is None and u.type_name != HEARTBEAT]
         runtime_due = [u for u in due if u.scope_index is not None]
-        for u in system_due:
-            tasks.append(loop.run_in_executor(executor, self._collect_system, u))
+        now = self.clock()
+        refresh_hw = self._hardware_info is None or now - self._hardware_info_at >= HARDWARE_INFO_REFRESH
+        if refresh_hw:
+            self._hardware_info_at = now
+        tasks: list[Awaitable[Any]] = []
+        if system_due or refresh_hw:
+            tasks.append(loop.run_in_executor(executor, self._collect_system_batch, system_due, refresh_hw))
         if runtime_due:
             tasks.append(loop.run_in_executor(executor, self._collect_runtime_units, runtime_due))
-        now = self.clock()
-        if now - self._hardware_info_at >= HARDWARE_INFO_REFRESH or self._hardware_info is None:
-            self._hardware_info_at = now
-            tasks.append(loop.run_in_executor(executor, self._refresh_hardware_info))
-        results = await asyncio.gather(*tasks)
-        for u, obj in zip(system_due, results, strict=False):
+        await asyncio.gather(*tasks)
+
+    def _collect_system_batch(self, units: list[_Unit], refresh_hw: bool) -> None:
+        for u in units:
+            obj = self._collect_system(u)
             self.system_objects[u.type_name] = obj
             self._fresh.append(obj)
+        if refresh_hw:
+            self._refresh_hardware_info()
 
     def _collect_runtime_units(self, units: list[_Unit]) -> None:
         snapshot_error = ""
@@ -362,20 +369,22 @@ class Scheduler:
         for u in self.collector.units:
             u.last = start
             u.next_due = start + u.period
-        while not stop.is_set():
-            delay = self.collector.next_due() - self.clock()
-            if delay > 0:
-                try:
-                    await asyncio.wait_for(stop.wait(), timeout=delay)
-                    break
-                except asyncio.TimeoutError:
-                    pass
-            async with self.lock:
-                due = self.collector.due_units(self.clock())
-                if not due:
-                    continue
-                await self._tick(due)
-                self._advance(due)
+        stopped = loop.create_task(stop.wait())  # one waiter for the whole run, not one per sleep
+        try:
+            while not stop.is_set():
+                delay = self.collector.next_due() - self.clock()
+                if delay > 0:
+                    await asyncio.wait((stopped,), timeout=delay)
+                    if stop.is_set():
+                        break
+                async with self.lock:
+                    due = self.collector.due_units(self.clock())
+                    if not due:
+                        continue
+                    await self._tick(due)
+                    self._advance(due)
+        finally:
+            stopped.cancel()
 
     async def run_once(self, window: float) -> None:
         """Prime, wait ``window`` seconds, collect every unit once, write one report."""

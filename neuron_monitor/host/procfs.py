@@ -9,6 +9,8 @@ All take bytes as read from the file and raise ValueError on malformed input.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import dataclass
 
 # /proc/stat cpu columns in order: user nice system idle iowait irq softirq steal guest guest_nice
@@ -23,32 +25,66 @@ class ProcStat:
 
 
 def _cpu_counters(parts: list[bytes]) -> tuple[int, ...]:
-    vals = [int(p) for p in parts[1:9]]
-    if len(vals) < 4:
-        raise ValueError(f"cpu line has {len(vals)} columns, expected at least 4")
-    vals.extend([0] * (8 - len(vals)))
-    return tuple(vals)
+    vals = tuple(map(int, parts[1:9]))
+    if len(vals) < 8:
+        if len(vals) < 4:
+            raise ValueError(f"cpu line has {len(vals)} columns, expected at least 4")
+        vals += (0,) * (8 - len(vals))
+    return vals
+
+
+@functools.lru_cache(maxsize=8)
+def _cpu_mask(columns: int, rows: int) -> tuple[bool, ...]:
+    """Which tokens of a cpu block to convert: the 8 time columns of each row (not its name, not guest time)."""
+    row = (False,) + (True,) * 8 + (False,) * (columns - 9)
+    return row * rows
+
+
+def _parse_cpu_block_fast(block: bytes) -> tuple[tuple[int, ...], dict[int, tuple[int, ...]]] | None:
+    """All cpu lines with the same column count (every kernel since 2.6.33): one split, one int map."""
+    toks = block.split()
+    if not toks or toks[0] != b"cpu":
+        return None
+    try:
+        k = toks.index(b"cpu0")
+    except ValueError:
+        return None
+    if k < 9 or len(toks) % k:
+        return None
+    names = toks[::k]
+    if not all(n.startswith(b"cpu") for n in names):
+        return None
+    nums = list(map(int, itertools.compress(toks, _cpu_mask(k, len(names)))))
+    total = tuple(nums[0:8])
+    cpus = {int(names[j][3:]): tuple(nums[j * 8 : j * 8 + 8]) for j in range(1, len(names))}
+    return total, cpus
 
 
 def parse_stat(data: bytes) -> ProcStat:
-    total: tuple[int, ...] | None = None
-    cpus: dict[int, tuple[int, ...]] = {}
-    ctxt: int | None = None
-    for line in data.splitlines():
-        if line.startswith(b"cpu"):
+    # The cpu lines come first; ctxt follows the (very long) intr line. Parse only what is needed.
+    end = data.find(b"\nintr ")
+    block = data if end < 0 else data[:end]
+    fast = _parse_cpu_block_fast(block[: block.find(b"\n", block.rfind(b"\ncpu") + 1)]) if end >= 0 else None
+    total: tuple[int, ...] | None
+    if fast is not None:
+        total, cpus = fast
+    else:
+        total, cpus = None, {}
+        for line in block.split(b"\n"):
+            if not line.startswith(b"cpu"):
+                continue
             parts = line.split()
-            name = parts[0]
-            if name == b"cpu":
+            if parts[0] == b"cpu":
                 total = _cpu_counters(parts)
             else:
-                cpus[int(name[3:])] = _cpu_counters(parts)
-        elif line.startswith(b"ctxt "):
-            ctxt = int(line[5:])
-            break  # ctxt follows every cpu line; skip the long intr/softirq lines after it
+                cpus[int(parts[0][3:])] = _cpu_counters(parts)
+    at = data.find(b"\nctxt ")
     if total is None:
         raise ValueError("no aggregate cpu line in /proc/stat")
-    if ctxt is None:
+    if at < 0:
         raise ValueError("no ctxt line in /proc/stat")
+    nl = data.find(b"\n", at + 6)
+    ctxt = int(data[at + 6 : nl if nl >= 0 else len(data)])
     return ProcStat(total=total, cpus=cpus, ctxt=ctxt)
 
 

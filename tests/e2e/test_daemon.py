@@ -43,7 +43,7 @@ def test_one_second_config_against_live_proc(tmp_path: Path) -> None:
         assert 99.0 <= sum(vcpu["average_usage"].values()) <= 100.5
         assert vcpu["context_switch_count"] > 0
         assert mem["memory_total_bytes"] == meminfo["MemTotal"]
-        assert r["neuron_hardware_info"]["error"] == "no Neuron devices found"
+        assert r["neuron_hardware_info"]["error"].startswith("no Neuron devices found")
         assert r["neuron_hardware_info"]["neuron_device_count"] == 0
     times = [r["report_time"] for r in reports]
     assert all(0.5 < b - a < 2.0 for a, b in itertools.pairwise(times))

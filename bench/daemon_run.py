@@ -1,0 +1,65 @@
+"""Run the daemon as a subprocess and measure it from the OS: CPU time (utime+stime from /proc/PID/stat) between
+its first and last report, and peak RSS (VmHWM from /proc/PID/status)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class RunFigures:
+    reports: int
+    cpu_s: float
+    wall_s: float
+    peak_rss_mib: float
+
+    @property
+    def cpu_ms_per_report(self) -> float:
+        return self.cpu_s * 1000 / self.reports
+
+
+def _cpu_s(pid: int) -> float:
+    data = Path(f"/proc/{pid}/stat").read_bytes()
+    rest = data[data.rfind(b")") + 2 :].split()
+    return (int(rest[11]) + int(rest[12])) / TICKS
+
+
+def _hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_daemon(args: list[str], reports: int) -> RunFigures:
+    """Start the daemon, skip its first report (start-up), count CPU over the next ``reports`` reports."""
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neuron_monitor.cli", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.stdout is not None
+    try:
+        if not proc.stdout.readline():
+            raise RuntimeError("daemon produced no report")
+        cpu0, t0 = _cpu_s(proc.pid), time.monotonic()
+        for _ in range(reports):
+            if not proc.stdout.readline():
+                raise RuntimeError("daemon stopped early")
+        cpu1, t1 = _cpu_s(proc.pid), time.monotonic()
+        hwm = _hwm_mib(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return RunFigures(reports, cpu1 - cpu0, t1 - t0, hwm)
