@@ -124,6 +124,9 @@ class Daemon:
             from neuron_monitor.k8s.pod_info import PodInfoWatcher
 
             self.k8s = PodInfoWatcher(args.pod_resources_socket)
+            hw = self.backend.hardware_info()  # device-plugin core IDs are logical cores, as this count is
+            if hw.get("neuron_device_count"):
+                self.k8s.set_cores_per_device(hw.get("neuroncore_per_device_count") or None)
             extras["neuron_k8s_info"] = self.k8s.snapshot
         recorder = None
         if args.record:

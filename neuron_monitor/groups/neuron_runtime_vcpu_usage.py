@@ -2,8 +2,9 @@
 
 Reads ``<root>/proc/<pid>/stat`` (utime, stime) through a descriptor kept per pid, which also keeps a recycled
 pid from being mistaken for the same process. Percent of one vCPU (as `top`): a process using two vCPUs fully
-shows 200. On first sight of a pid the baseline is the process start (starttime against ``<root>/proc/uptime``),
-so the first report covers the process's life so far and says so in its ``period``. An application that exited
+shows 200. On first sight of a pid the baseline is the process start (starttime against the uptime of the procfs
+that pid lives in, found by resolving ``<root>/proc/<pid>``), so the first report covers the process's life so far
+and says so in its ``period``. An application that exited
 gets AWS's error text ("open /proc/PID/stat: no such file or directory") and zeros, never a crash.
 """
 
@@ -13,6 +14,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from neuron_monitor.groups.base import App, RuntimeGroup
@@ -43,14 +45,15 @@ class NeuronRuntimeVcpuUsage(RuntimeGroup):
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
         self._base: dict[int, _Baseline] = {}
-        self._uptime = root.open_kept("proc/uptime")
 
     def _first_sight(self, pid: int, now: float) -> tuple[_Baseline, dict[str, Any]]:
         kept = self.root.open_kept(f"proc/{pid}/stat")
         st = parse_pid_stat(kept.read())
         base = _Baseline(kept, st.utime, st.stime, now)
+        # starttime counts from the boot of the kernel the process runs on: use that procfs's uptime
+        uptime_path = Path(os.path.realpath(self.root.path(f"proc/{pid}"))).parent / "uptime"
         try:
-            lifetime = parse_uptime(self._uptime.read()) - st.starttime / CLOCK_TICKS
+            lifetime = parse_uptime(uptime_path.read_bytes()) - st.starttime / CLOCK_TICKS
         except (OSError, ValueError, IndexError):
             lifetime = -1.0
         if lifetime <= 0.05:
@@ -104,7 +107,6 @@ class NeuronRuntimeVcpuUsage(RuntimeGroup):
     def close(self) -> None:
         for pid in list(self._base):
             self._forget(pid)
-        self._uptime.close()
 
 
 def _go_style_error(root: RootFS, pid: int, e: Exception) -> str:

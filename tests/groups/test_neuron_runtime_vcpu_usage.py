@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from neuron_monitor.groups.base import App
 from neuron_monitor.groups.neuron_runtime_vcpu_usage import NeuronRuntimeVcpuUsage
@@ -63,3 +64,23 @@ def test_gone_app_reported_once() -> None:
     p.wait()
     assert p.pid in g.collect([], [app])
     assert g.collect([], [app]) == {}
+
+
+def test_first_sight_covers_the_process_life_through_a_linked_proc(tmp_path: Path) -> None:
+    """A root whose /proc/<pid> links to the real /proc/<pid> (the simulator, or a bind mount): the first report
+    averages over the process's life, measured against the uptime of the procfs the process lives in."""
+    busy = _spawn(BURN)
+    try:
+        (tmp_path / "proc").mkdir()
+        (tmp_path / "proc" / "uptime").write_text("5.00 5.00\n")  # the fake root's own clock: not the process's
+        (tmp_path / "proc" / str(busy.pid)).symlink_to(f"/proc/{busy.pid}")
+        time.sleep(1.0)
+        g = NeuronRuntimeVcpuUsage(RootFS(tmp_path))
+        first = g.collect([App(busy.pid, "busy")], [])[busy.pid]
+        assert first.get("error", "") == ""
+        assert 0.5 < first["period"] < 30.0
+        assert first["vcpu_usage"]["user"] + first["vcpu_usage"]["system"] > 20.0
+        g.close()
+    finally:
+        busy.kill()
+        busy.wait()
