@@ -4,8 +4,8 @@
 most ``max_bytes`` (estimated upper bound for the client's wire protocol), at most 150 values per datum. Samples of
 one series that fall into the same storage bucket (the same minute, or the same second for high resolution) are
 merged into one datum with ``Values``/``Counts``; CloudWatch aggregates a bucket anyway, so SampleCount, Sum, Min,
-Max and percentiles are unchanged while a backlog drains in far fewer calls. A datum that does not fit is pushed
-back, so nothing is split, lost or sent twice.
+Max and percentiles are unchanged while a backlog drains in far fewer calls. Datums that do not fit are pushed
+back in order, so nothing is split, lost or sent twice.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from neuron_monitor.exporters.cloudwatch.limits import (
 )
 
 REQUEST_OVERHEAD_BYTES = 2048  # action, version, namespace, headers' share; generous
+SCAN_LIMIT = 50_000  # queued datums looked at per request while merging a backlog
 
 
 def _bucket_key(d: Datum) -> tuple[object, ...]:
@@ -67,14 +68,22 @@ def pack(
     max_bytes: int = MAX_REQUEST_BYTES,
     protocol: str = "json",
     merge: bool = True,
+    scan_limit: int = SCAN_LIMIT,
 ) -> list[Datum]:
-    """Pop one request's datums from the left of ``queue`` (pushing back the first one that does not fit)."""
+    """Pop one request's datums from the left of ``queue``.
+
+    Once the request is full, later datums are still scanned (up to ``scan_limit``) and merged into series already
+    in the request; the ones that fit nowhere go back to the front of the queue in their original order.
+    """
     budget = max_bytes - REQUEST_OVERHEAD_BYTES
     batch: dict[tuple[object, ...], Datum] = {}
     order: list[Datum] = []
+    skipped: list[Datum] = []
     size = 0
-    while queue:
+    scanned = 0
+    while queue and scanned < scan_limit:
         d = queue.popleft()
+        scanned += 1
         key = _bucket_key(d)
         held = batch.get(key) if merge else None
         if held is not None:
@@ -86,17 +95,20 @@ def pack(
                     size += grown
                     continue
                 held.values, held.counts, held.timestamp = snapshot
-            queue.appendleft(d)
-            break
+            skipped.append(d)
+            continue
         cost = datum_wire_size(d.name, d.unit, d.dims, len(d.values or ()) or 1, protocol)
         if len(order) >= max_datums or (order and size + cost > budget):
-            queue.appendleft(d)
-            break
+            skipped.append(d)
+            if not merge:
+                break
+            continue
         d = _copy(d)
         size += cost
         order.append(d)
         if merge:
             batch[key] = d
+    queue.extendleft(reversed(skipped))
     return order
 
 

@@ -182,3 +182,13 @@ def test_buffer_take_waits_and_close_releases() -> None:
     assert buf.take(pack, timeout=5) == []
     buf.put([datum()])
     assert deque(buf.drain())
+
+
+def test_backlog_bigger_than_one_request_still_merges() -> None:
+    """Reports of 1300 series (a trn2.48xlarge is about that): 8 queued reports drain in 2 calls, not 11."""
+    start = NOW - NOW % 60
+    datums = [datum(name=f"M{i}", value=float(r), timestamp=start + r) for r in range(8) for i in range(1300)]
+    requests = pack_all(datums)
+    assert [len(r) for r in requests] == [1000, 300]
+    assert [sum(d.samples() for d in r) for r in requests] == [8000, 2400]
+    assert {d.name for d in requests[0]}.isdisjoint({d.name for d in requests[1]})
