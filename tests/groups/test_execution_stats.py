@@ -1,0 +1,33 @@
+"""execution_stats: nearest-rank percentiles, null latency when nothing ran, counter mapping."""
+
+from __future__ import annotations
+
+from neuron_monitor.groups.execution_stats import ExecutionStats, percentiles
+from neuron_monitor.host.rootfs import RootFS
+from tests.neuron.appdata import app_with, counters
+
+
+def test_percentiles_nearest_rank_in_aws_key_order() -> None:
+    p = percentiles([float(i) for i in range(1, 101)])
+    assert p is not None
+    assert list(p) == ["p0", "p1", "p100", "p25", "p50", "p75", "p99"]
+    assert (p["p0"], p["p1"], p["p25"], p["p50"], p["p75"], p["p99"], p["p100"]) == (1, 1, 25, 50, 75, 99, 100)
+    assert percentiles([]) is None
+    assert percentiles([0.5]) == dict.fromkeys(p, 0.5)
+
+
+def test_deltas_and_latency() -> None:
+    g = ExecutionStats(RootFS("/"))
+    first = app_with({0: counters({1: 10, 8: 1}), 1: counters({1: 5})}, t=0.0)
+    body = g.collect([first], [])[first.pid]
+    assert body["execution_summary"]["completed"] == 0  # the birth baseline: nothing new yet
+    assert body["latency_stats"] == {"total_latency": None, "device_latency": None}
+    later = app_with({0: counters({1: 25, 8: 4, 3: 3, 13: 1500, 14: 1700}), 1: counters({1: 5, 13: 900})},
+                     t=2.0, like=first)  # fmt: skip
+    body = g.collect([later], [])[later.pid]
+    assert body["execution_summary"] == {"completed": 15, "completed_with_err": 0, "completed_with_num_err": 3,
+                                         "timed_out": 0, "incorrect_input": 0, "failed_to_queue": 0}  # fmt: skip
+    assert body["error_summary"]["numerical"] == 3
+    assert body["latency_stats"]["device_latency"]["p50"] == 0.0015  # core 1 did not execute: not sampled
+    assert body["latency_stats"]["total_latency"]["p100"] == 0.0017
+    assert body["period"] == 2.0
