@@ -5,9 +5,9 @@
 2. A 24-hour recording at 1 s (86,400 reports) built from that real report: per-core utilization, flops,
    executions, latency and vCPU vary every second, tensor memory every 5 minutes, a numerical-error burst every
    hour and one uncorrected ECC; written with the Recorder (rotation at 256 MiB).
-3. ``neuron-monitor-trace`` and ``neuron-monitor-det`` on it as child processes: wall time, CPU time and peak RSS
-   from the OS (wait4), reports per second, trace size; against a baseline child that only reads and parses
-   the recording (gzip + JSON), measured on the same machine.
+3. ``neuron-monitor-trace`` (every sample, and ``--resolution 60``) and ``neuron-monitor-det`` on it as child
+   processes: wall time, CPU time and peak RSS from the OS (wait4), reports per second, trace size; against a
+   baseline child that only reads and parses the recording (gzip + JSON), measured on the same machine.
 
 The real report comes from the daemon on the simulator (``neuron-monitor --simulate trn2.48xlarge``).
 
@@ -186,12 +186,14 @@ def main() -> int:
         print(f"baseline (read + parse only): {base[0]:.1f} s wall, {base[1]:.1f} s CPU, "
               f"{reports / base[1]:.0f} reports/s, peak RSS {base[2]} MiB")  # fmt: skip
         trace = work / "trace.json"
+        trace_cmd = [py, "-m", "neuron_monitor.timeline.trace_cli", str(rec), "-o", str(trace)]
         for name, cmd in (
-            ("neuron-monitor-trace", [py, "-m", "neuron_monitor.timeline.trace_cli", str(rec), "-o", str(trace)]),
+            ("neuron-monitor-trace", trace_cmd),
+            ("neuron-monitor-trace --resolution 60", [*trace_cmd, "--resolution", "60"]),
             ("neuron-monitor-det", [py, "-m", "neuron_monitor.timeline.det_cli", str(rec)]),
         ):
             wall, cpu, rss, _ = child(cmd)
-            extra = f", trace {trace.stat().st_size / 2**20:.0f} MiB" if name.endswith("trace") else ""
+            extra = f", trace {trace.stat().st_size / 2**20:.1f} MiB" if "trace" in name else ""
             print(f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU, {reports / cpu:.0f} reports/s, "
                   f"peak RSS {rss} MiB, {cpu / base[1]:.1f}x the baseline CPU{extra}")  # fmt: skip
     finally:

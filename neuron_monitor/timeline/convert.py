@@ -50,12 +50,19 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--filter-instance-id", metavar="LIST", help='instances to keep, e.g. "i-abc,i-def"')
     parser.add_argument("--ignore-host", action="store_true", help="leave out host and runtime vCPU/memory tracks")
+    parser.add_argument("--start", metavar="TIME", help="leave out reports before TIME (epoch s or ISO, UTC)")
+    parser.add_argument("--end", metavar="TIME", help="leave out reports after TIME (epoch s or ISO, UTC)")
 
 
 def selection_from(args: argparse.Namespace) -> Selection:
     try:
         return Selection.from_options(
-            args.filter_neuron_core, args.filter_event_type, args.filter_instance_id, args.ignore_host
+            args.filter_neuron_core,
+            args.filter_event_type,
+            args.filter_instance_id,
+            args.ignore_host,
+            args.start,
+            args.end,
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -78,20 +85,22 @@ def run(
     output: str | None = None,
     group_by: str = "instance",
     highlight: bool = False,
+    resolution: float = 0.0,
 ) -> Result:
     """Read every recording once; write the trace to ``output`` ("-" for stdout) when given."""
     stats = SourceStats()
     if output is None:
         for snap in iter_snapshots(paths, stats):
-            detector.feed(snap)
+            if selection.wants_time(snap.time):
+                detector.feed(snap)
         return Result(detector.finish(), stats)
     if output == "-":
-        return _convert(paths, selection, detector, sys.stdout.buffer, group_by, highlight, stats)
+        return _convert(paths, selection, detector, sys.stdout.buffer, group_by, highlight, resolution, stats)
     target = Path(output)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
     try:
         with os.fdopen(fd, "wb", buffering=WRITE_BUFFER) as f:
-            result = _convert(paths, selection, detector, f, group_by, highlight, stats)
+            result = _convert(paths, selection, detector, f, group_by, highlight, resolution, stats)
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:
@@ -107,11 +116,14 @@ def _convert(
     out: IO[bytes],
     group_by: str,
     highlight: bool,
+    resolution: float,
     stats: SourceStats,
 ) -> Result:
-    writer = TraceWriter(out)
+    writer = TraceWriter(out, resolution)
     converter = TraceConverter(writer, selection, group_by)
     for snap in iter_snapshots(paths, stats):
+        if not selection.wants_time(snap.time):
+            continue
         detector.feed(snap)
         converter.feed(snap)
     problems = detector.finish()

@@ -100,15 +100,23 @@ class Snapshot:
 
 
 def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    f = float(v)
-    return f if f == f and f not in (float("inf"), float("-inf")) else None
+    """A finite JSON number as float, else None (bools, strings, NaN and infinities are not numbers here)."""
+    t = type(v)
+    if t is float:
+        return v if v - v == 0.0 else None  # inf - inf and nan - nan are nan
+    if t is int:
+        return float(v)
+    return None
 
 
 def _count(v: Any) -> int:
-    f = _num(v)
-    return int(f) if f is not None and f > 0 else 0
+    """A non-negative count (anything else counts as 0)."""
+    t = type(v)
+    if t is int:
+        return v if v > 0 else 0
+    if t is float and v - v == 0.0:
+        return int(v) if v > 0 else 0
+    return 0
 
 
 def _group(parent: Any, name: str) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
 """Processing-time filters, as Neuron Explorer's: NeuronCores, event types, instances, host data.
 
-Parses the option strings (``"0,2-5"``; ``"errors,^transient_error"``; ``"i-abc,i-def"``) into a ``Selection``
+Parses the option strings (``"0,2-5"``; ``"errors,^transient_error"``; ``"i-abc,i-def"``; a time range) into a
+``Selection``
 the converter and the detector ask. Bad strings raise ``ValueError`` with a one-line message.
 
 Event types: every counter track and every error event has a type. ``counters`` and ``errors`` name the two
@@ -12,6 +13,7 @@ of removals only starts from every type. ``problems`` is ``errors`` plus what on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from neuron_monitor.timeline.extract import ECC_UNCORRECTED, RUNTIME_ERROR_TYPES
 
@@ -93,6 +95,24 @@ def parse_instances(text: str) -> frozenset[str]:
     return ids
 
 
+def parse_time(text: str) -> float:
+    """Epoch seconds, or an ISO 8601 date and time (UTC unless it names a zone) -> epoch seconds."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"bad time {text!r}: give epoch seconds or an ISO date and time (2026-01-01T12:00:00)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
 def format_cores(cores: tuple[int, ...] | list[int] | frozenset[int]) -> str:
     """{0, 2, 3, 4, 5} -> "0,2-5" (the inverse of parse_core_list)."""
     out: list[str] = []
@@ -113,17 +133,33 @@ class Selection:
     event_types: frozenset[str] | None = None  # None: every type
     instances: frozenset[str] | None = None  # None: every instance
     ignore_host: bool = False
+    start: float | None = None  # reports before this time (epoch seconds) are left out
+    end: float | None = None  # reports after it too
 
     @classmethod
     def from_options(
-        cls, cores: str | None, event_types: str | None, instances: str | None, ignore_host: bool
+        cls,
+        cores: str | None,
+        event_types: str | None,
+        instances: str | None,
+        ignore_host: bool,
+        start: str | None = None,
+        end: str | None = None,
     ) -> Selection:
-        return cls(
+        sel = cls(
             cores=parse_core_list(cores) if cores is not None else None,
             event_types=parse_event_types(event_types) if event_types is not None else None,
             instances=parse_instances(instances) if instances is not None else None,
             ignore_host=ignore_host,
+            start=parse_time(start) if start is not None else None,
+            end=parse_time(end) if end is not None else None,
         )
+        if sel.start is not None and sel.end is not None and sel.end < sel.start:
+            raise ValueError("the end of the time range is before its start")
+        return sel
+
+    def wants_time(self, t: float) -> bool:
+        return (self.start is None or t >= self.start) and (self.end is None or t <= self.end)
 
     def wants_type(self, event_type: str) -> bool:
         if self.ignore_host and event_type in HOST_TYPES:

@@ -45,7 +45,7 @@ class _RuntimeTracks:
     runtime: Runtime
     first_seen: float
     last_seen: float
-    counters: set[tuple[int, str, tuple[str, ...]]] = field(default_factory=set)  # (pid, name, keys) to zero
+    counters: set[tuple[int, str, tuple[str, ...], str]] = field(default_factory=set)  # (pid, name, keys, cat)
 
 
 @dataclass
@@ -59,6 +59,7 @@ class _Instance:
     lifetimes: list[tuple[_RuntimeTracks, float]] = field(default_factory=list)  # (tracks, end) of finished ones
     core_tracks: dict[int, tuple[int, str, tuple[str, ...]]] = field(default_factory=dict)
     memory_tracks: dict[Hashable, tuple[int, str, tuple[str, ...]]] = field(default_factory=dict)
+    flops_cores: set[int] = field(default_factory=set)
 
 
 def _r(v: float | None, digits: int) -> float | None:
@@ -138,7 +139,7 @@ class TraceConverter:
     ) -> None:
         self.w.counter(pid, name, t, values, cat)
         if owner is not None:
-            owner.counters.add((pid, name, tuple(values)))
+            owner.counters.add((pid, name, tuple(values), cat))
 
     def feed(self, snap: Snapshot) -> None:
         if not self.sel.wants_instance(snap.instance):
@@ -231,13 +232,16 @@ class TraceConverter:
                 )
             if want_flops and core in flops:
                 self.w.counter(pid, f"{prefix}flops", start[core], {"flops": flops[core]}, "flops")
+                inst.flops_cores.add(core)
             inst.core_tracks[core] = (pid, prefix, ())
         for core in [c for c in inst.core_tracks if c not in util]:  # no runtime on the core any more
             pid, prefix, _ = inst.core_tracks.pop(core)
+            zero_at = inst.last_time
             if want_util:
-                self.w.counter(pid, f"{prefix}utilization", inst.last_time, {"percent": 0.0}, "neuroncore_utilization")
-            if want_flops and self.w.counter_value(pid, f"{prefix}flops") is not None:
-                self.w.counter(pid, f"{prefix}flops", inst.last_time, {"flops": 0.0}, "flops")
+                self.w.counter(pid, f"{prefix}utilization", zero_at, {"percent": 0.0}, "neuroncore_utilization", True)
+            if want_flops and core in inst.flops_cores:
+                self.w.counter(pid, f"{prefix}flops", zero_at, {"flops": 0.0}, "flops", exact=True)
+                inst.flops_cores.discard(core)
 
     def _memory_counters(self, inst: _Instance, snap: Snapshot, runtimes: list[Runtime]) -> None:
         if not self.sel.wants_type("device_memory"):
@@ -261,7 +265,7 @@ class TraceConverter:
             inst.memory_tracks[key] = (pid, name, MEMORY_CATEGORIES)
         for key in [k for k in inst.memory_tracks if k not in per_key]:
             pid, name, cats = inst.memory_tracks.pop(key)
-            self.w.counter(pid, name, inst.last_time, dict.fromkeys(cats, 0), "device_memory")
+            self.w.counter(pid, name, inst.last_time, dict.fromkeys(cats, 0), "device_memory", exact=True)
 
     def _process_memory(self, inst: _Instance, snap: Snapshot, runtimes: list[Runtime]) -> None:
         """Process grouping: each runtime's device memory by category, per device, in its own process."""
@@ -294,8 +298,8 @@ class TraceConverter:
             self.w.counter(self._main(inst), "host memory", snap.time, values, "host_memory")
 
     def _runtime_gone(self, inst: _Instance, tracks: _RuntimeTracks) -> None:
-        for pid, name, keys in sorted(tracks.counters):
-            self.w.counter(pid, name, inst.last_time, dict.fromkeys(keys, 0), "runtime")
+        for pid, name, keys, cat in sorted(tracks.counters):
+            self.w.counter(pid, name, inst.last_time, dict.fromkeys(keys, 0), cat, exact=True)
         inst.lifetimes.append((tracks, inst.last_time))
 
     # -- the end --------------------------------------------------------------------------------------------

@@ -22,6 +22,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_filter_arguments(parser)
     parser.add_argument("-o", "--output", default="trace.json", help='trace file to write, "-" for stdout')
+    parser.add_argument(
+        "--resolution",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="average counters over windows of this length (default: every sample); for long recordings",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     return parser
 
@@ -29,9 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.resolution < 0:
+            raise UsageError("--resolution must not be negative")
         check_recordings(args.recordings)
         selection = selection_from(args)
-        result = run(args.recordings, selection, Detector(selection), args.output, args.group_by)
+        result = run(
+            args.recordings, selection, Detector(selection), args.output, args.group_by, resolution=args.resolution
+        )
     except UsageError as e:
         print(f"neuron-monitor-trace: {e}", file=sys.stderr)
         return 2

@@ -10,6 +10,10 @@ so memory stays flat however long the trace. It hands out integer pids and tids 
   to it and counted in ``clamped``;
 - complete slices (``X``) have a non-negative ``dur``.
 
+With a ``resolution`` (seconds), counter samples are averaged per track over windows of that length and written
+at the window's start (a 24-hour recording at 1 s becomes a trace Perfetto opens quickly); an ``exact`` sample
+(a track dropping to 0 when its runtime ends) ends the window early and is written as is.
+
 Times are given in epoch seconds and written as integer microseconds, so traces of several hosts share one clock.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 import orjson
@@ -28,9 +33,22 @@ def _us(t: float) -> int:
     return round(t * US)
 
 
+@dataclass
+class _Window:
+    index: int
+    cat: str
+    sums: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    ints: bool = True
+
+
 class TraceWriter:
-    def __init__(self, out: IO[bytes]) -> None:
+    def __init__(self, out: IO[bytes], resolution: float = 0.0) -> None:
+        if resolution < 0:
+            raise ValueError("resolution must not be negative")
         self._out = out
+        self.resolution = resolution
+        self._windows: dict[tuple[int, str], _Window] = {}
         self._first = True
         self._pids: dict[Hashable, int] = {}
         self._tids: dict[tuple[int, Hashable], int] = {}
@@ -80,13 +98,38 @@ class TraceWriter:
 
     # -- events ---------------------------------------------------------------------------------------------
 
-    def counter(self, pid: int, name: str, t: float, values: dict[str, float | int | None], cat: str) -> bool:
-        """One sample of counter track (pid, name); returns whether it was written."""
+    def counter(
+        self, pid: int, name: str, t: float, values: dict[str, float | int | None], cat: str, exact: bool = False
+    ) -> bool:
+        """One sample of counter track (pid, name); returns whether it was written (or taken into a window)."""
         clean = {k: v for k, v in values.items() if v is not None and math.isfinite(v)}
         if not clean:
             return False
-        ts = _us(t)
         track = (pid, name)
+        if self.resolution > 0:
+            window = self._windows.get(track)
+            index = math.floor(t / self.resolution)
+            if window is not None and (exact or window.index != index):
+                self._flush(track, self._windows.pop(track))
+                window = None
+            if not exact:
+                if window is None:
+                    window = self._windows[track] = _Window(index, cat)
+                for k, v in clean.items():
+                    window.sums[k] = window.sums.get(k, 0) + v
+                    window.counts[k] = window.counts.get(k, 0) + 1
+                    window.ints = window.ints and type(v) is int
+                return True
+        return self._write(track, _us(t), clean, cat)
+
+    def _flush(self, track: tuple[int, str], w: _Window) -> None:
+        means: dict[str, float | int] = {}
+        for k, total in w.sums.items():
+            mean = total / w.counts[k]
+            means[k] = round(mean) if w.ints else round(mean, 4)
+        self._write(track, _us(w.index * self.resolution), means, w.cat)
+
+    def _write(self, track: tuple[int, str], ts: int, clean: dict[str, float | int], cat: str) -> bool:
         last = self._counter_last.get(track)
         if last is not None:
             if last[1] == clean:
@@ -96,12 +139,8 @@ class TraceWriter:
                 ts = last[0]
                 self.clamped += 1
         self._counter_last[track] = (ts, clean)
-        self._emit({"ph": "C", "name": name, "cat": cat, "pid": pid, "tid": 0, "ts": ts, "args": clean})
+        self._emit({"ph": "C", "name": track[1], "cat": cat, "pid": track[0], "tid": 0, "ts": ts, "args": clean})
         return True
-
-    def counter_value(self, pid: int, name: str) -> dict[str, float] | None:
-        last = self._counter_last.get((pid, name))
-        return last[1] if last is not None else None
 
     def _thread_ts(self, pid: int, tid: int, ts: int) -> int:
         last = self._thread_last.get((pid, tid))
@@ -143,6 +182,9 @@ class TraceWriter:
         self._emit(event)
 
     def close(self, other_data: dict[str, Any]) -> None:
+        for track, window in self._windows.items():
+            self._flush(track, window)
+        self._windows.clear()
         self._out.write(b"\n],\n")
         self._out.write(b'"displayTimeUnit":"ms",\n"otherData":')
         self._out.write(orjson.dumps(other_data))

@@ -141,3 +141,37 @@ def test_writer_keeps_tracks_valid() -> None:
     assert [e["args"] for e in events if e["ph"] == "C"] == [{"v": 1.0}, {"v": 2.0}]
     assert w.unchanged == 1 and w.clamped == 1
     assert [e["dur"] for e in events if e["ph"] == "X"] == [0]
+
+
+def test_resolution_averages_counters_per_window(tmp_path: Path) -> None:
+    rec = record(tmp_path / "a.gz", workload("i-a", n=12))
+    out = tmp_path / "coarse.json"
+    sel = Selection()
+    run([str(rec)], sel, Detector(sel), str(out), resolution=3.0)
+    events = tef.check_trace(out)
+    c = tef.counters(events, "i-a (trn1.32xlarge)")
+    util = c["NC 0 utilization"]
+    # samples start at T0-1 .. T0+10 (utilization 0, 10, 20, ...): windows of 3 s aligned on the epoch
+    base = (T0 - 1) // 3 * 3
+    assert all((ts / US - base) % 3 == 0 for ts, _ in util)
+    assert len(util) <= 5
+    # every full window averages one 0, one 10 and one 20
+    assert {a["percent"] for _, a in util[1:-1]} == {10.0}
+    # 'serve' still drops to exactly 0 when it ends, not to an average
+    assert c["NC 4 utilization"][-1] == ((T0 + 7) * US, {"percent": 0.0})
+    assert c["serve[200] executions/s"][-1][1] == {"completed": 0, "failed": 0}
+
+
+def test_time_range_limits_reports_and_problems(tmp_path: Path) -> None:
+    rec = record(tmp_path / "a.gz", workload("i-a", n=12))
+    sel = Selection.from_options(None, None, None, False, start=str(T0 + 5), end="2026-01-01T12:00:09Z")
+    out = tmp_path / "window.json"
+    result = run([str(rec)], sel, Detector(sel), str(out))
+    events = tef.check_trace(out)
+    stamps = [e["ts"] for e in events if e["ph"] == "C"]
+    assert min(stamps) >= (T0 + 4) * US and max(stamps) <= (T0 + 9) * US
+    assert {p.kind for p in result.problems} == {"ecc_uncorrected", "failed_to_queue", "runtime_vanished"}
+    with pytest.raises(ValueError, match="before its start"):
+        Selection.from_options(None, None, None, False, start=str(T0 + 5), end=str(T0))
+    with pytest.raises(ValueError, match="bad time"):
+        Selection.from_options(None, None, None, False, start="yesterday")
