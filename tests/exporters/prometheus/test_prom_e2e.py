@@ -1,0 +1,162 @@
+"""End to end with the real parts: simulator -> neuron-monitor daemon -> exporter -> a real Prometheus server.
+
+Two simulated nodes (trn2.48xlarge with 3 runtimes, trn1.2xlarge with 1), each with its own daemon and exporter,
+scraped every second by one Prometheus. Checks: every PromQL expression of the Grafana dashboard returns data;
+the fleet panels aggregate across both nodes; a stopped runtime's series disappear; counter totals equal the
+simulator's ground truth.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from neuron_monitor.sim.temporary import TemporarySimulator
+from tests.exporters.prometheus.prom_process import ExporterProcess
+from tests.exporters.prometheus.prom_server import PROMETHEUS, PrometheusServer
+from tests.exporters.prometheus.test_prom_dashboard import dashboard_exprs
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not Path(PROMETHEUS).exists(), reason="the prometheus server is not installed"),
+]
+
+RUNTIME_GROUPS = ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage", "execution_stats")
+SYSTEM_GROUPS = ("vcpu_usage", "memory_info", "neuron_hw_counters")
+COUNTERS = ("completed", "generic")
+
+
+class Node:
+    """One simulated host: simulator, daemon (1 s period) and exporter, piped as in production."""
+
+    def __init__(self, workdir: Path, shape: str, runtimes: int, seed: int) -> None:
+        self.sim = TemporarySimulator(shape, runtimes=runtimes, seed=seed, exec_rate=40, ecc_rate=0)
+        self.sim.start()
+        self.sim.pause()  # the daemon counts from its start: the truth before it is the baseline
+        self.before = {
+            (rt["tag"], c): self.sim.truth.total(rt["tag"], c) for rt in self.sim.truth.runtimes() for c in COUNTERS
+        }
+        conf = workdir / f"{shape}.conf"
+        conf.write_text(
+            json.dumps(
+                {
+                    "period": "1s",
+                    "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME_GROUPS]}],
+                    "system_metrics": [{"type": t} for t in SYSTEM_GROUPS],
+                }
+            )
+        )
+        self.daemon = subprocess.Popen(
+            [sys.executable, "-m", "neuron_monitor.cli", "--root", str(self.sim.root), "-c", str(conf), "--no-imds"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self.exporter = ExporterProcess(stdin=self.daemon.stdout)
+        assert self.daemon.stdout is not None
+        self.daemon.stdout.close()  # the exporter holds the pipe now
+        self.target = f"127.0.0.1:{self.exporter.port}"
+        self.exporter.wait_for("/metrics", lambda s, b: "neuron_exporter_reports_total 1.0" in b, timeout=30)
+        self.sim.resume()
+        self.sim.inject("ecc_corrected", device=0, count=3, memory="mem")
+        self.sim.inject("ecc_corrected", device=0, count=2, memory="sram")
+
+    def stop(self) -> None:
+        self.daemon.terminate()
+        self.daemon.wait(15)
+        self.exporter.stop()
+        self.sim.close()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Node], PrometheusServer]]:
+    workdir = tmp_path_factory.mktemp("fleet")
+    nodes: list[Node] = []
+    prom = None
+    try:
+        nodes.append(Node(workdir, "trn2.48xlarge", 3, seed=3))
+        nodes.append(Node(workdir, "trn1.2xlarge", 1, seed=4))
+        prom = PrometheusServer(workdir, [n.target for n in nodes])
+        prom.wait_value("count(neuron_exporter_up == 1)", lambda v: v == 2, timeout=60)
+        yield nodes, prom
+    finally:
+        if prom is not None:
+            prom.stop()
+        for n in nodes:
+            n.stop()
+
+
+def _instantiate(expr: str) -> str:
+    return expr.replace("$instance", ".*").replace("$runtime", ".*").replace("$__rate_interval", "10s")
+
+
+def test_every_dashboard_query_returns_data(fleet: tuple[list[Node], PrometheusServer]) -> None:
+    _, prom = fleet
+    missing = [_instantiate(e) for e in dashboard_exprs()]
+    deadline = time.monotonic() + 40
+    while missing and time.monotonic() < deadline:
+        missing = [e for e in missing if not prom.query(e)]
+        if missing:
+            time.sleep(1)
+    assert not missing, f"no data for: {missing}"
+
+
+def test_fleet_panels_aggregate_across_nodes(fleet: tuple[list[Node], PrometheusServer]) -> None:
+    nodes, prom = fleet
+    exprs = {e: _instantiate(e) for e in dashboard_exprs()}
+    by_title = {}
+    doc = json.loads((Path(__file__).resolve().parents[3] / "dashboards" / "neuron-monitor.json").read_text())
+    for p in doc["panels"]:
+        for t in p.get("targets", []):
+            by_title[p["title"]] = exprs[t["expr"]]
+    assert prom.wait_value(by_title["Nodes reporting"], lambda v: v == 2) == 2
+    assert prom.wait_value(by_title["Neuron runtimes"], lambda v: v == 4) == 4
+    per_node = prom.query(by_title["NeuronCore utilization by node"])
+    assert {r["metric"]["instance"] for r in per_node} == {n.target for n in nodes}
+    fleet_avg = prom.value(by_title["NeuronCore utilization"])
+    assert fleet_avg is not None and 0 < fleet_avg <= 1
+    vcpus = prom.value("sum(system_vcpu_count)")
+    assert vcpus == 192 + 8
+    assert prom.value(by_title["Nodes not reporting"]) == 0
+
+
+def test_stopped_runtime_series_disappear(fleet: tuple[list[Node], PrometheusServer]) -> None:
+    nodes, prom = fleet
+    big = nodes[0]
+    sel = f'instance="{big.target}",runtime_tag="job-02"'
+    prom.wait_value(f"count({{{sel}}})", lambda v: v is not None and v > 10)
+    big.sim.stop_runtime("job-02")
+    big.exporter.wait_for("/metrics", lambda s, b: 'runtime_tag="job-02"' not in b, timeout=15)
+    prom.wait_value(f"count({{{sel}}})", lambda v: v is None, timeout=15)
+    assert prom.value(f'count({{instance="{big.target}",runtime_tag="job-00"}})')  # the others stay
+
+
+def test_counter_totals_equal_ground_truth(fleet: tuple[list[Node], PrometheusServer]) -> None:
+    nodes, prom = fleet
+    for node in nodes:
+        node.sim.pause()
+    for node in nodes:
+        for start in node.sim.truth.runtimes():
+            tag = start["tag"]
+            if tag == "job-02" and node is nodes[0]:
+                continue  # stopped above: its series are gone
+            for counter, family, label in (
+                ("completed", "execution_status_total", "status_type"),
+                ("generic", "execution_errors_total", "error_type"),
+            ):
+                truth = node.sim.truth.total(tag, counter) - node.before[(tag, counter)]
+                expr = f'sum({family}{{instance="{node.target}",runtime_tag="{tag}",{label}="{counter}"}})'
+                got = prom.wait_value(expr, lambda v, t=truth: v == t, timeout=20)
+                assert got == truth
+            assert node.sim.truth.total(tag, "completed") > node.before[(tag, "completed")]
+        for device, event, injected in ((0, "mem_ecc_corrected", 3), (0, "sram_ecc_corrected", 2)):
+            expr = (
+                f'sum(hardware_ecc_events_total{{instance="{node.target}",neuron_device_index="{device}",'
+                f'event_type="{event}"}})'
+            )
+            assert prom.wait_value(expr, lambda v, t=injected: v == t, timeout=20) == injected
