@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.daemon_run import REPO, RunFigures, run_daemon  # noqa: E402
+from bench.daemon_run import REPO, RunFigures, run_daemon
 
 HOST_GROUPS = {"period": "100ms", "system_metrics": [{"type": "vcpu_usage"}, {"type": "memory_info"}]}
 NO_GROUPS = {"period": "100ms"}
