@@ -6,7 +6,10 @@ import io
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from neuron_monitor.timeline.convert import run
 from neuron_monitor.timeline.detect import Detector
@@ -175,3 +178,44 @@ def test_time_range_limits_reports_and_problems(tmp_path: Path) -> None:
         Selection.from_options(None, None, None, False, start=str(T0 + 5), end=str(T0))
     with pytest.raises(ValueError, match="bad time"):
         Selection.from_options(None, None, None, False, start="yesterday")
+
+
+runtime_st = st.builds(
+    lambda pid, first, fresh, err, util, p50: Rt(
+        pid, f"job{pid}", [first, first + 1], util=util, fresh=fresh,
+        errors={"numerical": err} if err else {}, p50=p50, p99=p50,
+    ),
+    st.sampled_from([100, 200, 300]),
+    st.sampled_from([0, 2, 4]),
+    st.booleans(),
+    st.integers(min_value=0, max_value=2),
+    st.sampled_from([0.0, 25.0, 50.0]),
+    st.sampled_from([None, 0.001]),
+)  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    steps=st.lists(
+        st.tuples(st.lists(runtime_st, max_size=3, unique_by=lambda r: r.pid), st.floats(0.2, 3.0), st.booleans()),
+        min_size=1,
+        max_size=12,
+    ),
+    group_by=st.sampled_from(GROUP_BY),
+    resolution=st.sampled_from([0.0, 2.0]),
+)
+def test_any_report_sequence_gives_a_valid_trace(
+    tmp_path: Path, steps: list[tuple[list[Rt], float, bool]], group_by: str, resolution: float
+) -> None:
+    """Runtimes coming and going, carried-over groups, uneven periods, errors: always valid Trace Event Format."""
+    t = T0
+    reports = []
+    for rts, gap, ecc in steps:
+        t += gap
+        reports.append(report(t, rts, period=gap, ecc={1: (1, 0)} if ecc else None, system_fresh=not ecc))
+    path = tmp_path / f"h-{len(reports)}-{group_by}.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in reports))
+    out = tmp_path / "h.json"
+    sel = Selection()
+    run([str(path)], sel, Detector(sel, hang_periods=1), str(out), group_by, highlight=True, resolution=resolution)
+    tef.check_trace(out)
