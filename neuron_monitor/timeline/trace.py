@@ -62,6 +62,23 @@ class _Instance:
     flops_cores: set[int] = field(default_factory=set)
 
 
+@dataclass
+class _Slice:
+    start: float
+    end: float
+    name: str
+    cat: str
+    args: dict[str, Any]
+    cname: str = ""
+
+
+@dataclass
+class _Thread:
+    name: str
+    order: int
+    slices: list[_Slice] = field(default_factory=list)
+
+
 def _r(v: float | None, digits: int) -> float | None:
     return None if v is None else round(v, digits)
 
@@ -310,60 +327,60 @@ class TraceConverter:
             for tracks in inst.runtimes.values():
                 inst.lifetimes.append((tracks, tracks.last_seen))
             inst.runtimes.clear()
-        by_thread: dict[tuple[int, Hashable], list[tuple[float, float, str, dict[str, Any], str, str]]] = {}
-        names: dict[tuple[int, Hashable], tuple[str, int]] = {}
+        threads: dict[tuple[int, Hashable], _Thread] = {}
+        if self.sel.wants_type("runtime"):
+            self._lifetime_slices(threads)
+        self._error_slices(problems, threads)
+        for (pid, key), thread in threads.items():
+            tid = self.w.thread(pid, key, thread.name, thread.order)
+            for sl in sorted(thread.slices, key=lambda x: (x.start, -x.end)):
+                self.w.complete(pid, tid, sl.name, sl.start, sl.end, sl.cat, sl.args, sl.cname)
+        if highlight:
+            self._highlight(problems)
 
-        def add(pid: int, key: Hashable, tname: str, order: int, item: tuple[Any, ...]) -> None:
-            by_thread.setdefault((pid, key), []).append(item)  # type: ignore[arg-type]
-            names.setdefault((pid, key), (tname, order))
-
+    def _lifetime_slices(self, threads: dict[tuple[int, Hashable], _Thread]) -> None:
         for inst in self._instances.values():
-            if not self.sel.wants_type("runtime"):
-                break
             for tracks, end in inst.lifetimes:
                 rt = tracks.runtime
-                args = {"pid": rt.pid, "tag": rt.tag, "cores": format_cores(rt.cores)}
+                args: dict[str, Any] = {"pid": rt.pid, "tag": rt.tag, "cores": format_cores(rt.cores)}
                 if rt.models is not None:
                     args["loaded_models"] = rt.models
+                sl = _Slice(tracks.first_seen, end, rt.name, "runtime", args)
                 for pid in self._runtime_pids(inst, rt, rt.cores):
-                    add(
-                        pid,
-                        ("runtime", rt.key),
-                        rt.name,
-                        rt.pid * 100,
-                        (tracks.first_seen, end, rt.name, args, "runtime", ""),
-                    )
+                    thread = threads.setdefault((pid, ("runtime", rt.key)), _Thread(rt.name, rt.pid * 100))
+                    thread.slices.append(sl)
+
+    def _error_slices(self, problems: list[Problem], threads: dict[tuple[int, Hashable], _Thread]) -> None:
+        runtimes = {
+            (name, t.runtime.key): t.runtime for name, inst in self._instances.items() for t, _ in inst.lifetimes
+        }
         for p in problems:
             inst = self._instances.get(p.instance)
             if inst is None or p.kind not in ERROR_TYPES:
                 continue
+            sl = _Slice(p.start, p.end, p.kind, p.kind, dict(p.details), ERROR_COLOR)
             if p.kind == ECC_UNCORRECTED:
-                pids = (
-                    [self._device_pid(inst, p.device or 0)]
-                    if self.group_by == "device"
-                    else [self._core_pid(inst, c) for c in p.cores if self.sel.wants_core(c)]
-                    if self.group_by == "neuroncore"
-                    else [self._main(inst)]
-                )
-                tkey: Hashable = ("ecc", p.device)
-                tname, order = f"ND {p.device} {p.kind}", 10_000_000 + (p.device or 0)
+                dev = p.device or 0
+                pids = self._device_pids(inst, dev, p.cores)
+                key: Hashable = ("ecc", dev)
+                name, order = f"ND {dev} {p.kind}", 10_000_000 + dev
             else:
-                rt_tracks = next((t for t, _ in inst.lifetimes if t.runtime.key == p.runtime), None)
-                if rt_tracks is None:
+                rt = runtimes.get((p.instance, p.runtime))
+                if rt is None:
                     continue
-                rt = rt_tracks.runtime
                 pids = self._runtime_pids(inst, rt, p.cores)
-                tkey = ("error", p.runtime, p.kind)
-                tname, order = f"{rt.name} {p.kind}", rt.pid * 100 + 1 + ERROR_TYPES.index(p.kind)
+                key = ("error", p.runtime, p.kind)
+                name, order = f"{rt.name} {p.kind}", rt.pid * 100 + 1 + ERROR_TYPES.index(p.kind)
             for pid in pids:
-                add(pid, tkey, tname, order, (p.start, p.end, p.kind, dict(p.details), p.kind, ERROR_COLOR))
-        for (pid, key), items in by_thread.items():
-            tname, order = names[(pid, key)]
-            tid = self.w.thread(pid, key, tname, order)
-            for start, end, name, args, cat, cname in sorted(items, key=lambda i: (i[0], -i[1])):
-                self.w.complete(pid, tid, name, start, end, cat, args, cname)
-        if highlight:
-            self._highlight(problems)
+                threads.setdefault((pid, key), _Thread(name, order)).slices.append(sl)
+
+    def _device_pids(self, inst: _Instance, dev: int, cores: tuple[int, ...]) -> list[int]:
+        """The trace processes a device's slices go to."""
+        if self.group_by == "device":
+            return [self._device_pid(inst, dev)]
+        if self.group_by == "neuroncore":
+            return [self._core_pid(inst, c) for c in cores if self.sel.wants_core(c)]
+        return [self._main(inst)]
 
     def _highlight(self, problems: list[Problem]) -> None:
         """Each problem as a red slice on a "problem" thread of its instance, and a global marker at its start."""

@@ -219,3 +219,16 @@ def test_any_report_sequence_gives_a_valid_trace(
     sel = Selection()
     run([str(path)], sel, Detector(sel, hang_periods=1), str(out), group_by, highlight=True, resolution=resolution)
     tef.check_trace(out)
+
+
+def test_an_episode_is_one_slice_in_each_process_it_touches(tmp_path: Path) -> None:
+    rec = record(tmp_path / "a.gz", workload("i-a"))
+    for group_by, expected in (("neuroncore", 3 + 2), ("device", 2 + 1), ("instance", 1 + 1)):
+        events = convert(tmp_path, [rec], group_by)
+        names = tef.process_names(events)
+        slices = [(names[e["pid"]], e["name"]) for e in events if e["ph"] == "X" and e["cat"] != "runtime"]
+        numerical = [s for s in slices if s[1] == "numerical_error"]
+        ecc = [s for s in slices if s[1] == "ecc_uncorrected"]
+        # train works on cores 0-2 (devices 0, 1); ECC hit device 3 (cores 6, 7)
+        assert len(numerical) + len(ecc) == expected, (group_by, slices)
+        assert len(set(numerical)) == len(numerical) and len(set(ecc)) == len(ecc)
