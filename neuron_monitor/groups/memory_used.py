@@ -20,7 +20,7 @@ from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
 from neuron_monitor.neuron.datablock import ModelNode
-from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use
+from neuron_monitor.neuron.deltas import MEM_PICK, DeltaTracker, cores_in_use
 
 
 def _host_breakdown(sizes: tuple[int, ...]) -> dict[str, int]:
@@ -109,6 +109,7 @@ class MemoryUsed(RuntimeGroup):
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
         self._tracker = DeltaTracker()
+        self._cache: dict[int, tuple[tuple[Any, ...], dict[str, Any]]] = {}  # pid -> (inputs, body)
 
     def _body(self, app: App) -> dict[str, Any] | None:
         if not isinstance(app.data, AppData):
@@ -120,7 +121,21 @@ class MemoryUsed(RuntimeGroup):
             for core, (d_busy,) in dd.deltas.items()
             if d_busy
         }
-        return memory_body(app.data, busy)
+        key = (
+            app.data.topology,
+            frozenset(busy),
+            tuple(
+                (i, dd.final, dd.reading.nd, dd.reading.models, dd.info.locked_uuids,
+                 tuple(map(MEM_PICK, dd.reading.nc.values())))
+                for i, dd in app.data.devices.items()
+            ),
+        )  # fmt: skip
+        cached = self._cache.get(app.pid)
+        if cached is not None and cached[0] == key:
+            return cached[1]  # unchanged: the same (never mutated) body
+        body = memory_body(app.data, busy)
+        self._cache[app.pid] = (key, body)
+        return body
 
     def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
@@ -133,6 +148,7 @@ class MemoryUsed(RuntimeGroup):
             if body is not None:
                 out[app.pid] = body
             self._tracker.forget(app.pid)
+            self._cache.pop(app.pid, None)
         return out
 
 

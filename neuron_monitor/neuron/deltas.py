@@ -7,13 +7,25 @@ baseline the first time) and the wall time between the two readings; `forget(pid
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from operator import itemgetter, sub
 
 from neuron_monitor.groups.base import App
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData, DeviceData
 from neuron_monitor.neuron.datablock import ZERO_COUNTERS
+
+MEM_PICK = itemgetter(*(c for _, c in L.DEVICE_MEM_COUNTERS))
+
+
+@lru_cache(maxsize=32)
+def _picker(indices: tuple[int, ...]) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
+    if len(indices) == 1:
+        i = indices[0]
+        return lambda t: (t[i],)
+    return itemgetter(*indices)  # type: ignore[return-value]
 
 
 @dataclass(slots=True)
@@ -33,6 +45,7 @@ class DeltaTracker:
         if not isinstance(data, AppData):
             return []
         out = []
+        pick = _picker(tuple(indices))
         for index, dd in sorted(data.devices.items()):
             key = (app.pid, index)
             prev = self._prev.get(key)
@@ -43,8 +56,8 @@ class DeltaTracker:
             cur = dd.reading.nc
             deltas = {}
             for core, counters in cur.items():
-                before = prev_nc.get(core, ZERO_COUNTERS)
-                deltas[core] = tuple(max(0, counters[i] - before[i]) for i in indices)
+                d = tuple(map(sub, pick(counters), pick(prev_nc.get(core, ZERO_COUNTERS))))
+                deltas[core] = d if min(d) >= 0 else tuple(max(0, v) for v in d)
             self._prev[key] = (cur, dd.reading.time)
             out.append(DeviceDelta(index, dd, max(0.0, dd.reading.time - prev_t), deltas))
         return out
@@ -59,7 +72,6 @@ def cores_in_use(dd: DeviceData, busy_deltas: dict[int, int] | None = None) -> l
     models = {m.nc_index for m in dd.reading.models}
     used = []
     for core, counters in dd.reading.nc.items():
-        mem = sum(counters[c] for _, c in L.DEVICE_MEM_COUNTERS)
-        if mem or core in models or (busy_deltas and busy_deltas.get(core)):
+        if any(MEM_PICK(counters)) or core in models or (busy_deltas and busy_deltas.get(core)):
             used.append(core)
     return used

@@ -1,0 +1,151 @@
+"""Benchmark: the Neuron device layer on a simulated trn2.48xlarge with 16 runtimes (prints figures, never fails).
+
+    python3 bench/bench_device.py [--shape trn2.48xlarge] [--runtimes 16] [--reports 40] [--daemon-seconds 10]
+
+1. In process, per full report (all seven groups, one application snapshot, report assembly and JSON encoding):
+   CPU time (thread CPU clock), median over repeated reports at a 1 s and a 0.1 s cadence, with a per-part
+   breakdown, and the ratio to a baseline measured in the same process (one read and parse of /proc/stat).
+2. The real daemon (``python3 -m neuron_monitor.cli --root <sim>``) with every group at 1 s and at 0.1 s:
+   CPU time per report and peak RSS (VmHWM) from /proc/<pid>.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from neuron_monitor import report as rpt  # noqa: E402
+from neuron_monitor.groups import load_runtime_group, load_system_group  # noqa: E402
+from neuron_monitor.host.procfs import parse_stat  # noqa: E402
+from neuron_monitor.host.rootfs import RootFS  # noqa: E402
+from neuron_monitor.neuron.backend import open_backend  # noqa: E402
+from neuron_monitor.sim.temporary import TemporarySimulator  # noqa: E402
+
+RUNTIME = ("neuroncore_counters", "execution_stats", "memory_used", "neuron_runtime_vcpu_usage")
+SYSTEM = ("vcpu_usage", "memory_info", "neuron_hw_counters")
+
+
+def in_process(root: Path, cadence: float, reports: int) -> dict[str, Any]:
+    fs = RootFS(root)
+    backend = open_backend(fs)
+    runtime = {n: load_runtime_group(n)(fs) for n in RUNTIME}
+    system = {n: load_system_group(n)(fs) for n in SYSTEM}
+    for g in system.values():
+        g.prime()
+    parts: dict[str, list[float]] = {k: [] for k in ("snapshot", *RUNTIME, *SYSTEM, "assemble+encode", "total")}
+    hw_info = backend.hardware_info()
+    for i in range(reports + 2):
+        time.sleep(cadence)
+        t0 = time.thread_time()
+        apps = backend.apps.snapshot()
+        t1 = time.thread_time()
+        times = {"snapshot": t1 - t0}
+        bodies: dict[str, dict[int, Any]] = {}
+        for name, g in runtime.items():
+            s = time.thread_time()
+            bodies[name] = g.collect(apps, [])
+            times[name] = time.thread_time() - s
+        sysdata = {}
+        for name, g in system.items():
+            s = time.thread_time()
+            sysdata[name] = rpt.group_object(g.collect(), cadence, "", True)
+            times[name] = time.thread_time() - s
+        s = time.thread_time()
+        entries = [
+            rpt.runtime_entry(a.pid, a.tag, a.error,
+                              {n: rpt.group_object(bodies[n].get(a.pid, {}), cadence, "", True) for n in RUNTIME})
+            for a in apps
+        ]  # fmt: skip
+        line = rpt.encode(rpt.build_report(entries, sysdata, rpt.empty_instance_info(""), hw_info, time.time()))
+        times["assemble+encode"] = time.thread_time() - s
+        times["total"] = time.thread_time() - t0
+        if i >= 2:  # the first collections have no previous sample
+            for k, v in times.items():
+                parts[k].append(v * 1000)
+    baseline = []
+    for _ in range(50):
+        s = time.thread_time()
+        parse_stat(fs.read_bytes("proc/stat"))
+        baseline.append((time.thread_time() - s) * 1000)
+    backend.close()
+    med = {k: statistics.median(v) for k, v in parts.items()}
+    return {"apps": len(apps), "report_bytes": len(line), "median_ms": med, "baseline_ms": statistics.median(baseline)}
+
+
+def daemon_run(root: Path, period: str, seconds: float) -> dict[str, float]:
+    conf = Path(tempfile.mkstemp(suffix=".conf")[1])
+    conf.write_text(json.dumps({
+        "period": period,
+        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME]}],
+        "system_metrics": [{"type": t} for t in SYSTEM],
+    }))  # fmt: skip
+    cmd = [sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf), "--root", str(root), "--no-imds"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    proc.stdout.readline()  # started
+    clk = os.sysconf("SC_CLK_TCK")
+
+    def cpu() -> float:
+        f = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / clk
+
+    c0 = cpu()
+    n = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        proc.stdout.readline()
+        n += 1
+    c1 = cpu()
+    hwm = 0
+    for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            hwm = int(line.split()[1])
+    proc.terminate()
+    proc.wait(10)
+    conf.unlink()
+    return {"reports": n, "cpu_ms_per_report": (c1 - c0) * 1000 / max(1, n), "peak_rss_mib": hwm / 1024}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="trn2.48xlarge")
+    ap.add_argument("--runtimes", type=int, default=16)
+    ap.add_argument("--reports", type=int, default=30)
+    ap.add_argument("--daemon-seconds", type=float, default=10.0)
+    args = ap.parse_args()
+    print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    with TemporarySimulator(args.shape, runtimes=args.runtimes, seed=1, load_time=0.0) as sim:
+        time.sleep(0.5)
+        print(f"shape {args.shape}, {args.runtimes} runtimes, simulator root {sim.root}")
+        for cadence in (1.0, 0.1):
+            n = args.reports if cadence < 1 else max(5, args.reports // 3)
+            r = in_process(sim.root, cadence, n)
+            med = r["median_ms"]
+            print(f"\nin process, a full report every {cadence} s ({n} reports, {r['apps']} apps, "
+                  f"{r['report_bytes']} bytes/report): median CPU {med['total']:.2f} ms per report, "
+                  f"{med['total'] / r['baseline_ms']:.1f} x baseline (read+parse /proc/stat "
+                  f"{r['baseline_ms']:.3f} ms)")  # fmt: skip
+            for k, v in med.items():
+                if k != "total":
+                    print(f"  {k:28} {v:7.3f} ms")
+        for period in ("1s", "100ms"):
+            d = daemon_run(sim.root, period, args.daemon_seconds)
+            print(f"\ndaemon, every group at {period}: {d['reports']} reports, "
+                  f"{d['cpu_ms_per_report']:.2f} ms CPU per report, peak RSS {d['peak_rss_mib']:.1f} MiB")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
