@@ -326,6 +326,10 @@ class Collector:
                 state.objects.pop(pid, None)
 
 
+async def _sleep_unless_stopped(stopped: asyncio.Task[Any], delay: float) -> None:
+    await asyncio.wait((stopped,), timeout=delay)
+
+
 class Scheduler:
     """Runs a Collector on its due-time grid and hands each report to ``write``."""
 
@@ -335,10 +339,12 @@ class Scheduler:
         write: Callable[[bytes], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,
         workers: int = 4,
+        sleep: Callable[[asyncio.Task[Any], float], Awaitable[Any]] | None = None,
     ) -> None:
         self.collector = collector
         self.write = write
         self.clock = clock
+        self._sleep = sleep or _sleep_unless_stopped
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect")
         self.reports = 0
         self.skipped_slots = 0
@@ -374,7 +380,7 @@ class Scheduler:
             while not stop.is_set():
                 delay = self.collector.next_due() - self.clock()
                 if delay > 0:
-                    await asyncio.wait((stopped,), timeout=delay)
+                    await self._sleep(stopped, delay)
                     if stop.is_set():
                         break
                 async with self.lock:

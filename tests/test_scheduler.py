@@ -322,3 +322,31 @@ async def test_config_without_groups_still_reports() -> None:
     assert reports[0]["system_data"] == {}
     assert reports[0]["neuron_runtime_data"] == []
     assert set(reports[0]) >= {"instance_info", "neuron_hardware_info", "report_time"}
+
+
+async def test_no_drift_over_a_simulated_hour() -> None:
+    """1 s for an hour: 3600 +/- 1 reports although every sleep oversleeps and every tick takes time."""
+    import random
+
+    rng = random.Random(7)
+    clock = StepClock()
+    c = make_collector({"system_metrics": [{"type": "vcpu_usage", "period": "1s"}]}, FakeApps(), clock)
+    stop = asyncio.Event()
+    start = clock.t
+    lines = 0
+
+    async def oversleeping(stopped: asyncio.Task, delay: float) -> None:
+        clock.t += delay + rng.uniform(0.0, 0.02)  # timers fire late, never early
+
+    async def write(line: bytes) -> None:
+        nonlocal lines
+        lines += 1
+        clock.t += rng.uniform(0.0, 0.3)  # collection and writing take time
+        if clock.t - start >= 3600.0:
+            stop.set()
+
+    s = Scheduler(c, write, clock=clock, sleep=oversleeping)
+    await s.run(stop)
+    s.close()
+    assert abs(lines - 3600) <= 1
+    assert s.skipped_slots == 0
