@@ -25,7 +25,7 @@ from botocore.config import Config
 
 from neuron_monitor.exporters.cloudwatch.datum import Datum
 
-DATA = Path(__file__).resolve().parent / "data"  # real reports, see data/README.md
+DATA = Path(__file__).resolve().parents[2] / "fixtures" / "reports"  # real reports, see its README.md
 
 
 @pytest.fixture(scope="session")
