@@ -80,7 +80,7 @@ class Simulator:
         self.truth_interval = float(options.get("truth_interval", 1.0))
         self.memory_interval = float(options.get("memory_interval", 5.0))
         self.ecc_rate = float(options.get("ecc_rate", 0.02))  # corrected ECC events per device per second
-        self.burn = int(options.get("worker_cpu", 1500))
+        self.burn = int(options.get("worker_cpu", 1000))
         self.load_time = float(options.get("load_time", 0.5))
         self.slot_policy = str(options.get("slot_policy", "round_robin"))
         self.driver = str(options.get("driver") or default_driver(shape))
@@ -115,6 +115,7 @@ class Simulator:
         self._last = self.t0
         self._last_truth = 0.0
         self._last_slow = 0.0
+        self._last_proc = self.t0
         self._last_memory = self.t0
         self._mem_turn = 0
         self._write_proc(self.t0, 0.0)
@@ -248,7 +249,9 @@ class Simulator:
         if self.memory_interval > 0 and now - self._last_memory >= self.memory_interval:
             self._last_memory = now
             self._memory_step()
-        self._write_proc(now, dt)
+        if now - self._last_proc >= 0.1:
+            self._write_proc(now, now - self._last_proc)
+            self._last_proc = now
         if now - self._last_slow >= 1.0:
             self._last_slow = now
             self._write_slow(now)

@@ -49,7 +49,7 @@ class TemporarySimulator:
       freed slot at once, as the driver does, so its carried-over counters show.
     - ``memory_interval`` (5 s; 0 = never): how often one runtime's tensor memory moves.
     - ``ecc_rate`` (0.02/s per device): random corrected-ECC events (driver >= 2.30 only); 0 disables.
-    - ``worker_cpu`` (1500): size of each worker's counting loop every 0.2 s (real CPU use).
+    - ``worker_cpu`` (1000): size of each worker's counting loop, once a second (real CPU use).
     - ``faults``: scheduled commands, each a dict with ``at`` (seconds after start) and a command (below).
 
     Commands (`command` / `inject`, and ``faults``), by ``kind``: ``numerical_burst``, ``hardware_error``,

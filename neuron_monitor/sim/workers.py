@@ -1,7 +1,7 @@
 """Real worker processes standing in for Neuron applications: one small ``/bin/sh`` loop per runtime.
 
 Each worker has ``NEURON_PROCESS_TAG`` in its environment (unless the runtime is untagged), burns a little real
-CPU (a counting loop), sleeps, and exits on its own when its parent (the animator) is gone, so a killed simulator
+CPU (a counting loop) once a second, and exits on its own when its parent (the animator) is gone, so a killed simulator
 never leaves orphans spinning.
 """
 
@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 
-_SCRIPT = 'p=$PPID; while kill -0 "$p" 2>/dev/null; do i=0; while [ $i -lt {n} ]; do i=$((i+1)); done; sleep 0.2; done'
+_SCRIPT = 'p=$PPID; while kill -0 "$p" 2>/dev/null; do i=0; while [ $i -lt {n} ]; do i=$((i+1)); done; sleep 1; done'
 
 
 def spawn_worker(tag: str | None, burn: int) -> subprocess.Popen[bytes]:
