@@ -56,9 +56,8 @@ class _ScopeState:
 class _UnavailableSystemGroup(SystemGroup):
     """Stands in for a group whose module failed to load: every collection reports why."""
 
-    def __init__(self, root: RootFS, type_name: str, why: str) -> None:
+    def __init__(self, root: RootFS, why: str) -> None:
         super().__init__(root)
-        self.type_name = type_name
         self.why = why
 
     def collect(self) -> dict[str, Any]:
@@ -66,29 +65,25 @@ class _UnavailableSystemGroup(SystemGroup):
 
 
 class _UnavailableRuntimeGroup(RuntimeGroup):
-    def __init__(self, root: RootFS, type_name: str, why: str) -> None:
+    """The runtime-group counterpart: every application's object carries the reason."""
+
+    def __init__(self, root: RootFS, why: str) -> None:
         super().__init__(root)
-        self.type_name = type_name
         self.why = why
 
     def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
         return {app.pid: {"error": self.why} for app in apps}
 
 
-def _make_system_group(name: str, root: RootFS) -> SystemGroup:
+def _make_group(name: str, root: RootFS, load: Callable[[str], type[Any]], fallback: type[Any]) -> Any:
+    """Instantiate a registered group; a group that fails to load fills its own error instead of stopping us."""
     try:
-        return load_system_group(name)(root)
+        return load(name)(root)
     except Exception as e:
         log.error("metric group %s is unavailable: %s", name, e)
-        return _UnavailableSystemGroup(root, name, f"metric group unavailable: {_error_text(e)}")
-
-
-def _make_runtime_group(name: str, root: RootFS) -> RuntimeGroup:
-    try:
-        return load_runtime_group(name)(root)
-    except Exception as e:
-        log.error("metric group %s is unavailable: %s", name, e)
-        return _UnavailableRuntimeGroup(root, name, f"metric group unavailable: {_error_text(e)}")
+        group = fallback(root, f"metric group unavailable: {_error_text(e)}")
+        group.type_name = name
+        return group
 
 
 def _error_text(e: BaseException) -> str:
@@ -133,7 +128,9 @@ class Collector:
         self.plan = plan
         self.system = {}
         for name, _ in plan.system_groups:
-            self.system[name] = old_system.pop(name, None) or _make_system_group(name, self.root)
+            self.system[name] = old_system.pop(name, None) or _make_group(
+                name, self.root, load_system_group, _UnavailableSystemGroup
+            )
         for name, group in old_system.items():
             group.close()
             self.system_objects.pop(name, None)
@@ -142,7 +139,9 @@ class Collector:
             old = old_scopes.pop(spec.index, None)
             groups: dict[str, RuntimeGroup] = {}
             for name, _ in spec.groups:
-                groups[name] = (old.groups.pop(name, None) if old else None) or _make_runtime_group(name, self.root)
+                groups[name] = (old.groups.pop(name, None) if old else None) or _make_group(
+                    name, self.root, load_runtime_group, _UnavailableRuntimeGroup
+                )
             if old:
                 for g in old.groups.values():
                     g.close()

@@ -41,28 +41,29 @@ def test_busy_and_idle_processes() -> None:
         idle.wait()
 
 
-def test_exit_mid_period_gives_aws_error_not_a_crash() -> None:
+def _watched_then_killed() -> tuple[NeuronRuntimeVcpuUsage, App]:
+    """A group that has seen a process once, and that process killed since."""
     p = _spawn(IDLE)
     g = NeuronRuntimeVcpuUsage(RootFS("/"))
     app = App(p.pid, "x")
     g.collect([app], [])
     p.kill()
     p.wait()
+    return g, app
+
+
+def test_exit_mid_period_gives_aws_error_not_a_crash() -> None:
+    g, app = _watched_then_killed()
     out = g.collect([app], [])  # still listed (the source has not noticed yet) but the process is gone
-    assert out[p.pid]["error"] == f"open /proc/{p.pid}/stat: no such file or directory"
-    assert out[p.pid]["vcpu_usage"] == {"user": 0.0, "system": 0.0}
+    assert out[app.pid]["error"] == f"open /proc/{app.pid}/stat: no such file or directory"
+    assert out[app.pid]["vcpu_usage"] == {"user": 0.0, "system": 0.0}
     gone = g.collect([], [app])
     assert gone == {}  # state already forgotten: reported once
 
 
 def test_gone_app_reported_once() -> None:
-    p = _spawn(IDLE)
-    g = NeuronRuntimeVcpuUsage(RootFS("/"))
-    app = App(p.pid, "x")
-    g.collect([app], [])
-    p.kill()
-    p.wait()
-    assert p.pid in g.collect([], [app])
+    g, app = _watched_then_killed()
+    assert app.pid in g.collect([], [app])
     assert g.collect([], [app]) == {}
 
 
