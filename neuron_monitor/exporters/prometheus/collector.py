@@ -43,8 +43,8 @@ class ExporterCollector(Collector):
 
     @staticmethod
     def served_families(view: View) -> Sequence[Family]:
-        if view.serving and view.snapshot is not None:
-            return view.snapshot.families
+        if view.serving and view.shaped is not None:
+            return view.shaped.families
         return ()
 
     def self_metrics(self, view: View) -> Iterator[Metric]:
@@ -90,7 +90,9 @@ class ExporterCollector(Collector):
                 f"{PREFIX}_runtimes", "Neuron runtimes in the newest report", value=view.snapshot.runtimes
             )
             yield GaugeMetricFamily(
-                f"{PREFIX}_series", "Neuron series built from the newest report", value=view.snapshot.series
+                f"{PREFIX}_series",
+                "Neuron series built from the newest report",
+                value=view.shaped.series if view.shaped else 0,
             )
             success = GaugeMetricFamily(
                 f"{PREFIX}_group_success",

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 Subject = tuple[str, ...]  # ("sys",) or ("rt", tag)
+Totals = dict[Subject, dict[tuple[str, ...], float]]  # committed totals are never modified afterwards
 SYSTEM: Subject = ("sys",)
 
 
@@ -23,7 +24,7 @@ class LedgerUpdate:
 
     def __init__(self, ledger: CounterLedger) -> None:
         self._ledger = ledger
-        self.totals: dict[Subject, dict[tuple[str, ...], float]] = {}
+        self.totals: Totals = {}
         self.periods: dict[tuple[Any, ...], float] = {}
 
     def is_fresh(self, obj: dict[str, Any], key: tuple[Any, ...]) -> bool:
@@ -60,7 +61,7 @@ class LedgerUpdate:
 
 class CounterLedger:
     def __init__(self) -> None:
-        self.totals: dict[Subject, dict[tuple[str, ...], float]] = {}
+        self.totals: Totals = {}
         self.periods: dict[tuple[Any, ...], float] = {}
 
     def begin(self) -> LedgerUpdate:

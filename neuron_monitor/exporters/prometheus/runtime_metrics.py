@@ -1,7 +1,7 @@
-"""Runtime-level groups (``neuron_runtime_data[].report``) -> gauge samples and counter additions.
+"""Runtime-level groups (``neuron_runtime_data[].report``) -> gauge samples, plus the runtime's counters.
 
 Compatible with AWS's exporter: NeuronCore utilization and runtime vCPU as ratios (percent / 100), memory in
-bytes, latency in seconds, execution counters accumulated from per-period counts. Added: device latency,
+bytes, latency in seconds, execution counters (accumulated by ``counting``). Added: device latency,
 per-physical-core utilization (``v3d``), FLOP counters, host memory breakdown and loaded models.
 """
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_monitor.exporters.prometheus.context import ShapeContext
+from neuron_monitor.exporters.prometheus.counting import runtime_identity
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO
 from neuron_monitor.exporters.prometheus.labels import NO_POD
 from neuron_monitor.exporters.prometheus.ledger import Subject
-from neuron_monitor.exporters.prometheus.values import mapping, number, sequence, text
+from neuron_monitor.exporters.prometheus.values import group_error, mapping, number, sequence, text
 
 NEURONCORE_MEMORY_TYPES: tuple[str, ...] = (
     "constants",
@@ -22,10 +23,6 @@ NEURONCORE_MEMORY_TYPES: tuple[str, ...] = (
     "runtime_memory",
     "tensors",
 )
-FLOP_COUNTERS: dict[str, str] = {
-    "flops": "neuroncore_floating_point_operations",
-    "effective_flops": "neuroncore_effective_floating_point_operations",
-}
 FLOP_HELP: dict[str, str] = {
     "neuroncore_floating_point_operations": "Floating point operations executed by the NeuronCore",
     "neuroncore_effective_floating_point_operations": "Effective floating point operations of the NeuronCore",
@@ -43,10 +40,7 @@ class RuntimeShaper:
     def __init__(self, ctx: ShapeContext, entry: dict[str, Any], where: str) -> None:
         self.ctx = ctx
         self.where = where
-        pid = entry.get("pid")
-        self.pid = text(pid, f"{where}.pid")
-        tag = entry.get("neuron_runtime_tag")
-        self.tag = text(tag, f"{where}.neuron_runtime_tag") if tag is not None else self.pid
+        self.pid, self.tag = runtime_identity(entry, where)
         self.subject: Subject = ("rt", self.tag)
         self.entry = entry
         self.report = mapping(entry.get("report"), f"{where}.report") or {}
@@ -77,12 +71,8 @@ class RuntimeShaper:
     # -- shaping ------------------------------------------------------------------------------------------
     def shape(self) -> None:
         ctx = self.ctx
-        ctx.update.touch(self.subject)
         if text(self.entry.get("error"), f"{self.where}.error"):
-            ctx.groups_seen.add("runtime")
-            ctx.groups_failed.add("runtime")
-            ctx.group_errors["runtime"] += 1
-            self._counters()
+            self._counters()  # no gauges for a runtime in error (as AWS); its counters keep their totals
             return
         pod = (ctx.pods.runtime(self._cores_used()) or NO_POD) if ctx.k8s else ()
         self.runtime_labels = (*ctx.inst_values, self.tag, *pod)
@@ -95,20 +85,17 @@ class RuntimeShaper:
                 continue  # unknown groups are ignored, as AWS's exporter does
             where = f"{self.where}.report.{name}"
             obj = mapping(obj, where)
-            if obj is None:
-                continue
-            fresh = ctx.update.is_fresh(obj, (self.pid, self.tag, name))
-            if ctx.check_group(name, obj, where, fresh):
-                handler(self, obj, where, fresh)
+            if obj is not None and not group_error(obj, where):
+                handler(self, obj, where)
         self._counters()
 
     def _counters(self) -> None:
-        """Emit this runtime's accumulated counters (committed + this report's additions)."""
+        """Emit this runtime's counters as accumulated up to this report."""
         ctx = self.ctx
         if not self.runtime_labels:
             pod = ctx.pods.runtime(self._cores_used()) if ctx.k8s else ()
             self.runtime_labels = (*ctx.inst_values, self.tag, *pod)
-        for key, total in ctx.update.touch(self.subject).items():
+        for key, total in ctx.totals.get(self.subject, {}).items():
             family = key[0]
             spec = RUNTIME_COUNTERS.get(family)
             if spec is not None:
@@ -118,10 +105,9 @@ class RuntimeShaper:
                 fam = ctx.fams.family(family, COUNTER, FLOP_HELP[family], ctx.core_names)
                 fam.samples[self.core_labels(key[1])] = total
 
-    def neuroncore_counters(self, obj: dict[str, Any], where: str, fresh: bool) -> None:
+    def neuroncore_counters(self, obj: dict[str, Any], where: str) -> None:
         ctx = self.ctx
         in_use = mapping(obj.get("neuroncores_in_use"), f"{where}.neuroncores_in_use") or {}
-        period = number(obj.get("period"), f"{where}.period") or 0.0
         util = ctx.fams.family(
             "neuroncore_utilization_ratio", GAUGE, "NeuronCore utilization ratio", ctx.core_names
         ).samples
@@ -134,10 +120,6 @@ class RuntimeShaper:
             value = number(data.get("neuroncore_utilization"), f"{cwhere}.neuroncore_utilization")
             if value is not None:
                 util[labels] = value / 100.0
-            for key, family in FLOP_COUNTERS.items():
-                rate = number(data.get(key), f"{cwhere}.{key}")
-                if rate is not None:
-                    ctx.update.add(self.subject, (family, core), rate * period if fresh else 0.0)
             v3d = mapping(data.get("v3d"), f"{cwhere}.v3d")
             if v3d:
                 phys = ctx.fams.family(
@@ -153,14 +135,8 @@ class RuntimeShaper:
                     if pvalue is not None:
                         phys[(*labels, name)] = pvalue / 100.0
 
-    def execution_stats(self, obj: dict[str, Any], where: str, fresh: bool) -> None:
+    def execution_stats(self, obj: dict[str, Any], where: str) -> None:
         ctx = self.ctx
-        for summary, family in (("error_summary", "execution_errors"), ("execution_summary", "execution_status")):
-            counts = mapping(obj.get(summary), f"{where}.{summary}") or {}
-            for kind, value in counts.items():
-                count = number(value, f"{where}.{summary}.{kind}")
-                if count is not None:
-                    ctx.update.add(self.subject, (family, kind), count if fresh else 0.0)
         latency = mapping(obj.get("latency_stats"), f"{where}.latency_stats") or {}
         for key, family, help_text in (
             ("total_latency", "execution_latency_seconds", "Execution latency in seconds"),
@@ -175,7 +151,7 @@ class RuntimeShaper:
                 if seconds is not None:
                     samples[(*self.runtime_labels, pct)] = seconds
 
-    def memory_used(self, obj: dict[str, Any], where: str, fresh: bool) -> None:
+    def memory_used(self, obj: dict[str, Any], where: str) -> None:
         ctx = self.ctx
         used = mapping(obj.get("neuron_runtime_used_bytes"), f"{where}.neuron_runtime_used_bytes") or {}
         totals = ctx.fams.family(
@@ -272,7 +248,7 @@ class RuntimeShaper:
             for location, value in sums.items():
                 memory[(*self.runtime_labels, model_id, location)] = value
 
-    def neuron_runtime_vcpu_usage(self, obj: dict[str, Any], where: str, fresh: bool) -> None:
+    def neuron_runtime_vcpu_usage(self, obj: dict[str, Any], where: str) -> None:
         ctx = self.ctx
         usage = mapping(obj.get("vcpu_usage"), f"{where}.vcpu_usage") or {}
         samples = ctx.fams.family(

@@ -1,9 +1,9 @@
-"""System-level groups (``system_data``) and the info objects -> gauge samples and counter additions.
+"""System-level groups (``system_data``) and the info objects -> gauge samples, plus the system counters.
 
 Compatible with AWS's exporter: ``system_vcpu_usage_ratio`` folds nice into user and io_wait/irq/soft_irq into
-system, capped at 100 % and divided by 100; memory in bytes; ECC events accumulated per device from per-period
-counts; ``instance_info`` and ``neuron_hardware_info`` as info metrics. Added: ``system_cpu_seconds_total`` by
-mode (all vCPUs together) and ``system_context_switches_total``.
+system, capped at 100 % and divided by 100; memory in bytes; ECC events per device (accumulated by ``counting``);
+``instance_info`` and ``neuron_hardware_info`` as info metrics. Added: ``system_cpu_seconds_total`` by mode (all
+vCPUs together) and ``system_context_switches_total``.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_monitor.exporters.prometheus.context import ShapeContext
+from neuron_monitor.exporters.prometheus.counting import CPU_MODES
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO
 from neuron_monitor.exporters.prometheus.labels import instance_info_extras, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM
-from neuron_monitor.exporters.prometheus.values import mapping, number, sequence, text
+from neuron_monitor.exporters.prometheus.values import group_error, mapping, number, text
 
-CPU_MODES: tuple[str, ...] = ("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq")
 MEMORY_GAUGES: tuple[tuple[str, str, str], ...] = (
     ("memory_total_bytes", "system_memory_total_bytes", "System memory total_bytes bytes"),
     ("memory_used_bytes", "system_memory_used_bytes", "System memory used_bytes bytes"),
@@ -39,12 +39,11 @@ SYSTEM_COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def vcpu_usage(ctx: ShapeContext, obj: dict[str, Any], where: str, fresh: bool) -> None:
+def vcpu_usage(ctx: ShapeContext, obj: dict[str, Any], where: str) -> None:
     usage_data = mapping(obj.get("usage_data"), f"{where}.usage_data")
-    vcpus = len(usage_data) if usage_data is not None else 0
     if usage_data is not None:
         ctx.fams.family("system_vcpu_count", GAUGE, "System vCPU count", ctx.inst_names).samples[ctx.inst_values] = (
-            float(vcpus)
+            float(len(usage_data))
         )
     average = mapping(obj.get("average_usage"), f"{where}.average_usage")
     if average is not None:
@@ -55,63 +54,29 @@ def vcpu_usage(ctx: ShapeContext, obj: dict[str, Any], where: str, fresh: bool) 
         samples[(*ctx.inst_values, "user")] = min(pct["user"] + pct["nice"], 100.0) / 100.0
         system = pct["system"] + pct["io_wait"] + pct["irq"] + pct["soft_irq"]
         samples[(*ctx.inst_values, "system")] = min(system, 100.0) / 100.0
-        period = number(obj.get("period"), f"{where}.period") or 0.0
-        if vcpus:
-            for mode in CPU_MODES:
-                seconds = pct[mode] / 100.0 * period * vcpus if fresh else 0.0
-                ctx.update.add(SYSTEM, ("system_cpu_seconds", mode), seconds)
-    switches = number(obj.get("context_switch_count"), f"{where}.context_switch_count")
-    if switches is not None:
-        ctx.update.add(SYSTEM, ("system_context_switches",), switches if fresh else 0.0)
 
 
-def memory_info(ctx: ShapeContext, obj: dict[str, Any], where: str, fresh: bool) -> None:
+def memory_info(ctx: ShapeContext, obj: dict[str, Any], where: str) -> None:
     for key, family, help_text in MEMORY_GAUGES:
         value = number(obj.get(key), f"{where}.{key}")
         if value is not None:
             ctx.fams.family(family, GAUGE, help_text, ctx.inst_names).samples[ctx.inst_values] = value
 
 
-def neuron_hw_counters(ctx: ShapeContext, obj: dict[str, Any], where: str, fresh: bool) -> None:
-    seen: set[str] = set()
-    for i, device in enumerate(sequence(obj.get("neuron_devices"), f"{where}.neuron_devices") or ()):
-        dwhere = f"{where}.neuron_devices[{i}]"
-        device = mapping(device, dwhere)
-        if device is None:
-            continue
-        index = text(device.get("neuron_device_index"), f"{dwhere}.neuron_device_index")
-        seen.add(index)
-        for event, value in device.items():
-            if event == "neuron_device_index":
-                continue
-            count = number(value, f"{dwhere}.{event}")
-            if count is not None:
-                ctx.update.add(SYSTEM, ("hardware_ecc_events", index, event), count if fresh else 0.0)
-    totals = ctx.update.touch(SYSTEM)
-    for key in [k for k in totals if k[0] == "hardware_ecc_events" and k[1] not in seen]:
-        del totals[key]  # a device no longer listed
-
-
-SYSTEM_HANDLERS = {
-    "vcpu_usage": vcpu_usage,
-    "memory_info": memory_info,
-    "neuron_hw_counters": neuron_hw_counters,
-}
+SYSTEM_HANDLERS = {"vcpu_usage": vcpu_usage, "memory_info": memory_info}
 
 
 def shape_system(ctx: ShapeContext, system_data: dict[str, Any]) -> None:
+    """System gauges from ``system_data`` (ECC events are counters only), then the system counters."""
     for name, obj in system_data.items():
         handler = SYSTEM_HANDLERS.get(name)
         if handler is None:
             continue
         where = f"system_data.{name}"
         obj = mapping(obj, where)
-        if obj is None:
-            continue
-        fresh = ctx.update.is_fresh(obj, ("sys", name))
-        if ctx.check_group(name, obj, where, fresh):
-            handler(ctx, obj, where, fresh)
-    for key, total in ctx.update.touch(SYSTEM).items():
+        if obj is not None and not group_error(obj, where):
+            handler(ctx, obj, where)
+    for key, total in ctx.totals.get(SYSTEM, {}).items():
         help_text, names = SYSTEM_COUNTERS[key[0]]
         ctx.fams.family(key[0], COUNTER, help_text, (*ctx.inst_names, *names)).samples[(*ctx.inst_values, *key[1:])] = (
             total

@@ -22,22 +22,36 @@ def _small() -> dict[str, Any]:
     return trn2_report([runtime(1, "a", [0, 1], completed=5)], vcpus=4, devices=2)
 
 
-def test_wrong_type_rejects_the_whole_report_and_keeps_the_last_one() -> None:
+def test_wrong_counter_type_rejects_the_report_at_once() -> None:
     state = feed([_small()])
-    before = scrape(state)
+    bad = _small()
+    bad["neuron_runtime_data"][0]["report"]["execution_stats"]["execution_summary"]["completed"] = "5"
+    assert not state.apply(bad)
+    state.apply(_small())
+    series = parse(scrape(state))
+    assert one(series, "execution_status_total", runtime_tag="a", status_type="completed") == 10  # not 15
+    assert one(series, "neuron_exporter_bad_lines_total", reason="malformed_report") == 1
+
+
+def test_wrong_gauge_type_keeps_serving_the_last_whole_report() -> None:
+    state = feed([_small()])
+    before = parse(scrape(state))
     bad = _small()
     bad["neuron_runtime_data"][0]["report"]["execution_stats"]["execution_summary"]["completed"] = 50
+    bad["neuron_runtime_data"][0]["report"]["memory_used"]["neuron_runtime_used_bytes"]["host"] = 123
     bad["neuron_runtime_data"][0]["report"]["neuroncore_counters"]["neuroncores_in_use"]["1"] = {
         "neuroncore_utilization": "99%"
     }
-    assert not state.apply(bad)
-    assert state.rejected_reports == 1
+    state.apply(bad)  # counted (its counts are well typed); its gauges are found malformed when first served
     after = parse(scrape(state))
-    # nothing of the bad report leaked in: not its counts (applied before the bad value was met), not its gauges
-    assert one(after, "execution_status_total", runtime_tag="a", status_type="completed") == 5
-    strip = {k: v for k, v in parse(before).items() if not k[0].startswith("neuron_exporter_bad")}
-    assert {k: v for k, v in after.items() if k in strip} == strip
     assert one(after, "neuron_exporter_bad_lines_total", reason="malformed_report") == 1
+    # the previous report is served whole: nothing of the bad one leaks in, neither gauges nor counters
+    strip = {k: v for k, v in before.items() if not k[0].startswith("neuron_exporter_bad")}
+    assert {k: v for k, v in after.items() if k in strip} == strip
+    assert one(after, "neuron_runtime_memory_used_bytes", runtime_tag="a", memory_location="host") != 123
+    state.apply(_small())
+    after = parse(scrape(state))  # the bad report's valid counts are not lost
+    assert one(after, "execution_status_total", runtime_tag="a", status_type="completed") == 60
 
 
 def test_unknown_groups_and_keys_are_ignored() -> None:

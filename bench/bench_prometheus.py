@@ -1,0 +1,301 @@
+"""Benchmark: neuron-monitor-prometheus ingest and scrape cost on a trn2.48xlarge report with 16 runtimes.
+
+Prints, for our exporter and for a baseline in the same process that ingests the stream the way AWS's
+``neuron-monitor-prometheus.py`` does (global client_python Gauge/Counter objects updated on every report,
+``generate_latest`` on scrape): CPU per ingested report (JSON parse included, and without it), CPU per scrape,
+scrape latency p50/p99 over real HTTP (gzip, as Prometheus asks), series count, and the process's peak RSS.
+Figures are medians of repeated runs; nothing here passes or fails.
+
+    python3 bench/bench_prometheus.py [--reports 200] [--scrapes 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import http.client
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Info  # noqa: E402
+from prometheus_client.exposition import generate_latest  # noqa: E402
+
+from neuron_monitor.exporters.prometheus.collector import ExporterCollector  # noqa: E402
+from neuron_monitor.exporters.prometheus.server import ExporterApp, ExporterHTTPServer  # noqa: E402
+from neuron_monitor.exporters.prometheus.state import ExporterState  # noqa: E402
+from tests.exporters.prometheus.prom_reports import runtime, trn2_report  # noqa: E402
+
+
+def report_lines(n: int) -> list[bytes]:
+    """``n`` distinct trn2.48xlarge reports (16 runtimes, 4 logical cores each), values changing per report."""
+    lines = []
+    for i in range(n):
+        runtimes = [
+            runtime(
+                1000 + d,
+                f"job-{d:02d}",
+                [4 * d + c for c in range(4)],
+                completed=100 + i + d,
+                generic_errors=i % 3,
+                utilization=40.0 + (i + d) % 50,
+            )
+            for d in range(16)
+        ]
+        lines.append(orjson.dumps(trn2_report(runtimes, report_time=1.7e9 + i, ecc=i % 2)))
+    return lines
+
+
+class AwsStyleBaseline:
+    """Ingests reports as AWS's script does: module-level metric objects, ``labels(...).set/inc`` per report."""
+
+    INSTANCE = ("instance_name", "instance_id", "instance_type", "availability_zone", "region", "subnet_id")
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.metrics: dict[str, Any] = {}
+        self.instance_labels: dict[str, str] | None = None
+
+    def _metric(self, cls: Any, name: str, doc: str, labels: list[str]) -> Any:
+        m = self.metrics.get(name)
+        if m is None:
+            m = cls(name, doc, labels, registry=self.registry)
+            self.metrics[name] = m
+        return m
+
+    def ingest(self, line: bytes) -> None:
+        data = json.loads(line)
+        info = data["instance_info"]
+        if self.instance_labels is None:
+            self.instance_labels = {
+                "instance_name": info["instance_name"],
+                "instance_id": info["instance_id"],
+                "instance_type": info["instance_type"],
+                "availability_zone": info["instance_availability_zone"],
+                "region": info["instance_region"],
+                "subnet_id": info["subnet_id"],
+            }
+            Info("instance", "EC2 instance information", registry=self.registry).info(self.instance_labels)
+        inst = self.instance_labels
+        for rt in data.get("neuron_runtime_data") or []:
+            if rt["error"]:
+                continue
+            labels = {**inst, "runtime_tag": rt["neuron_runtime_tag"]}
+            for group, body in rt["report"].items():
+                if body["error"]:
+                    continue
+                getattr(self, f"_{group}", lambda b, lab: None)(body, labels)
+        sysd = data.get("system_data") or {}
+        if sysd.get("memory_info") and not sysd["memory_info"]["error"]:
+            for key in ("memory_total_bytes", "memory_used_bytes", "swap_total_bytes", "swap_used_bytes"):
+                prefix = "memory" if key.startswith("memory") else "swap"
+                name = f"system_{prefix}_{key.split('_', 1)[1]}"
+                self._metric(Gauge, name, name, list(inst)).labels(**inst).set(sysd["memory_info"][key])
+        if sysd.get("neuron_hw_counters") and not sysd["neuron_hw_counters"]["error"]:
+            ecc = self._metric(
+                Counter,
+                "hardware_ecc_events",
+                "Hardware ecc events total",
+                [*inst, "event_type", "neuron_device_index"],
+            )
+            for dev in sysd["neuron_hw_counters"]["neuron_devices"]:
+                for event in ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected"):
+                    ecc.labels(**inst, event_type=event, neuron_device_index=dev["neuron_device_index"]).inc(dev[event])
+        if sysd.get("vcpu_usage") and not sysd["vcpu_usage"]["error"]:
+            avg = sysd["vcpu_usage"]["average_usage"]
+            self._metric(Gauge, "system_vcpu_count", "System vCPU count", list(inst)).labels(**inst).set(
+                len(sysd["vcpu_usage"]["usage_data"])
+            )
+            g = self._metric(Gauge, "system_vcpu_usage_ratio", "System CPU utilization ratio", [*inst, "usage_type"])
+            g.labels(**inst, usage_type="user").set(min(avg["user"] + avg["nice"], 100) / 100)
+            g.labels(**inst, usage_type="system").set(
+                min(avg["system"] + avg["io_wait"] + avg["irq"] + avg["soft_irq"], 100) / 100
+            )
+
+    def _neuroncore_counters(self, body: dict[str, Any], labels: dict[str, str]) -> None:
+        g = self._metric(Gauge, "neuroncore_utilization_ratio", "NeuronCore utilization ratio", [*labels, "neuroncore"])
+        for idx, core in body["neuroncores_in_use"].items():
+            g.labels(**labels, neuroncore=int(idx)).set(core["neuroncore_utilization"] / 100.0)
+
+    def _execution_stats(self, body: dict[str, Any], labels: dict[str, str]) -> None:
+        errors = self._metric(Counter, "execution_errors", "Execution errors total", [*labels, "error_type"])
+        for k, v in body["error_summary"].items():
+            errors.labels(**labels, error_type=k).inc(v)
+        status = self._metric(Counter, "execution_status", "Execution status total", [*labels, "status_type"])
+        for k, v in body["execution_summary"].items():
+            status.labels(**labels, status_type=k).inc(v)
+        total = body["latency_stats"]["total_latency"]
+        if total is not None:
+            lat = self._metric(
+                Gauge, "execution_latency_seconds", "Execution latency in seconds", [*labels, "percentile"]
+            )
+            for p, v in total.items():
+                lat.labels(**labels, percentile=p).set(v)
+
+    def _memory_used(self, body: dict[str, Any], labels: dict[str, str]) -> None:
+        used = body["neuron_runtime_used_bytes"]
+        g = self._metric(
+            Gauge, "neuron_runtime_memory_used_bytes", "Runtime memory used bytes", [*labels, "memory_location"]
+        )
+        g.labels(**labels, memory_location="host").set(used["host"])
+        g.labels(**labels, memory_location="neuron_device").set(used["neuron_device"])
+        for idx, cats in used["usage_breakdown"]["neuroncore_memory_usage"].items():
+            for kind, value in cats.items():
+                m = self._metric(
+                    Gauge,
+                    f"neuroncore_memory_usage_{kind}",
+                    f"NeuronCore memory utilization for {kind}",
+                    [*labels, "memory_location", "neuroncore"],
+                )
+                m.labels(**labels, memory_location=None, neuroncore=int(idx)).set(value)
+
+    def _neuron_runtime_vcpu_usage(self, body: dict[str, Any], labels: dict[str, str]) -> None:
+        g = self._metric(
+            Gauge, "neuron_runtime_vcpu_usage_ratio", "Runtime vCPU utilization ratio", [*labels, "usage_type"]
+        )
+        for k in ("user", "system"):
+            g.labels(**labels, usage_type=k).set(body["vcpu_usage"][k] / 100.0)
+
+
+def cpu_per_call(fn: Any, args: list[Any], repeats: int = 5) -> float:
+    """Median over ``repeats`` runs of the CPU seconds per call of ``fn`` over ``args``."""
+    runs = []
+    for _ in range(repeats):
+        t = time.process_time()
+        for a in args:
+            fn(a)
+        runs.append((time.process_time() - t) / len(args))
+    return statistics.median(runs)
+
+
+def http_latencies(port: int, n: int) -> list[float]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        conn.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+        resp = conn.getresponse()
+        resp.read()
+        out.append(time.perf_counter() - t)
+    conn.close()
+    return out
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reports", type=int, default=200)
+    ap.add_argument("--scrapes", type=int, default=200)
+    args = ap.parse_args()
+    lines = report_lines(args.reports)
+    gc.collect()
+    ours = ExporterState(stale_periods=1e9)
+    ours_ingest = cpu_per_call(lambda line: ours.apply(orjson.loads(line)), lines)
+    base = AwsStyleBaseline()
+    base_ingest = cpu_per_call(base.ingest, lines)
+    ours_parse = cpu_per_call(orjson.loads, lines)
+    base_parse = cpu_per_call(json.loads, lines)
+    gc.collect()
+    parsed = [orjson.loads(line) for line in lines[:20]]  # few: many live reports would make GC dominate
+
+    collector = ExporterCollector(ours)
+    scrape_runs = []  # each scrape sees a new report (reports every 1 s, scrapes every 15 s): shaping + render
+    for _ in range(5):
+        cpu = 0.0
+        for d in parsed:
+            ours.apply(d)
+            t = time.process_time()
+            collector.scrape([], False)
+            cpu += time.process_time() - t
+        scrape_runs.append(cpu / len(parsed))
+    ours_scrape_cpu = statistics.median(scrape_runs)
+    ours_rescrape_cpu = cpu_per_call(lambda _: collector.scrape([], False), list(range(args.scrapes // 5 or 1)))
+    base_scrape_cpu = cpu_per_call(lambda _: generate_latest(base.registry), list(range(args.scrapes // 5 or 1)))
+    ours_series = ours.view().shaped.series  # type: ignore[union-attr]
+    base_series = sum(len(m.samples) for m in base.registry.collect())
+
+    server = ExporterHTTPServer(("127.0.0.1", 0), ExporterApp(collector))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    feeder_stop = threading.Event()
+
+    def feed() -> None:  # reports keep arriving while Prometheus scrapes, once a second as the daemon writes
+        i = 0
+        while not feeder_stop.wait(1.0):
+            ours.apply(orjson.loads(lines[i % len(lines)]))
+            i += 1
+
+    threading.Thread(target=feed, daemon=True).start()
+    ours_lat = http_latencies(server.server_address[1], args.scrapes)
+    feeder_stop.set()
+    server.shutdown()
+
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            import gzip
+
+            body = gzip.compress(generate_latest(base.registry))
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: Any) -> None:
+            pass
+
+    Handler.protocol_version = "HTTP/1.1"
+    Handler.disable_nagle_algorithm = True
+    bserver = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=bserver.serve_forever, daemon=True).start()
+    base_lat = http_latencies(bserver.server_address[1], args.scrapes)
+    bserver.shutdown()
+
+    ms = 1e3
+    print(
+        f"machine: {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{platform.platform()}"
+    )
+    print(f"input: trn2.48xlarge report, 16 runtimes x 4 logical NeuronCores, 192 vCPUs, {len(lines[0])} bytes")
+    print(f"{'':48}{'ours':>12}{'AWS-style':>12}{'ratio':>8}")
+    rows = [
+        ("CPU per report, parse+apply (ms)", ours_ingest * ms, base_ingest * ms),
+        ("  of which JSON parsing (orjson / json) (ms)", ours_parse * ms, base_parse * ms),
+        ("CPU per report, without parsing (ms)", (ours_ingest - ours_parse) * ms, (base_ingest - base_parse) * ms),
+        ("CPU per scrape, new report (ms)", ours_scrape_cpu * ms, base_scrape_cpu * ms),
+        ("CPU per scrape, same report (ms)", ours_rescrape_cpu * ms, base_scrape_cpu * ms),
+        ("scrape latency p50, HTTP+gzip (ms)", statistics.median(ours_lat) * ms, statistics.median(base_lat) * ms),
+        ("scrape latency p99, HTTP+gzip (ms)", pct(ours_lat, 99) * ms, pct(base_lat, 99) * ms),
+        ("series", ours_series, base_series),
+    ]
+    minute_ours = 60 * ours_ingest + 4 * ours_scrape_cpu
+    minute_base = 60 * base_ingest + 4 * base_scrape_cpu
+    rows.append(("CPU per minute, 1 s reports, 15 s scrapes (ms)", minute_ours * ms, minute_base * ms))
+    for name, a, b in rows:
+        print(f"{name:48}{a:12.3f}{b:12.3f}{b / a:8.2f}x" if name != "series" else f"{name:48}{a:12d}{b:12d}")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of this process (both exporters): {rss:.1f} MiB")
+    print("(ratio = AWS-style / ours; the baseline exports fewer families: no device latency, FLOPs, physical cores,")
+    print(" models, host breakdown, self-metrics; its series count includes _created samples)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
