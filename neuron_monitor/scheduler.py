@@ -191,7 +191,7 @@ class Collector:
         except Exception as e:
             log.debug("system group %s failed", unit.type_name, exc_info=True)
             return rpt.error_object(period, _error_text(e), True)
-        return rpt.group_object(body, period, "", True)
+        return rpt.group_object(body, period, body.get("error", ""), True)
 
     def _collect_runtime(self, unit: _Unit, state: _ScopeState, snapshot_error: str) -> None:
         t = self.clock()

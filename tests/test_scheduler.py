@@ -350,3 +350,18 @@ async def test_no_drift_over_a_simulated_hour() -> None:
     s.close()
     assert abs(lines - 3600) <= 1
     assert s.skipped_slots == 0
+
+
+async def test_partial_failure_keeps_data_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    class PartialGroup(SystemGroup):
+        type_name = "vcpu_usage"
+
+        def collect(self) -> dict[str, Any]:
+            return {"context_switch_count": 3, "error": "stats/hardware/mem_ecc_corrected: no such file"}
+
+    monkeypatch.setattr(sched_mod, "load_system_group", lambda name: PartialGroup)
+    clock = StepClock()
+    c = make_collector({"system_metrics": [{"type": "vcpu_usage", "period": "1s"}]}, FakeApps(), clock)
+    obj = (await run_ticks(c, clock, 1, 1.0))[0]["system_data"]["vcpu_usage"]
+    assert obj["context_switch_count"] == 3
+    assert obj["error"] == "stats/hardware/mem_ecc_corrected: no such file"

@@ -59,7 +59,8 @@ class SystemGroup(ABC):
 
     @abstractmethod
     def collect(self) -> dict[str, Any]:
-        """Return the group's body (without ``period``/``error``/``fresh``)."""
+        """Return the group's body (without ``period``/``fresh``). Raise when nothing could be read; put an
+        ``error`` in the body when the data is partial (e.g. some devices lack a counter file)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release kept descriptors."""
