@@ -140,11 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{args.bind}:{args.port}"
         print(f"neuron-monitor-prometheus: cannot listen on {where}: {e.strerror or e}", file=sys.stderr)
         return 1
-    signal.signal(signal.SIGTERM, _stop)
-    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
-    scheme = "HTTPS" if tls else "HTTP"
-    log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stop)
     try:
+        threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+        scheme = "HTTPS" if tls else "HTTP"
+        log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
         for report in stream:
             state.apply(report)
         state.close_input()
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.exit_on_eof:
             return 1
         threading.Event().wait()
-    except KeyboardInterrupt:
+    except SystemExit:  # SIGINT or SIGTERM: a clean stop
         pass
     finally:
         server.server_close()

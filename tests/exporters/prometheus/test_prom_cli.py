@@ -67,7 +67,7 @@ def test_stdin_bad_lines_are_counted_and_eof_fails_health() -> None:
     try:
         good = trn2_report([runtime(1, "a", [0, 1], completed=3)], vcpus=4, devices=1)
         bad_types = trn2_report([runtime(1, "a", [0, 1])], vcpus=4, devices=1)
-        bad_types["system_data"]["memory_info"]["memory_used_bytes"] = "lots"
+        bad_types["system_data"]["neuron_hw_counters"]["neuron_devices"][0]["mem_ecc_corrected"] = "lots"
         exporter.send(
             good,
             b'{"neuron_runtime_data": [',  # truncated
