@@ -4,6 +4,10 @@
 one line is in flight: a slow reader makes the scheduler wait (and skip collection slots, whose counts then land
 in the next report), so memory stays bounded and no count is lost. A reader that went away raises `ReaderGone`.
 The optional recorder gets every line first, so a recording is complete even when no one reads stdout.
+
+A write that cannot block (stdout is a pipe with room for the whole line, or a regular file, or /dev/null) is
+done at once on the caller's thread; anything else goes through the writer thread, so a full pipe or a stopped
+terminal never stalls the event loop. The direct path saves a thread hand-off per report.
 """
 
 from __future__ import annotations
@@ -11,15 +15,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fcntl
 import logging
 import os
 import queue
 import select
+import stat
+import struct
+import termios
 import threading
 import time
 from typing import Protocol
 
 log = logging.getLogger("neuron_monitor.output")
+
+F_GETPIPE_SZ = 1032  # fcntl.F_GETPIPE_SZ (Python >= 3.10 on Linux)
+_DEV_NULL = os.makedev(1, 3)
+
+
+def _fd_kind(fd: int) -> str:
+    """ "pipe", "file" (never blocks on write) or "other" (tty, socket, ...)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return "other"
+    if stat.S_ISFIFO(st.st_mode):
+        return "pipe"
+    if stat.S_ISREG(st.st_mode) or (stat.S_ISCHR(st.st_mode) and st.st_rdev == _DEV_NULL):
+        return "file"
+    return "other"
 
 
 class ReaderGone(Exception):
@@ -45,8 +69,29 @@ class LineWriter:
         self._thread = threading.Thread(target=self._run, name="stdout-writer", daemon=True)
         self._thread.start()
         self.busy = threading.Event()
+        self._kind = _fd_kind(fd)
+        self.direct_writes = 0
+
+    def _room_for(self, n: int) -> bool:
+        """True when writing n bytes now cannot block."""
+        if self._kind == "file":
+            return True
+        if self._kind != "pipe":
+            return False
+        try:
+            capacity = fcntl.fcntl(self.fd, F_GETPIPE_SZ)
+            unread = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        except OSError:
+            self._kind = "other"
+            return False
+        return capacity - unread >= n
 
     async def write(self, line: bytes) -> None:
+        if self.recorder is None and self._room_for(len(line)):
+            self._write_all(line)
+            self.lines_written += 1
+            self.direct_writes += 1
+            return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         self._q.put((line, fut, loop))

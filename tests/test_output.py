@@ -1,0 +1,83 @@
+"""LineWriter: direct writes when they cannot block, the writer thread otherwise, EPIPE as ReaderGone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+import pytest
+
+from neuron_monitor.output import LineWriter, ReaderGone
+
+
+async def test_small_lines_to_a_pipe_with_room_are_written_directly() -> None:
+    r, w = os.pipe()
+    writer = LineWriter(w)
+    await writer.write(b"a\n")
+    await writer.write(b"b\n")
+    assert os.read(r, 100) == b"a\nb\n"
+    assert writer.direct_writes == 2
+    writer.close()
+    os.close(r)
+    os.close(w)
+
+
+async def test_a_line_larger_than_the_free_pipe_space_waits_in_the_thread_for_the_reader() -> None:
+    r, w = os.pipe()
+    writer = LineWriter(w)
+    big = b"x" * (1 << 20) + b"\n"  # larger than any pipe buffer: must not block the event loop
+    task = asyncio.create_task(writer.write(big))
+    await asyncio.sleep(0.05)
+    assert not task.done()  # blocked on the reader ...
+    ticks = 0
+    for _ in range(5):  # ... while the loop keeps running
+        await asyncio.sleep(0.01)
+        ticks += 1
+    got = bytearray()
+
+    def drain() -> None:
+        while len(got) < len(big):
+            got.extend(os.read(r, 65536))
+
+    t = threading.Thread(target=drain)
+    t.start()
+    await asyncio.wait_for(task, 10)
+    t.join()
+    assert bytes(got) == big and ticks == 5
+    assert writer.direct_writes == 0
+    writer.close()
+    os.close(r)
+    os.close(w)
+
+
+async def test_reader_gone_raises() -> None:
+    r, w = os.pipe()
+    os.close(r)
+    writer = LineWriter(w)
+    with pytest.raises(ReaderGone):
+        await writer.write(b"line\n")
+    writer.close()
+    os.close(w)
+
+
+async def test_recorder_gets_every_line_through_the_thread(tmp_path) -> None:
+    class Sink:
+        def __init__(self) -> None:
+            self.lines: list[bytes] = []
+
+        def append(self, line: bytes) -> None:
+            self.lines.append(line)
+
+        def close(self) -> None:
+            pass
+
+    sink = Sink()
+    fd = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT)
+    writer = LineWriter(fd, sink)
+    for i in range(3):
+        await writer.write(b"%d\n" % i)
+    assert sink.lines == [b"0\n", b"1\n", b"2\n"]
+    assert (tmp_path / "out").read_bytes() == b"0\n1\n2\n"
+    writer.close()
+    os.close(fd)
