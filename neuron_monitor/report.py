@@ -41,8 +41,20 @@ HARDWARE_INFO_KEYS: tuple[str, ...] = (
     "logical_neuroncore_config",
 )
 
+# Groups whose ``error`` may describe a partial failure while the data beside it stays valid: neuron_hw_counters
+# names the ECC counters an older driver (or Inf1) does not expose, and still reports the others. For every other
+# group, as in AWS's tools, a non-empty ``error`` means its data is not to be used.
+PARTIAL_ERROR_GROUPS: frozenset[str] = frozenset({"neuron_hw_counters"})
+
 # Counters that are counts over a group's captured period (architecture contract 3), per group.
 PERIOD_COUNTER_GROUPS: tuple[str, ...] = ("execution_stats", "neuron_hw_counters", "vcpu_usage")
+
+
+def group_data_usable(name: str, obj: dict[str, Any]) -> bool:
+    """Whether a consumer may use a group object's data: no ``error``, or a partial one with data beside it."""
+    if not obj.get("error"):
+        return True
+    return name in PARTIAL_ERROR_GROUPS and any(k not in ("period", "error", "fresh") for k in obj)
 
 
 def group_object(body: dict[str, Any], period: float, error: str, fresh: bool) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from neuron_monitor.exporters.cloudwatch.datum import (
     Dims,
 )
 from neuron_monitor.exporters.cloudwatch.dimensions import DimensionScheme, K8sOwner, k8s_owners
+from neuron_monitor.report import group_data_usable
 
 
 def camel(key: str) -> str:
@@ -247,8 +248,8 @@ SYSTEM_GROUPS: dict[str, Callable[[_Ctx, dict[str, Any]], None]] = {
 }
 
 
-def _sendable(group: object) -> bool:
-    return isinstance(group, dict) and group.get("fresh", True) is not False and not group.get("error")
+def _sendable(name: str, group: object) -> bool:
+    return isinstance(group, dict) and group.get("fresh", True) is not False and group_data_usable(name, group)
 
 
 class ReportMapper:
@@ -284,12 +285,12 @@ class ReportMapper:
             tag = str(entry.get("neuron_runtime_tag") or entry.get("pid") or "")
             for name, body in groups.items():
                 shape = RUNTIME_GROUPS.get(name)
-                if shape is not None and _sendable(body):
+                if shape is not None and _sendable(name, body):
                     shape(ctx, tag, body)
         system = report.get("system_data")
         if isinstance(system, dict):
             for name, body in system.items():
                 shape_sys = SYSTEM_GROUPS.get(name)
-                if shape_sys is not None and _sendable(body):
+                if shape_sys is not None and _sendable(name, body):
                     shape_sys(ctx, body)
         return emit.datums()

@@ -14,6 +14,7 @@ from typing import Any
 
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM, LedgerUpdate, Subject
 from neuron_monitor.exporters.prometheus.values import group_error, mapping, number, sequence, text
+from neuron_monitor.report import group_data_usable
 
 RUNTIME_GROUPS = frozenset({"neuroncore_counters", "execution_stats", "memory_used", "neuron_runtime_vcpu_usage"})
 SYSTEM_GROUPS = frozenset({"vcpu_usage", "memory_info", "neuron_hw_counters"})
@@ -61,7 +62,7 @@ class CountResult:
             self.groups_failed.add(name)
             if fresh:
                 self.group_errors[name] += 1
-            return False
+            return group_data_usable(name, obj)
         return True
 
 

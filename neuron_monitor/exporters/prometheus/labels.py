@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from neuron_monitor.exporters.prometheus.values import group_error, mapping, sequence, text
+from neuron_monitor.exporters.prometheus.values import mapping, sequence, text
 
 # (label name, instance_info key) as AWS's exporter maps them
 INSTANCE_LABEL_KEYS: tuple[tuple[str, str], ...] = (
@@ -53,9 +53,7 @@ class PodMap:
 
     def __init__(self, k8s_info: dict[str, Any] | None) -> None:
         self.cores: dict[str, tuple[str, str, str]] = {}
-        if not k8s_info:
-            return
-        if group_error(k8s_info, "neuron_k8s_info"):
+        if not k8s_info:  # an error with maps present: the daemon kept the last good mapping (kubelet outage)
             return
         cores = mapping(k8s_info.get("neuroncores_k8s_info"), "neuron_k8s_info.neuroncores_k8s_info") or {}
         for idx, entry in cores.items():

@@ -16,6 +16,7 @@ from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO
 from neuron_monitor.exporters.prometheus.labels import instance_info_extras, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM
 from neuron_monitor.exporters.prometheus.values import group_error, mapping, number, text
+from neuron_monitor.report import group_data_usable
 
 MEMORY_GAUGES: tuple[tuple[str, str, str], ...] = (
     ("memory_total_bytes", "system_memory_total_bytes", "System memory total_bytes bytes"),
@@ -74,7 +75,7 @@ def shape_system(ctx: ShapeContext, system_data: dict[str, Any]) -> None:
             continue
         where = f"system_data.{name}"
         obj = mapping(obj, where)
-        if obj is not None and not group_error(obj, where):
+        if obj is not None and (not group_error(obj, where) or group_data_usable(name, obj)):
             handler(ctx, obj, where)
     for key, total in ctx.totals.get(SYSTEM, {}).items():
         help_text, names = SYSTEM_COUNTERS[key[0]]

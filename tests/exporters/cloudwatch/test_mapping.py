@@ -210,3 +210,13 @@ def test_per_vcpu_and_high_resolution(trn1_report: dict[str, Any]) -> None:
     assert len(per_cpu) == 128 * 8  # seven usage types + utilization per vCPU
     assert len(wide) == len(plain) + len(per_cpu)
     assert {d.resolution for d in wide} == {1} and {d.resolution for d in plain} == {60}
+
+
+def test_partial_ecc_error_still_sends_the_counters_other_groups_all_or_nothing(trn1_report: dict[str, Any]) -> None:
+    """neuron_hw_counters may name unexposed ECC files in ``error`` (older drivers): the counters still go out."""
+    report = copy.deepcopy(trn1_report)
+    report["system_data"]["neuron_hw_counters"]["error"] = "mem_ecc_corrected not exposed by the driver"
+    report["system_data"]["memory_info"]["error"] = "open /proc/meminfo: permission denied"
+    names = by_name(ReportMapper().map(report, now=1.0))
+    assert any(n.startswith("NeuronDeviceHwEcc") for n in names)
+    assert not any(n.startswith("HostMemory") or n.startswith("SystemMemory") for n in names)

@@ -179,3 +179,30 @@ def test_trn2_extras_physical_cores_devices_models() -> None:
         300_000
     )
     assert one(series, "neuron_exporter_runtimes") == 16
+
+
+def test_partial_ecc_error_still_counts_the_exposed_counters() -> None:
+    """An older driver names the ECC files it lacks in ``error``; the counters it has still count (report.py
+    PARTIAL_ERROR_GROUPS), and the error shows in the group-error self-metric. Other groups stay all-or-nothing."""
+    reports = []
+    for _ in range(3):
+        r = trn2_report([runtime(100, "a", [0, 1], completed=5)], ecc=2)
+        r["system_data"]["neuron_hw_counters"]["error"] = "mem_ecc_corrected not exposed by the driver for neuron_device 0"
+        r["system_data"]["memory_info"]["error"] = "open /proc/meminfo: permission denied"
+        reports.append(r)
+    series = parse(scrape(feed(reports)))
+    assert one(series, "hardware_ecc_events_total", neuron_device_index="5", event_type="mem_ecc_corrected") == 6
+    assert one(series, "neuron_exporter_group_errors_total", group="neuron_hw_counters") == 3
+    assert not select(series, "system_memory_total_bytes")
+
+
+def test_pod_labels_kept_while_the_daemon_reports_a_kubelet_outage() -> None:
+    """The daemon keeps the last good pod mapping for a while and says why in ``error``: labels stay."""
+    k8s = {
+        "period": 15.0,
+        "neuroncores_k8s_info": {"0": {"pod_name": "train-0", "namespace": "ml", "container_name": ["main"]}},
+        "neurondevices_k8s_info": {},
+        "error": "pod-resources socket /var/lib/kubelet/pod-resources/kubelet.sock not found",
+    }
+    series = parse(scrape(feed([trn2_report([runtime(1, "a", [0])], k8s=k8s)])))
+    assert one(series, "neuroncore_utilization_ratio", neuroncore="0", pod_name="train-0", namespace="ml")
