@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-REPORTS_DIR = Path(__file__).resolve().parents[4] / "shared" / "reference" / "reports"
+REPORTS_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "reports"
 CWAGENT_REPORT = REPORTS_DIR / "cwagent-test_trn1n32xl_report_line.json"
 WANDB_REPORTS = REPORTS_DIR / "wandb_trn1-2xl_reports.jsonl"
 
