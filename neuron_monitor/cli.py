@@ -136,6 +136,7 @@ class Daemon:
         self.writer = LineWriter(1, recorder)
         self.collector = Collector(root, plan, self.backend.apps, self.backend.hardware_info, self.instance.get, extras)
         self.scheduler = Scheduler(self.collector, self.writer.write)
+        self.collector.add_extra("neuron_monitor", self.scheduler.self_report)
         self.stop = asyncio.Event()
 
     async def reload(self, why: str) -> None:

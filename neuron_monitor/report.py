@@ -5,13 +5,17 @@ Shape (as AWS's neuron-monitor prints it; key order as in real reports)::
     {"neuron_runtime_data": [{"pid", "neuron_runtime_tag", "error", "report": {<group>: {...}}}],
      "system_data": {<group>: {...}},
      "instance_info": {...}, "neuron_hardware_info": {...},
-     "report_time": <epoch seconds>}                                  # additive
+     "report_time": <epoch seconds>,                                  # additive
+     "neuron_monitor": {"version", "start_time", "reports", "skipped_collections",
+                        "collection_seconds", "error"}}                 # additive: the daemon's own health
 
 Every group object is ``{"period": s, ...data..., "error": "", "fresh": bool}``. ``fresh`` (additive) is true when
 the group was collected for this report and false when its newest data is carried over from an earlier report
 because the group's period is longer than the report interval. A consumer that accumulates the per-period counters
 (execution_stats, neuron_hw_counters, context switches) adds them only when ``fresh`` is true, and so counts each
 exactly once whatever the group periods. ``report_time`` is the wall-clock time the report was assembled.
+``neuron_monitor.skipped_collections`` counts the collection slots skipped since start because the reader (or a
+collection) was slower than the period; ``collection_seconds`` is how long this report's collection took.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from neuron_monitor import __version__
 from neuron_monitor import report as rpt
 from neuron_monitor.config import Plan, RuntimeScope
 from neuron_monitor.groups import load_runtime_group, load_system_group
@@ -108,7 +109,7 @@ class Collector:
         self.app_source = apps
         self._hardware_info_fn = hardware_info
         self._instance_info_fn = instance_info
-        self._extras = extras or {}
+        self._extras: dict[str, Callable[[], dict[str, Any]]] = dict(extras or {})
         self.clock = clock
         self.plan = plan
         self.system: dict[str, SystemGroup] = {}
@@ -166,6 +167,10 @@ class Collector:
         for u in self.units:
             u.last = old_last.get((u.scope_index, u.type_name), now)
             u.next_due = now + u.period
+
+    def add_extra(self, key: str, fn: Callable[[], dict[str, Any]]) -> None:
+        """Add a top-level report object (e.g. ``neuron_k8s_info``), read when each report is assembled."""
+        self._extras[key] = fn
 
     def prime(self) -> None:
         for group in self.system.values():
@@ -347,11 +352,26 @@ class Scheduler:
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect")
         self.reports = 0
         self.skipped_slots = 0
+        self.started = time.time()
+        self.last_collection_seconds = 0.0
         self.lock = asyncio.Lock()  # held while collecting and writing; a reload waits for it
+
+    def self_report(self) -> dict[str, Any]:
+        """The daemon's own health, as the additive top-level ``neuron_monitor`` object of each report."""
+        return {
+            "version": __version__,
+            "start_time": round(self.started, 3),
+            "reports": self.reports,
+            "skipped_collections": self.skipped_slots,
+            "collection_seconds": round(self.last_collection_seconds, 6),
+            "error": "",
+        }
 
     async def _tick(self, due: list[_Unit]) -> None:
         c = self.collector
+        t0 = time.monotonic()
         await c.collect(due, self.executor)
+        self.last_collection_seconds = time.monotonic() - t0
         line = rpt.encode(c.build_report())
         await self.write(line)
         c.retire_gone()

@@ -27,6 +27,7 @@ _TOP_LEVEL_TYPES: dict[str, tuple[type, ...]] = {
     "neuron_hardware_info": (dict,),
     "neuron_k8s_info": (dict,),
     "report_time": (int, float),
+    "neuron_monitor": (dict,),
 }
 
 

@@ -45,6 +45,8 @@ def test_one_second_config_against_live_proc(tmp_path: Path) -> None:
         assert mem["memory_total_bytes"] == meminfo["MemTotal"]
         assert r["neuron_hardware_info"]["error"].startswith("no Neuron devices found")
         assert r["neuron_hardware_info"]["neuron_device_count"] == 0
+        assert r["neuron_monitor"]["skipped_collections"] == 0
+        assert r["neuron_monitor"]["collection_seconds"] < r["system_data"]["vcpu_usage"]["period"]
     times = [r["report_time"] for r in reports]
     assert all(0.5 < b - a < 2.0 for a, b in itertools.pairwise(times))
 
@@ -170,6 +172,9 @@ def test_slow_reader_loses_no_counts_and_buffers_nothing(fake_root_192: Path, tm
         d.stop()
     total = sum(r["system_data"]["vcpu_usage"]["context_switch_count"] for r in reports)
     assert total == bumped
+    # the daemon says so itself: skipped slots are visible in the report, not only on stderr
+    assert reports[-1]["neuron_monitor"]["skipped_collections"] > 0
+    assert reports[-1]["neuron_monitor"]["reports"] == len(reports) - 1
     assert max(r["system_data"]["vcpu_usage"]["period"] for r in reports) > 0.2  # gaps widen the period
     assert rss_kib < 200 * 1024  # bounded: one line in flight, not a growing queue
 

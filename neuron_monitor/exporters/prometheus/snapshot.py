@@ -16,6 +16,7 @@ from typing import Any
 
 from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.counting import count_report
+from neuron_monitor.exporters.prometheus.daemon_metrics import shape_daemon
 from neuron_monitor.exporters.prometheus.families import Family, FamilySet
 from neuron_monitor.exporters.prometheus.labels import PodMap, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import CounterLedger, Totals
@@ -79,6 +80,7 @@ def shape(report: dict[str, Any], totals: Totals, options: ShapeOptions) -> Fami
     )
     shape_system(ctx, mapping(report.get("system_data"), "system_data") or {})
     shape_info(ctx, instance_info, hardware_info)
+    shape_daemon(ctx, mapping(report.get("neuron_monitor"), "neuron_monitor"))
     for i, entry in enumerate(sequence(report.get("neuron_runtime_data"), "neuron_runtime_data") or []):
         where = f"neuron_runtime_data[{i}]"
         entry = mapping(entry, where)

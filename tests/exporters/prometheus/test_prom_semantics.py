@@ -206,3 +206,22 @@ def test_pod_labels_kept_while_the_daemon_reports_a_kubelet_outage() -> None:
     }
     series = parse(scrape(feed([trn2_report([runtime(1, "a", [0])], k8s=k8s)])))
     assert one(series, "neuroncore_utilization_ratio", neuroncore="0", pod_name="train-0", namespace="ml")
+
+
+def test_daemon_health_from_the_report() -> None:
+    report = trn2_report([runtime(1, "a", [0])])
+    report["neuron_monitor"] = {
+        "version": "0.1.0",
+        "start_time": 1.7e9,
+        "reports": 41,
+        "skipped_collections": 3,
+        "collection_seconds": 0.0042,
+        "error": "",
+    }
+    series = parse(scrape(feed([report])))
+    assert one(series, "neuron_monitor_daemon_info", version="0.1.0") == 1.0
+    assert one(series, "neuron_monitor_daemon_skipped_collections_total") == 3
+    assert one(series, "neuron_monitor_daemon_collection_duration_seconds") == 0.0042
+    assert one(series, "neuron_monitor_daemon_start_time_seconds") == 1.7e9
+    without = parse(scrape(feed([trn2_report([runtime(1, "a", [0])])])))
+    assert not select(without, "neuron_monitor_daemon_info")
