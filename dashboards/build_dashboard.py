@@ -534,6 +534,32 @@ def build() -> dict[str, Any]:
         7,
     )
     lay.add(series("Series per node", [(f"neuron_exporter_series{{{I}}}", "{{instance}}")]), 8, 7)
+    lay.add(
+        series(
+            "Daemon skipped collections / s",
+            [
+                (
+                    f"sum by (instance) (rate(neuron_monitor_daemon_skipped_collections_total{{{I}}}[{RATE}]))",
+                    "{{instance}}",
+                )
+            ],
+            "ops",
+            "Collection slots the daemon skipped because its reader or a collection was slower than the period. "
+            "No counts are lost (the next collection covers the gap), but the data is coarser: check the exporter.",
+        ),
+        8,
+        7,
+    )
+    lay.add(
+        series(
+            "Daemon collection time",
+            [(f"neuron_monitor_daemon_collection_duration_seconds{{{I}}}", "{{instance}}")],
+            "s",
+            "How long the daemon took to collect the newest report's groups.",
+        ),
+        8,
+        7,
+    )
 
     return {
         "__requires": [

@@ -205,6 +205,14 @@ def trn2_report(
             "error": "",
         },
         "report_time": report_time,
+        "neuron_monitor": {  # the daemon's own health, as our daemon writes it
+            "version": "0.1.0",
+            "start_time": report_time - 60.0,
+            "reports": 12,
+            "skipped_collections": 0,
+            "collection_seconds": 0.003,
+            "error": "",
+        },
     }
     if k8s is not None:
         report["neuron_k8s_info"] = k8s

@@ -223,5 +223,6 @@ def test_daemon_health_from_the_report() -> None:
     assert one(series, "neuron_monitor_daemon_skipped_collections_total") == 3
     assert one(series, "neuron_monitor_daemon_collection_duration_seconds") == 0.0042
     assert one(series, "neuron_monitor_daemon_start_time_seconds") == 1.7e9
-    without = parse(scrape(feed([trn2_report([runtime(1, "a", [0])])])))
-    assert not select(without, "neuron_monitor_daemon_info")
+    aws_style = trn2_report([runtime(1, "a", [0])])
+    del aws_style["neuron_monitor"]
+    assert not select(parse(scrape(feed([aws_style]))), "neuron_monitor_daemon_info")
