@@ -22,7 +22,7 @@ from neuron_monitor.timeline.selection import (
 
 from .factory import T0, Rt, report
 
-REPORTS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "reports"  # shared/ beside the repo
+REPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "reports"  # the real reference reports
 
 
 def real_reports() -> list[dict[str, Any]]:
