@@ -33,6 +33,26 @@ STOP_GRACE_SECONDS = 5.0
 WATCH_INTERVAL = 1.0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(2, f"{self.prog}: {message} (see --help)\n")
@@ -43,27 +63,39 @@ def build_parser() -> argparse.ArgumentParser:
         prog="neuron-monitor",
         description="Collect Neuron and host metrics and stream one JSON report per line to stdout.",
     )
-    p.add_argument("-c", "--config-file", help="neuron-monitor JSON configuration (default: every group, 5 s)")
+    p.add_argument(
+        "-c", "--config-file", metavar="FILE", help="neuron-monitor JSON configuration (default: every group, 5 s)"
+    )
     p.add_argument("--verbose", type=int, default=0, choices=range(5), metavar="{0..4}", help="stderr detail")
     p.add_argument("--once", action="store_true", help="write one report, then exit")
-    p.add_argument("--root", default="/", help="read every host file below this directory (e.g. /host)")
+    p.add_argument("--root", default="/", metavar="DIR", help="read every host file below this directory (e.g. /host)")
     p.add_argument("--simulate", metavar="SHAPE", help="run against a temporary simulated host (e.g. trn1.32xlarge)")
-    p.add_argument("--sim-runtimes", type=int, default=None, metavar="N", help="runtimes in the simulated host")
+    p.add_argument("--sim-runtimes", type=_positive_int, default=None, metavar="N", help="simulated runtimes")
     p.add_argument("--seed", type=int, default=0, help="simulator seed")
     p.add_argument("--record", metavar="FILE", help="also append every report to this recording (rotated)")
-    p.add_argument("--record-max-bytes", type=int, default=64 * 1024 * 1024, help="rotate the recording at")
-    p.add_argument("--record-keep", type=int, default=5, help="rotated recording files to keep")
+    p.add_argument(
+        "--record-max-bytes",
+        type=_positive_int,
+        default=64 * 1024 * 1024,
+        metavar="BYTES",
+        help="rotate the recording when it reaches this size (default 64 MiB)",
+    )
+    p.add_argument("--record-keep", type=_positive_int, default=5, metavar="K", help="rotated files to keep (5)")
     p.add_argument(
         "--imds-endpoint",
         default=os.environ.get("NEURON_MONITOR_IMDS_ENDPOINT", DEFAULT_ENDPOINT),
+        metavar="URL",
         help="EC2 instance metadata endpoint (env NEURON_MONITOR_IMDS_ENDPOINT)",
     )
-    p.add_argument("--imds-timeout", type=float, default=1.0, help="seconds allowed for instance metadata")
+    p.add_argument(
+        "--imds-timeout", type=_positive_float, default=1.0, metavar="S", help="seconds allowed for instance metadata"
+    )
     p.add_argument("--no-imds", action="store_true", help="do not query instance metadata")
     p.add_argument("--k8s-info", action="store_true", help="add neuron_k8s_info from the kubelet pod-resources API")
     p.add_argument(
         "--pod-resources-socket",
         default="/var/lib/kubelet/pod-resources/kubelet.sock",
+        metavar="PATH",
         help="kubelet pod-resources socket",
     )
     p.add_argument("--version", action="version", version=f"neuron-monitor {__version__}")
@@ -97,7 +129,7 @@ def _root_for(args: argparse.Namespace) -> Iterator[str]:
     try:
         sim = TemporarySimulator(args.simulate, runtimes=args.sim_runtimes, seed=args.seed)
     except (KeyError, ValueError) as e:
-        raise ConfigError(f"--simulate: {e}") from None
+        raise ConfigError(f"--simulate: {e.args[0] if e.args else e}") from None
     with sim:
         yield str(sim.root)
 
