@@ -11,21 +11,34 @@ seconds. Both are ``null`` when nothing ran in the period (see docs/neuron-data.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from itertools import compress
+from operator import add, itemgetter
 from typing import Any
 
 from neuron_monitor.groups.base import App, RuntimeGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
-from neuron_monitor.neuron.deltas import DeltaTracker
+from neuron_monitor.neuron.deltas import DeltaTracker, picker
 
 _EXEC = tuple(c for _, c in L.EXECUTION_SUMMARY)
 _ERR = tuple(c for _, c in L.ERROR_SUMMARY)
 _INDICES = _EXEC + _ERR
 _N_EXEC = len(_EXEC)
+_LATENCIES = (L.NC_LATENCY_DEVICE, L.NC_LATENCY_TOTAL)
+_EXEC_NAMES = tuple(name for name, _ in L.EXECUTION_SUMMARY)
+_ERR_NAMES = tuple(name for name, _ in L.ERROR_SUMMARY)
 PERCENTILES: tuple[tuple[str, float], ...] = (
     ("p0", 0.0), ("p1", 1.0), ("p100", 100.0), ("p25", 25.0), ("p50", 50.0), ("p75", 75.0), ("p99", 99.0),
 )  # fmt: skip
+_PERCENTILE_NAMES = tuple(name for name, _ in PERCENTILES)
+
+
+@lru_cache(maxsize=256)
+def _ranks(n: int) -> Callable[[list[float]], tuple[float, ...]]:
+    """Picks the nearest-rank PERCENTILES from ``n`` ordered samples."""
+    return itemgetter(*(max(0, math.ceil(p / 100.0 * n) - 1) for _, p in PERCENTILES))  # type: ignore[return-value]
 
 
 def percentiles(samples: list[float]) -> dict[str, float] | None:
@@ -33,8 +46,7 @@ def percentiles(samples: list[float]) -> dict[str, float] | None:
     if not samples:
         return None
     ordered = sorted(samples)
-    n = len(ordered)
-    return {name: ordered[max(0, math.ceil(p / 100.0 * n) - 1)] for name, p in PERCENTILES}
+    return dict(zip(_PERCENTILE_NAMES, _ranks(len(ordered))(ordered), strict=True))
 
 
 class ExecutionStats(RuntimeGroup):
@@ -42,27 +54,26 @@ class ExecutionStats(RuntimeGroup):
 
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
-        self._tracker = DeltaTracker()
+        self._tracker = DeltaTracker(_INDICES)
 
     def _body(self, app: App) -> dict[str, Any]:
         totals = [0] * len(_INDICES)
         device_lat: list[float] = []
         total_lat: list[float] = []
         period = 0.0
-        for dd in self._tracker.step(app, _INDICES):
+        for dd in self._tracker.step(app):
             period = max(period, dd.dt)
-            for core, deltas in dd.deltas.items():
-                for i, v in enumerate(deltas):
-                    totals[i] += v
-                if any(deltas[:_N_EXEC]):
-                    counters = dd.data.reading.nc[core]
-                    if counters[L.NC_LATENCY_DEVICE]:
-                        device_lat.append(counters[L.NC_LATENCY_DEVICE] / 1e6)
-                    if counters[L.NC_LATENCY_TOTAL]:
-                        total_lat.append(counters[L.NC_LATENCY_TOTAL] / 1e6)
+            n = dd.cores
+            per_counter = list(zip(*[iter(dd.deltas)] * n, strict=True))  # one tuple of n core deltas per counter
+            totals = list(map(add, totals, map(sum, per_counter)))
+            executed = list(map(any, zip(*per_counter[:_N_EXEC], strict=True)))  # per core: did it execute?
+            if any(executed):  # the latest latencies of the cores that executed are the samples
+                latencies = picker(_LATENCIES, n)(dd.data.reading.counters)
+                device_lat.extend(v / 1e6 for v in compress(latencies[:n], executed) if v)
+                total_lat.extend(v / 1e6 for v in compress(latencies[n:], executed) if v)
         body: dict[str, Any] = {
-            "error_summary": {name: totals[_N_EXEC + i] for i, (name, _) in enumerate(L.ERROR_SUMMARY)},
-            "execution_summary": {name: totals[i] for i, (name, _) in enumerate(L.EXECUTION_SUMMARY)},
+            "error_summary": dict(zip(_ERR_NAMES, totals[_N_EXEC:], strict=True)),
+            "execution_summary": dict(zip(_EXEC_NAMES, totals[:_N_EXEC], strict=True)),
             "latency_stats": {"total_latency": percentiles(total_lat), "device_latency": percentiles(device_lat)},
         }
         if period > 0:

@@ -19,8 +19,10 @@ from neuron_monitor.groups.base import App, RuntimeGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
-from neuron_monitor.neuron.datablock import ModelNode
-from neuron_monitor.neuron.deltas import MEM_PICK, DeltaTracker, cores_in_use
+from neuron_monitor.neuron.datablock import ModelNode, N
+from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use, memory_counters
+
+_BUSY = (L.NC_TIME_IN_USE,)
 
 
 def _host_breakdown(sizes: tuple[int, ...]) -> dict[str, int]:
@@ -67,12 +69,13 @@ def memory_body(
         reading = dd.reading
         for name, ctr in L.HOST_MEM_COUNTERS:
             host[name] += reading.nd[ctr]
+        counters = reading.counters
         for phys in cores_in_use(dd):
             key = index * topo.logical_cores + phys // lnc
             entry = per_core.setdefault(key, dict.fromkeys((n for n, _ in L.DEVICE_MEM_COUNTERS), 0))
-            counters = reading.nc[phys]
+            base = phys * N
             for name, ctr in L.DEVICE_MEM_COUNTERS:
-                entry[name] += counters[ctr]
+                entry[name] += counters[base + ctr]
         running = set(dd.info.locked_uuids) if not dd.final else set()
         by_model: dict[tuple[int, str], dict[str, Any]] = {}
         for node in sorted(reading.models, key=lambda m: (m.model_id, m.sg_index)):
@@ -108,7 +111,7 @@ class MemoryUsed(RuntimeGroup):
 
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
-        self._tracker = DeltaTracker()
+        self._tracker = DeltaTracker(_BUSY)
         self._cache: dict[int, tuple[tuple[Any, ...], dict[str, Any]]] = {}  # pid -> (inputs, body)
 
     def _body(self, app: App) -> dict[str, Any] | None:
@@ -116,9 +119,9 @@ class MemoryUsed(RuntimeGroup):
             return None
         busy = {
             (dd.device, core)
-            for dd in self._tracker.step(app, (L.NC_TIME_IN_USE,))
+            for dd in self._tracker.step(app)
             if not dd.data.final
-            for core, (d_busy,) in dd.deltas.items()
+            for core, d_busy in enumerate(dd.deltas)
             if d_busy
         }
         key = (
@@ -126,7 +129,7 @@ class MemoryUsed(RuntimeGroup):
             frozenset(busy),
             tuple(
                 (i, dd.final, dd.reading.nd, dd.reading.models, dd.info.locked_uuids,
-                 tuple(map(MEM_PICK, dd.reading.nc.values())))
+                 memory_counters(dd.reading))
                 for i, dd in app.data.devices.items()
             ),
         )  # fmt: skip

@@ -18,6 +18,8 @@ from neuron_monitor.neuron.sysfs import DriverTree
 
 COUNTERS: tuple[str, ...] = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_uncorrected", "sram_ecc_corrected")
 _WRAP = 1 << 16
+_READ_SIZE = 64  # the files hold one decimal number; KeptFile reads on when one is longer
+_LOOK_AGAIN = object()
 
 
 class NeuronHwCounters(SystemGroup):
@@ -26,36 +28,43 @@ class NeuronHwCounters(SystemGroup):
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
         self.tree = DriverTree(root)
-        self._files: dict[tuple[int, str], KeptFile | None] = {}
-        self._prev: dict[tuple[int, str], int] = {}
+        # device -> per counter: a kept file, None (not exposed), or _LOOK_AGAIN (look for it at the next read)
+        self._files: dict[int, list[Any]] = {}
+        self._prev: dict[int, list[int | None]] = {}  # device -> per counter (None: could not be read)
 
-    def _file(self, device: int, name: str) -> KeptFile | None:
-        key = (device, name)
-        if key not in self._files:
-            path = self.root.path(f"{self.tree.stats_rel(device)}/hardware/{name}")
-            self._files[key] = KeptFile(path) if path.exists() else None
-        return self._files[key]
+    def _open(self, device: int, k: int) -> KeptFile | None:
+        path = self.root.path(f"{self.tree.stats_rel(device)}/hardware/{COUNTERS[k]}")
+        return KeptFile(path, _READ_SIZE) if path.exists() else None
 
-    def _read_all(self) -> tuple[dict[tuple[int, str], int], list[int], list[str]]:
-        values: dict[tuple[int, str], int] = {}
+    def _drop(self, device: int) -> None:
+        for f in self._files.pop(device, ()):
+            if isinstance(f, KeptFile):
+                f.close()
+
+    def _read_all(self) -> tuple[dict[int, list[int | None]], tuple[int, ...], list[str]]:
+        values: dict[int, list[int | None]] = {}
         missing: dict[str, list[int]] = {}
         devices = self.tree.device_indexes()
         for device in devices:
-            for name in COUNTERS:
-                f = self._file(device, name)
-                if f is None:
-                    missing.setdefault(name, []).append(device)
-                    continue
-                try:
-                    values[(device, name)] = int(f.read().strip() or b"0")
-                except (OSError, ValueError):
-                    self._files.pop((device, name), None)  # look again next time (device reset or gone)
-                    missing.setdefault(name, []).append(device)
-        gone = {d for d, _ in self._files} - set(devices)
-        for key in [k for k in self._files if k[0] in gone]:
-            f = self._files.pop(key)
-            if f is not None:
-                f.close()
+            files = self._files.get(device)
+            if files is None:
+                files = self._files[device] = [_LOOK_AGAIN] * len(COUNTERS)
+            row: list[int | None] = [None] * len(COUNTERS)
+            for k, f in enumerate(files):
+                if f is _LOOK_AGAIN:
+                    f = files[k] = self._open(device, k)
+                if f is not None:
+                    try:
+                        row[k] = int(f.read().strip() or b"0")
+                        continue
+                    except (OSError, ValueError):
+                        f.close()
+                        files[k] = _LOOK_AGAIN  # device reset or gone
+                missing.setdefault(COUNTERS[k], []).append(device)
+            values[device] = row
+        if len(self._files) > len(devices) or any(d not in values for d in self._files):
+            for device in [d for d in self._files if d not in values]:
+                self._drop(device)
         errors = [
             f"{name} not exposed by the driver for neuron_device {_ranges(devs)}" for name, devs in missing.items()
         ]
@@ -70,11 +79,13 @@ class NeuronHwCounters(SystemGroup):
         if not devices:
             raise GroupError("no Neuron devices found (is the Neuron driver loaded?)")
         out = []
+        none = (None,) * len(COUNTERS)
         for device in devices:
             entry: dict[str, Any] = {"neuron_device_index": device}
-            for name in COUNTERS:
-                cur = values.get((device, name))
-                prev = self._prev.get((device, name), cur)
+            prev_row = self._prev.get(device, none)
+            for name, cur, prev in zip(COUNTERS, values[device], prev_row, strict=True):
+                if prev is None:
+                    prev = cur
                 if cur is None or prev is None:
                     entry[name] = 0
                 elif cur >= prev:
@@ -89,10 +100,8 @@ class NeuronHwCounters(SystemGroup):
         return body
 
     def close(self) -> None:
-        for f in self._files.values():
-            if f is not None:
-                f.close()
-        self._files.clear()
+        for device in list(self._files):
+            self._drop(device)
 
 
 def _ranges(devices: list[int]) -> str:

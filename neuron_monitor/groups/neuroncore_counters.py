@@ -27,7 +27,21 @@ class NeuroncoreCounters(RuntimeGroup):
 
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
-        self._tracker = DeltaTracker()
+        self._tracker = DeltaTracker(_INDICES)
+        self._keys: dict[int, str] = {}  # flat core index -> its key string
+        self._names: dict[str, tuple[str, tuple[str, ...]]] = {}  # core version -> ("v3d", ("nc_v3.0", ..))
+
+    def _physical_names(self, version: str, lnc: int) -> tuple[str, tuple[str, ...]]:
+        names = self._names.get(version)
+        if names is None or len(names[1]) < lnc:
+            names = self._names[version] = (f"{version}d", tuple(f"nc_{version}.{i}" for i in range(max(2, lnc))))
+        return names
+
+    def _key(self, core: int) -> str:
+        key = self._keys.get(core)
+        if key is None:
+            key = self._keys[core] = str(core)
+        return key
 
     def _body(self, app: App) -> dict[str, Any]:
         data = app.data
@@ -36,29 +50,41 @@ class NeuroncoreCounters(RuntimeGroup):
         topo = data.topology
         lnc = max(1, topo.lnc)
         version = topo.chip.core_version if topo.chip else ""
+        breakdown = lnc > 1 and bool(version)
+        group_name, phys_names = self._physical_names(version, lnc) if breakdown else ("", ())
+        per_device = topo.logical_cores
         cores: dict[int, dict[str, Any]] = {}
         period = 0.0
-        for dd in self._tracker.step(app, _INDICES):
+        for dd in self._tracker.step(app):
             dt = dd.dt
             period = max(period, dt)
-            busy = {core: d[0] for core, d in dd.deltas.items()}
-            per_logical: dict[int, list[tuple[int, float, int]]] = {}
-            for phys in cores_in_use(dd.data, busy):
-                d_busy, d_macs = dd.deltas.get(phys, (0, 0))
-                util = min(100.0, d_busy / (dt * 1e4)) if dt > 0 else 0.0
-                flops = int(2 * d_macs / dt) if dt > 0 else 0
-                per_logical.setdefault(phys // lnc, []).append((phys % lnc, util, flops))
-            for local, parts in per_logical.items():
+            n = dd.cores
+            busy, macs = dd.deltas[:n], dd.deltas[n:]  # per physical core: TIME_IN_USE, MAC_COUNT
+            if dt > 0:
+                scale = dt * 1e4
+                utils = [min(100.0, b / scale) for b in busy]
+                flops = [int(2 * m / dt) for m in macs]
+            else:
+                utils, flops = [0.0] * n, [0] * n
+            first = dd.device * per_device
+            used = cores_in_use(dd.data, busy)
+            if lnc == 1:  # the mean and sum of one physical core are its own values
+                for phys in used:
+                    cores[first + phys] = {"neuroncore_utilization": utils[phys], "flops": flops[phys]}
+                continue
+            members: dict[int, list[int]] = {}
+            for phys in used:
+                members.setdefault(phys // lnc, []).append(phys)
+            for local, physical in members.items():
                 entry: dict[str, Any] = {
-                    "neuroncore_utilization": sum(u for _, u, _ in parts) / len(parts),
-                    "flops": sum(f for _, _, f in parts),
+                    "neuroncore_utilization": sum([utils[p] for p in physical]) / len(physical),
+                    "flops": sum([flops[p] for p in physical]),
                 }
-                if lnc > 1 and version:
-                    entry[f"{version}d"] = {
-                        f"nc_{version}.{i}": {"neuroncore_utilization": u} for i, u, _ in sorted(parts)
-                    }
-                cores[dd.device * topo.logical_cores + local] = entry
-        body: dict[str, Any] = {"neuroncores_in_use": {str(k): cores[k] for k in sorted(cores)}}
+                if breakdown:
+                    entry[group_name] = {phys_names[p % lnc]: {"neuroncore_utilization": utils[p]} for p in physical}
+                cores[first + local] = entry
+        key = self._key
+        body: dict[str, Any] = {"neuroncores_in_use": {key(k): cores[k] for k in sorted(cores)}}
         if period > 0:
             body["period"] = round(period, 9)
         return body

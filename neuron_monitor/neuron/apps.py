@@ -28,18 +28,28 @@ from neuron_monitor.groups.base import App
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.appsinfo import AppInfo
-from neuron_monitor.neuron.datablock import ZERO_COUNTERS, BlockParser, BlockReading
+from neuron_monitor.neuron.datablock import BlockParser, BlockReading, N, zero_counters
 from neuron_monitor.neuron.devio import DeviceIO, open_device
 from neuron_monitor.neuron.hardware import Topology, read_topology
 from neuron_monitor.neuron.sysfs import DriverTree
 
 log = logging.getLogger("neuron_monitor.neuron.apps")
-_CUMULATIVE = frozenset(L.CUMULATIVE_NC_COUNTERS)
+_CUMULATIVE = tuple(i in L.CUMULATIVE_NC_COUNTERS for i in range(N))  # per counter of a core: cumulative?
+
+
+def _fit(counters: tuple[int, ...], like: tuple[int, ...], filler: tuple[int, ...]) -> tuple[int, ...]:
+    """``counters`` cut or extended (from ``filler``) to the cores of ``like``."""
+    n = len(like)
+    if len(counters) == n:
+        return counters
+    return counters[:n] + filler[len(counters) : n]
 
 
 def _merge(last: tuple[int, ...], final: tuple[int, ...]) -> tuple[int, ...]:
     """Cumulative counters from the final read, gauges (memory, latency) from the last live read."""
-    return tuple(final[i] if i in _CUMULATIVE else v for i, v in enumerate(last))
+    final = _fit(final, last, last)
+    mask = _CUMULATIVE * (len(last) // N)
+    return tuple(f if cumulative else v for v, f, cumulative in zip(last, final, mask, strict=True))
 
 
 @dataclass(eq=False)
@@ -48,7 +58,7 @@ class DeviceData:
 
     device: int
     reading: BlockReading
-    birth: dict[int, tuple[int, ...]]
+    birth: tuple[int, ...]  # counters (as BlockReading.counters) that counting starts from
     birth_time: float
     info: AppInfo
     final: bool = False
@@ -69,7 +79,11 @@ class _Slot:
     mapping: mmap.mmap
     parser: BlockParser
     owner: int | None = None
-    last_nc: dict[int, tuple[int, ...]] | None = None  # the previous owner's final counters
+    last_counters: tuple[int, ...] | None = None  # the previous owner's final counters
+
+
+def _pid_of(app: App) -> int:
+    return app.pid
 
 
 class NeuronAppSource:
@@ -119,20 +133,26 @@ class NeuronAppSource:
             pids = listed.setdefault(index, set())
             no_ds = self._no_datastore.setdefault(index, set())
             for info in infos:
-                pids.add(info.pid)
-                if info.pid in no_ds:
+                pid = info.pid
+                pids.add(pid)
+                if pid in no_ds:
                     continue
                 try:
-                    slot = self._slot_for(dev, info.pid)
+                    slot = self._slot_for(dev, pid)
                     if slot is None:
-                        no_ds.add(info.pid)
+                        no_ds.add(pid)
                         continue
                     reading = slot.parser.parse(slot.mapping, now)
                 except (OSError, ValueError) as e:
-                    errors[info.pid] = f"reading the data block of pid {info.pid} on neuron{index} failed: {e}"
+                    errors[pid] = f"reading the data block of pid {pid} on neuron{index} failed: {e}"
                     continue
-                seen.setdefault(info.pid, {})[index] = (info, reading, slot)
-            no_ds.intersection_update(pids)
+                per_device = seen.get(pid)
+                if per_device is None:
+                    seen[pid] = {index: (info, reading, slot)}
+                else:
+                    per_device[index] = (info, reading, slot)
+            if no_ds:
+                no_ds.intersection_update(pids)
         self._depart(listed, now)
         apps = []
         for pid, per_device in seen.items():
@@ -141,22 +161,24 @@ class NeuronAppSource:
                 data = self._apps[pid] = AppData(pid, self.topology)
             data.topology = self.topology
             tag = ""
-            for index, (info, reading, slot) in sorted(per_device.items()):
+            devices = tuple(sorted(per_device)) if len(per_device) > 1 else tuple(per_device)
+            for index in devices:
+                info, reading, slot = per_device[index]
                 dd = data.devices.get(index)
                 if dd is None or dd.final:
-                    birth = self._birth(slot, reading, now)
+                    birth = self._birth(slot, reading)
                     data.devices[index] = DeviceData(index, reading, birth, now, info)
                     slot.owner = pid
                 else:
                     dd.reading = reading
                     dd.info = info
                 tag = tag or reading.tag
-            apps.append(App(pid=pid, tag=tag or str(pid), error=errors.pop(pid, ""), data=data,
-                            devices=tuple(sorted(per_device))))  # fmt: skip
+            apps.append(App(pid, tag or str(pid), errors.pop(pid, ""), data, devices))
         for pid, err in errors.items():
             apps.append(App(pid=pid, tag=str(pid), error=err, data=None, devices=()))
         self._first = False
-        return sorted(apps, key=lambda a: a.pid)
+        apps.sort(key=_pid_of)
+        return apps
 
     def _slot_for(self, dev: DeviceIO, pid: int) -> _Slot | None:
         key = self._pid_slot.get((dev.index, pid))
@@ -175,23 +197,24 @@ class NeuronAppSource:
             slot = self._slots[key] = _Slot(mapping, BlockParser(max(1, self.topology.phys_cores or 1)))
         return slot
 
-    def _birth(self, slot: _Slot, reading: BlockReading, now: float) -> dict[int, tuple[int, ...]]:
+    def _birth(self, slot: _Slot, reading: BlockReading) -> tuple[int, ...]:
+        current = reading.counters
         if self._first:
-            return dict(reading.nc)  # already running when we started: count from now
+            return current  # already running when we started: count from now
         if not self._live_counters:
-            return dict.fromkeys(reading.nc, ZERO_COUNTERS)  # the driver zeroed the slab for this owner
-        if slot.last_nc is not None:
+            return zero_counters(reading.cores)  # the driver zeroed the slab for this owner
+        if slot.last_counters is not None:
             # carried over from the previous owner; a counter below it means the slab was reset after all
-            return {
-                core: tuple(0 if c < p else p for c, p in zip(cur, slot.last_nc.get(core, ZERO_COUNTERS), strict=False))
-                for core, cur in reading.nc.items()
-            }
-        return dict(reading.nc)  # a slot we never watched: its history is unknown
+            last = _fit(slot.last_counters, current, zero_counters(reading.cores))
+            return tuple(0 if c < p else p for c, p in zip(current, last, strict=True))
+        return current  # a slot we never watched: its history is unknown
 
     def _depart(self, listed: dict[int, set[int]], now: float) -> None:
+        departed = False
         for (index, pid), key in list(self._pid_slot.items()):
             if index in listed and pid in listed[index]:
                 continue
+            departed = True
             del self._pid_slot[(index, pid)]
             slot = self._slots.get(key)
             data = self._apps.get(pid)
@@ -202,25 +225,25 @@ class NeuronAppSource:
                 final = slot.parser.parse(slot.mapping, now)
             except (OSError, ValueError):
                 final = None
-            if final is not None and self._kept_counts(dd.reading, final):
+            last = dd.reading
+            if final is not None and self._kept_counts(last, final):
                 # the slab is no longer this pid's: keep its counters, not its (cleared) memory and models
-                nc = {core: _merge(last, final.nc.get(core, last)) for core, last in dd.reading.nc.items()}
-                dd.reading = BlockReading(now, dd.reading.initialized, dd.reading.nd, nc, dd.reading.tag,
-                                          dd.reading.models)  # fmt: skip
+                counters = _merge(last.counters, final.counters)
+                dd.reading = BlockReading(now, last.initialized, last.nd, counters, last.tag, last.models)
             dd.final = True
-            slot.last_nc = dict(dd.reading.nc)
+            slot.last_counters = dd.reading.counters
             slot.owner = None
-        for pid in [p for p, d in self._apps.items() if all(dd.final for dd in d.devices.values())]:
-            self._apps.pop(pid).final = True
+        if departed:
+            for pid in [p for p, d in self._apps.items() if all(dd.final for dd in d.devices.values())]:
+                self._apps.pop(pid).final = True
 
     @staticmethod
     def _kept_counts(last: BlockReading, final: BlockReading) -> bool:
         """True when the final read still holds this pid's counters (not zeroed by an older driver)."""
-        for core, counters in last.nc.items():
-            now = final.nc.get(core, ZERO_COUNTERS)
-            if any(now[i] < counters[i] for i in L.CUMULATIVE_NC_COUNTERS):
-                return False
-        return True
+        was = last.counters
+        now = _fit(final.counters, was, zero_counters(last.cores))
+        mask = _CUMULATIVE * last.cores
+        return not any(n < w for w, n, cumulative in zip(was, now, mask, strict=True) if cumulative)
 
     def close(self) -> None:
         for dev in self._devices.values():

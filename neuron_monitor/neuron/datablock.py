@@ -1,10 +1,17 @@
 """Parser of one process's NDS data block (the 256 KiB slab the runtime writes), from any buffer.
 
-`BlockParser(phys_cores).parse(buf)` reads a buffer (an mmap of ``/dev/neuronN`` on a real device or under the
-simulator, or bytes in tests) and returns a `BlockReading`: the ND counters, the first 31 NC counters of each
-physical core, the tag, and the loaded-model records. Object records are trusted only when their FNV-1a hash
-matches (hash 0 = not yet published); a record that fails twice is skipped and the last good copy kept. Parsed
-records are cached by their raw bytes, so an unchanged block costs a few struct unpacks.
+`BlockParser(phys_cores).parse(buf, now)` reads a buffer (an mmap of ``/dev/neuronN`` on a real device or under
+the simulator, or bytes in tests) and returns a `BlockReading`: the ND counters, NC counters 0..30 of every
+physical core (one flat tuple, core-major), the tag, and the loaded-model records.
+
+Cost. Three ``unpack_from`` calls read everything a report needs, touching only the cache lines that hold it
+(the block is written by another process, so every line read is likely a miss): one from offset 0 takes the
+signature, the ND counters, the NC counters of cores 0-3, the process info's hash and the model bitmap; one
+(a struct cached per bitmap) takes the hash fields of the bitmap's model records and of the extended process
+info; one takes the NC counters of cores 4-15 from the extended region. Object records are trusted only
+when their FNV-1a hash matches (hash 0 = not yet published); a record that fails twice is skipped and the last
+good copy kept. Parsed records are cached by their stored hash, and while no hash, no bitmap bit and no
+verification failure changed since the last read, the tag and models are not looked at again.
 """
 
 from __future__ import annotations
@@ -14,12 +21,24 @@ from dataclasses import dataclass
 
 from neuron_monitor.neuron import layout as L
 
-_ND = struct.Struct(f"<{L.ND_COUNTER_COUNT}Q")
-_NC_BASE = struct.Struct(f"<{L.NC_BASE_CORES * L.NC_COUNTER_COUNT}Q")
-_NC_EXT_CORE = struct.Struct(f"<{L.NC_COUNTER_COUNT}Q")
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
-ZERO_COUNTERS: tuple[int, ...] = (0,) * L.NC_COUNTER_COUNT
+N = L.NC_COUNTER_COUNT  # counters kept per physical core
+_MODEL_SIZES = struct.Struct("<" + "Q8x" * (2 * L.MODEL_MEM_SLOTS))  # the u64 totals of MODEL_MEM_SLOT
+assert L.MODEL_MEM_SLOT.size == 16
+_HASH = struct.Struct("<I")
+_HEAD_OBJECTS = f"I{L.PROCESS_INFO_SIZE - 4}xQ"  # the process info's hash field, the model bitmap
+assert L.PROCESS_INFO_OFFSET + L.PROCESS_INFO_SIZE == L.MODEL_BITMAP_OFFSET
+assert L.MODEL_BITMAP_OFFSET + 8 == L.MODEL_RECORDS_OFFSET
+_MAX_TAILS = 256
+
+
+def _tail(bitmap: int) -> struct.Struct:
+    """From MODEL_RECORDS_OFFSET: the hash field of each model record in ``bitmap``, then the extended process
+    info's. Pad bytes are skipped, not read, so only the cache lines holding those fields are touched."""
+    fmt = "".join(
+        f"I{L.MODEL_RECORD_SIZE - 4}x" if bitmap >> slot & 1 else f"{L.MODEL_RECORD_SIZE}x"
+        for slot in range(L.MODEL_SLOTS)
+    )
+    return struct.Struct("<" + fmt + "I")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,14 +57,31 @@ class ModelNode:
 
 @dataclass(slots=True)
 class BlockReading:
-    """What one read of a data block found. ``nc[core]`` holds NC counters 0..30 of that physical core."""
+    """What one read of a data block found.
+
+    ``counters[core * N + c]`` is NC counter ``c`` (0..30) of physical core ``core``; ``nc`` gives the same as a
+    dict of per-core tuples (built on demand, for cold paths and tests).
+    """
 
     time: float
     initialized: bool  # the runtime has written the header (signature "nds")
     nd: tuple[int, ...]
-    nc: dict[int, tuple[int, ...]]
+    counters: tuple[int, ...]
     tag: str
     models: tuple[ModelNode, ...]
+
+    @property
+    def cores(self) -> int:
+        return len(self.counters) // N
+
+    @property
+    def nc(self) -> dict[int, tuple[int, ...]]:
+        c = self.counters
+        return {core: c[core * N : core * N + N] for core in range(len(c) // N)}
+
+
+def zero_counters(cores: int) -> tuple[int, ...]:
+    return (0,) * (cores * N)
 
 
 def _cstr(raw: bytes) -> str:
@@ -60,10 +96,7 @@ def parse_process_info(record: bytes) -> str:
 
 def parse_model_record(record: bytes) -> ModelNode:
     model_id, node_id, name, uuid, nc_index, sg_index = L.MODEL_NODE_INFO.unpack_from(record, 4)
-    sizes = [
-        L.MODEL_MEM_SLOT.unpack_from(record, L.MODEL_MEM_OFFSET + i * L.MODEL_MEM_SLOT.size)[0]
-        for i in range(2 * L.MODEL_MEM_SLOTS)
-    ]
+    sizes = _MODEL_SIZES.unpack_from(record, L.MODEL_MEM_OFFSET)
     return ModelNode(
         model_id=model_id,
         node_id=node_id,
@@ -71,9 +104,13 @@ def parse_model_record(record: bytes) -> ModelNode:
         uuid=uuid.hex(),
         nc_index=nc_index,
         sg_index=sg_index,
-        host=tuple(sizes[0:5]),
-        device=tuple(sizes[L.MODEL_MEM_SLOTS : L.MODEL_MEM_SLOTS + 5]),
+        host=sizes[0:5],
+        device=sizes[L.MODEL_MEM_SLOTS : L.MODEL_MEM_SLOTS + 5],
     )
+
+
+def _ext_tag(record: bytes) -> str:
+    return _cstr(record[4:])
 
 
 class BlockParser:
@@ -83,56 +120,95 @@ class BlockParser:
         if not 1 <= phys_cores <= L.MAX_CORES:
             raise ValueError(f"physical cores per device must be 1..{L.MAX_CORES}, got {phys_cores}")
         self.phys_cores = phys_cores
-        self._records: dict[int, tuple[bytes, object]] = {}  # offset -> (raw bytes, parsed)
+        base = min(phys_cores, L.NC_BASE_CORES)
+        unused = (L.NC_BASE_CORES - base) * N * 8
+        assert L.ND_COUNTERS_OFFSET + L.ND_COUNTER_COUNT * 8 == L.NC_COUNTERS_OFFSET
+        assert L.NC_COUNTERS_OFFSET + L.NC_BASE_CORES * N * 8 == L.OBJECTS_START
+        # from offset 0: signature, version (skipped), ND counters, base NC counters, process info hash, bitmap
+        self._head = struct.Struct(f"<4s4x{L.ND_COUNTER_COUNT}Q{base * N}Q{unused}x" + _HEAD_OBJECTS)
+        self._tails: dict[int, struct.Struct] = {}  # bitmap -> its _tail
+        self._nd_end = 1 + L.ND_COUNTER_COUNT
+        self._nc_end = self._nd_end + base * N
+        ext = phys_cores - base
+        stride_pad = (L.EXT_NC_DATA_STRIDE - N) * 8
+        self._ext = struct.Struct("<" + f"{N}Q{stride_pad}x" * (ext - 1) + f"{N}Q") if ext else None
+        self._records: dict[int, tuple[int, object]] = {}  # offset -> (stored hash, parsed)
+        # object keys (process info hash, bitmap, hashes of the bitmap's records, extended info hash) of the
+        # last read whose records all verified
+        self._keys: tuple[int, ...] | None = None
+        self._tag = ""
+        self._models: tuple[ModelNode, ...] = ()
+        self._clean = True
 
-    def _record(self, buf: bytes | memoryview, offset: int, size: int) -> object | None:
-        """The parsed record at ``offset`` if published and intact (raw bytes for process/ext records)."""
+    def _record(self, buf: bytes | memoryview, offset: int, size: int, stored: int) -> object | None:
+        """The parsed record at ``offset`` if published and intact, else its last good copy (or None)."""
+        if stored == 0:
+            return None
+        cached = self._records.get(offset)
+        if cached is not None and cached[0] == stored:
+            return cached[1]  # the same hash: the same record (a torn rewrite would not verify either)
         for _attempt in range(2):
             raw = bytes(buf[offset : offset + size])
-            cached = self._records.get(offset)
-            if cached is not None and cached[0] == raw:
-                return cached[1]
-            stored = _U32.unpack_from(raw, 0)[0]
+            stored = _HASH.unpack_from(raw, 0)[0]
             if stored == 0:
                 return None
+            if cached is not None and cached[0] == stored:
+                return cached[1]
             if stored == L.record_hash(raw):
                 parsed: object = raw
-                if offset >= L.MODEL_RECORDS_OFFSET and offset < L.PROCESS_EXT_OFFSET:
+                if L.MODEL_RECORDS_OFFSET <= offset < L.PROCESS_EXT_OFFSET:
                     parsed = parse_model_record(raw)
-                self._records[offset] = (raw, parsed)
+                self._records[offset] = (stored, parsed)
                 return parsed
+        self._clean = False  # read it again next time even if no hash changes
         return cached[1] if cached is not None else None
+
+    def _objects(self, buf: bytes | memoryview, keys: tuple[int, ...]) -> None:
+        self._clean = True
+        tag = ""
+        ext = self._record(buf, L.PROCESS_EXT_OFFSET, L.PROCESS_EXT_SIZE, keys[-1])
+        if isinstance(ext, bytes):
+            tag = _ext_tag(ext)
+        if not tag:
+            info = self._record(buf, L.PROCESS_INFO_OFFSET, L.PROCESS_INFO_SIZE, keys[0])
+            if isinstance(info, bytes):
+                tag = parse_process_info(info)
+        models: list[ModelNode] = []
+        bitmap = keys[1]
+        slot = 0
+        at = 2  # the next record hash in keys
+        while bitmap and slot < L.MODEL_SLOTS:
+            if bitmap & 1:
+                offset = L.MODEL_RECORDS_OFFSET + slot * L.MODEL_RECORD_SIZE
+                node = self._record(buf, offset, L.MODEL_RECORD_SIZE, keys[at])
+                at += 1
+                if isinstance(node, ModelNode):
+                    models.append(node)
+            bitmap >>= 1
+            slot += 1
+        self._tag = tag
+        found = tuple(models)
+        self._models = self._models if found == self._models else found  # the same object while unchanged
+        self._keys = keys if self._clean else None
 
     def parse(self, buf: bytes | memoryview, now: float) -> BlockReading:
         if len(buf) < L.NDS_END:
             raise ValueError(f"data block is {len(buf)} bytes, expected at least {L.NDS_END}")
-        initialized = bytes(buf[0:4]) == L.NDS_SIGNATURE
-        nd = _ND.unpack_from(buf, L.ND_COUNTERS_OFFSET)
-        base = _NC_BASE.unpack_from(buf, L.NC_COUNTERS_OFFSET)
-        nc: dict[int, tuple[int, ...]] = {}
-        n = L.NC_COUNTER_COUNT
-        for core in range(min(self.phys_cores, L.NC_BASE_CORES)):
-            nc[core] = base[core * n : (core + 1) * n]
-        for core in range(L.NC_BASE_CORES, self.phys_cores):
-            off = L.EXT_NC_DATA_OFFSET + (core - L.NC_BASE_CORES) * L.EXT_NC_DATA_STRIDE * 8
-            nc[core] = _NC_EXT_CORE.unpack_from(buf, off)
-        tag = ""
-        models: list[ModelNode] = []
-        if initialized:
-            ext = self._record(buf, L.PROCESS_EXT_OFFSET, L.PROCESS_EXT_SIZE)
-            if isinstance(ext, bytes):
-                tag = _cstr(ext[4:])
-            if not tag:
-                info = self._record(buf, L.PROCESS_INFO_OFFSET, L.PROCESS_INFO_SIZE)
-                if isinstance(info, bytes):
-                    tag = parse_process_info(info)
-            bitmap = _U64.unpack_from(buf, L.MODEL_BITMAP_OFFSET)[0]
-            slot = 0
-            while bitmap and slot < L.MODEL_SLOTS:
-                if bitmap & 1:
-                    node = self._record(buf, L.MODEL_RECORDS_OFFSET + slot * L.MODEL_RECORD_SIZE, L.MODEL_RECORD_SIZE)
-                    if isinstance(node, ModelNode):
-                        models.append(node)
-                bitmap >>= 1
-                slot += 1
-        return BlockReading(time=now, initialized=initialized, nd=nd, nc=nc, tag=tag, models=tuple(models))
+        head = self._head.unpack_from(buf, 0)
+        nd_end, nc_end = self._nd_end, self._nc_end
+        counters = head[nd_end:nc_end]
+        if self._ext is not None:
+            counters += self._ext.unpack_from(buf, L.EXT_NC_DATA_OFFSET)
+        initialized = head[0] == L.NDS_SIGNATURE
+        if not initialized:
+            return BlockReading(now, False, head[1:nd_end], counters, "", ())
+        bitmap = head[-1]
+        tail = self._tails.get(bitmap)
+        if tail is None:
+            if len(self._tails) >= _MAX_TAILS:
+                self._tails.clear()
+            tail = self._tails[bitmap] = _tail(bitmap)
+        keys = head[nc_end:] + tail.unpack_from(buf, L.MODEL_RECORDS_OFFSET)
+        if keys != self._keys:
+            self._objects(buf, keys)
+        return BlockReading(now, True, head[1:nd_end], counters, self._tag, self._models)

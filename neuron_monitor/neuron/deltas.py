@@ -1,8 +1,10 @@
 """Per-group bookkeeping of counter deltas for runtime groups: each count reported once, per (pid, device, core).
 
 A `DeltaTracker` belongs to one group instance. `step(app, indices)` returns, for each device of the app, the
-change of the chosen NC counters on each physical core since this group last looked (or since the pid's birth
+change of the chosen NC counters on every physical core since this group last looked (or since the pid's birth
 baseline the first time) and the wall time between the two readings; `forget(pid)` drops a gone pid's state.
+Deltas are computed for a whole block at once: one ``itemgetter`` picks the chosen counters of every core from
+the flat counters of each reading, one ``map(sub, ...)`` subtracts.
 """
 
 from __future__ import annotations
@@ -15,17 +17,27 @@ from operator import itemgetter, sub
 from neuron_monitor.groups.base import App
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData, DeviceData
-from neuron_monitor.neuron.datablock import ZERO_COUNTERS
+from neuron_monitor.neuron.datablock import BlockReading, N
 
-MEM_PICK = itemgetter(*(c for _, c in L.DEVICE_MEM_COUNTERS))
+_MEM = tuple(sorted(c for _, c in L.DEVICE_MEM_COUNTERS))
+_MEM_LO, _MEM_HI = _MEM[0], _MEM[-1] + 1
+assert tuple(range(_MEM_LO, _MEM_HI)) == _MEM, "device memory counters are expected to be contiguous"
 
 
-@lru_cache(maxsize=32)
-def _picker(indices: tuple[int, ...]) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
-    if len(indices) == 1:
-        i = indices[0]
-        return lambda t: (t[i],)
-    return itemgetter(*indices)  # type: ignore[return-value]
+@lru_cache(maxsize=64)
+def picker(indices: tuple[int, ...], cores: int) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
+    """Picks NC counters ``indices`` of cores 0..cores-1 from flat counters, counter-major:
+    ``picked[k * cores + core]`` is counter ``indices[k]`` of ``core``."""
+    positions = [core * N + i for i in indices for core in range(cores)]
+    if len(positions) == 1:
+        only = positions[0]
+        return lambda t: (t[only],)
+    return itemgetter(*positions)  # type: ignore[return-value]
+
+
+def memory_counters(reading: BlockReading) -> tuple[int, ...]:
+    """The device memory counters of every core of a reading (what memory_used's output depends on)."""
+    return picker(_MEM, reading.cores)(reading.counters)
 
 
 @dataclass(slots=True)
@@ -33,45 +45,63 @@ class DeviceDelta:
     device: int
     data: DeviceData
     dt: float  # seconds between the two readings
-    deltas: dict[int, tuple[int, ...]]  # physical core -> deltas of the requested counters, in request order
+    cores: int  # physical cores in the reading
+    deltas: list[int]  # counter-major: deltas[k * cores + core] is the change of indices[k] on that core
 
 
 class DeltaTracker:
-    def __init__(self) -> None:
-        self._prev: dict[tuple[int, int], tuple[dict[int, tuple[int, ...]], float]] = {}
+    """Follows NC counters ``indices`` (a tuple) for one group instance."""
 
-    def step(self, app: App, indices: Sequence[int]) -> list[DeviceDelta]:
+    def __init__(self, indices: tuple[int, ...]) -> None:
+        self.indices = indices
+        self._pickers: dict[int, Callable[[tuple[int, ...]], tuple[int, ...]]] = {}  # cores -> picker
+        self._prev: dict[int, dict[int, tuple[tuple[int, ...], float]]] = {}  # pid -> device -> (counters, time)
+
+    def step(self, app: App) -> list[DeviceDelta]:
         data = app.data
         if not isinstance(data, AppData):
             return []
         out = []
-        pick = _picker(tuple(indices))
-        for index, dd in sorted(data.devices.items()):
-            key = (app.pid, index)
-            prev = self._prev.get(key)
+        devices = data.devices
+        seen = self._prev.get(app.pid)
+        if seen is None:
+            seen = self._prev[app.pid] = {}
+        for index in sorted(devices) if len(devices) > 1 else devices:
+            dd = devices[index]
+            prev = seen.get(index)
             if prev is None:
-                prev_nc, prev_t = dd.birth, dd.birth_time
+                prev_counters, prev_t = dd.birth, dd.birth_time
             else:
-                prev_nc, prev_t = prev
-            cur = dd.reading.nc
-            deltas = {}
-            for core, counters in cur.items():
-                d = tuple(map(sub, pick(counters), pick(prev_nc.get(core, ZERO_COUNTERS))))
-                deltas[core] = d if min(d) >= 0 else tuple(max(0, v) for v in d)
-            self._prev[key] = (cur, dd.reading.time)
-            out.append(DeviceDelta(index, dd, max(0.0, dd.reading.time - prev_t), deltas))
+                prev_counters, prev_t = prev
+            reading = dd.reading
+            cur = reading.counters
+            n = len(cur)
+            cores = n // N
+            if len(prev_counters) != n:  # never within one slot; kept safe: missing cores count from 0
+                prev_counters = (prev_counters + (0,) * n)[:n]
+            pick = self._pickers.get(cores)
+            if pick is None:
+                pick = self._pickers[cores] = picker(self.indices, cores)
+            d = list(map(sub, pick(cur), pick(prev_counters)))
+            if min(d) < 0:
+                d = [v if v > 0 else 0 for v in d]
+            seen[index] = (cur, reading.time)
+            out.append(DeviceDelta(index, dd, max(0.0, reading.time - prev_t), cores, d))
         return out
 
     def forget(self, pid: int) -> None:
-        for key in [k for k in self._prev if k[0] == pid]:
-            del self._prev[key]
+        self._prev.pop(pid, None)
 
 
-def cores_in_use(dd: DeviceData, busy_deltas: dict[int, int] | None = None) -> list[int]:
-    """Physical cores this app uses on the device: device memory allocated, a model loaded, or time in use."""
-    models = {m.nc_index for m in dd.reading.models}
+def cores_in_use(dd: DeviceData, busy: Sequence[int] | None = None) -> list[int]:
+    """Physical cores this app uses on the device: device memory allocated, a model loaded, or time in use
+    (``busy[core]``, a delta of TIME_IN_USE, nonzero)."""
+    reading = dd.reading
+    counters = reading.counters
+    models = {m.nc_index for m in reading.models} if reading.models else ()
     used = []
-    for core, counters in dd.reading.nc.items():
-        if any(MEM_PICK(counters)) or core in models or (busy_deltas and busy_deltas.get(core)):
+    for core in range(len(counters) // N):
+        base = core * N
+        if any(counters[base + _MEM_LO : base + _MEM_HI]) or core in models or (busy and busy[core]):
             used.append(core)
     return used

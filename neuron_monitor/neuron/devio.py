@@ -40,12 +40,17 @@ class IoctlDevice:
     def __init__(self, index: int, path: str) -> None:
         self.index = index
         self.fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)  # attaches us; needed by both ioctls
+        self._last: tuple[bytes | None, list[AppInfo]] = (None, [])  # the last answer and its parse
 
     def list_apps(self) -> list[AppInfo]:
+        """The attached processes (the same list object while the driver's answer is unchanged)."""
         buf = bytearray(L.APPS_INFO_HEADER.size + L.NDS_SLOTS * L.APP_INFO.size)
         L.APPS_INFO_HEADER.pack_into(buf, 0, L.APP_INFO_ALL, L.NDS_SLOTS, 0)
         fcntl.ioctl(self.fd, L.IOCTL_GET_ALL_APPS_INFO, buf, True)
-        return [a for a in parse_apps_info(buf) if a.pid != os.getpid()]
+        if buf != self._last[0]:
+            me = os.getpid()
+            self._last = (bytes(buf), [a for a in parse_apps_info(buf) if a.pid != me])
+        return self._last[1]
 
     def acquire(self, pid: int) -> tuple[int, int] | None:
         buf = bytearray(L.ACQUIRE_DS.size)
@@ -72,12 +77,15 @@ class SimFileDevice:
     def __init__(self, index: int, path: str, ioctl_path: str) -> None:
         self.index = index
         self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        self._ioctl = KeptFile(Path(ioctl_path))
+        self._ioctl = KeptFile(Path(ioctl_path), L.SIM_IOCTL_FILE_SIZE + 1)
         self._acquire: dict[int, tuple[int, int]] = {}
+        self._last: tuple[bytes | None, list[AppInfo]] = (None, [])  # the last answer and its parse
 
-    def _read(self) -> bytes:
-        for _ in range(5):
-            data = self._ioctl.read()
+    def _read(self, data: bytes) -> bytes:
+        """``data`` (the file just read) if whole, else a retried read; OSError when the file stays torn."""
+        for attempt in range(5):
+            if attempt:
+                data = self._ioctl.read()
             if len(data) < L.SIM_IOCTL_FILE_SIZE:
                 raise OSError(errno.EIO, f"short ioctl file ({len(data)} bytes)")
             head = L.SIM_GENERATION.unpack_from(data, 0)[0]
@@ -87,9 +95,14 @@ class SimFileDevice:
         raise OSError(errno.EAGAIN, "ioctl file kept changing while read")
 
     def list_apps(self) -> list[AppInfo]:
-        data = self._read()
+        """The attached processes (the same list object while the file is unchanged)."""
+        data = self._ioctl.read()
+        if data == self._last[0]:
+            return self._last[1]
+        data = self._read(data)
         self._acquire = parse_acquire_table(data, L.SIM_ACQUIRE_OFFSET, L.NDS_SLOTS)
-        return parse_apps_info(data, L.SIM_APPS_OFFSET)
+        self._last = (data, parse_apps_info(data, L.SIM_APPS_OFFSET))
+        return self._last[1]
 
     def acquire(self, pid: int) -> tuple[int, int] | None:
         return self._acquire.get(pid)

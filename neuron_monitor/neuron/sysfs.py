@@ -28,18 +28,24 @@ def parse_driver_version(text: str) -> tuple[int, ...] | None:
 class DriverTree:
     def __init__(self, root: RootFS) -> None:
         self.root = root
+        self._dirs = tuple(str(root.path(rel)) for rel in (CLASS_DIR, DEVICES_DIR))
+        self._listed: tuple[list[str], tuple[int, ...]] = ([], ())  # the last listing and what it gave
 
-    def device_indexes(self) -> list[int]:
-        """Indexes of the devices present now, ascending; [] when the driver is not loaded."""
-        for rel in (CLASS_DIR, DEVICES_DIR):
+    def device_indexes(self) -> tuple[int, ...]:
+        """Indexes of the devices present now, ascending; () when the driver is not loaded."""
+        for path in self._dirs:
             try:
-                names = os.listdir(self.root.path(rel))
+                names = os.listdir(path)
             except OSError:
                 continue
-            found = sorted(int(m.group(1)) for n in names if (m := _DEVICE_NAME.match(n)))
+            if names == self._listed[0]:
+                found = self._listed[1]
+            else:
+                found = tuple(sorted(int(m.group(1)) for n in names if (m := _DEVICE_NAME.match(n))))
+                self._listed = (names, found)
             if found:
                 return found
-        return []
+        return ()
 
     def device_rel(self, index: int) -> str:
         return f"{CLASS_DIR}/neuron{index}"

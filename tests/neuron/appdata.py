@@ -22,11 +22,13 @@ def counters(values: dict[int, int]) -> tuple[int, ...]:
 def app_with(nc: dict[int, tuple[int, ...]], t: float, like: App | None = None, device: int = 0,
              topology: Topology = TRN1, nd: tuple[int, ...] = (0,) * 31, models: tuple[ModelNode, ...] = (),
              locked: tuple[str, ...] = ()) -> App:  # fmt: skip
-    reading = BlockReading(t, True, nd, nc, "tag", models)
+    assert sorted(nc) == list(range(len(nc))), "cores 0..n-1"
+    flat = tuple(v for core in sorted(nc) for v in nc[core])
+    reading = BlockReading(t, True, nd, flat, "tag", models)
     info = AppInfo(1234, 0, locked, 0, 0)
     if like is None:
         data = AppData(1234, topology)
-        data.devices[device] = DeviceData(device, reading, dict(nc), t, info)
+        data.devices[device] = DeviceData(device, reading, flat, t, info)
     else:
         data = like.data
         data.devices[device].reading = reading
