@@ -87,6 +87,13 @@ def _make_group(name: str, root: RootFS, load: Callable[[str], type[Any]], fallb
         return group
 
 
+def _prime(group: SystemGroup) -> None:
+    try:
+        group.prime()
+    except Exception as e:  # a failed prime shows up as the first collection's error
+        log.info("priming %s failed: %s", group.type_name, e)
+
+
 def _error_text(e: BaseException) -> str:
     text = str(e) or type(e).__name__
     return text.replace("\n", " ")
@@ -119,6 +126,7 @@ class Collector:
         self._fresh: list[dict[str, Any]] = []
         self._hardware_info: dict[str, Any] | None = None
         self._hardware_info_at = -1e18
+        self._primed = False
         self.apply_plan(plan)
 
     # -- configuration -------------------------------------------------------------------------------
@@ -129,9 +137,10 @@ class Collector:
         self.plan = plan
         self.system = {}
         for name, _ in plan.system_groups:
-            self.system[name] = old_system.pop(name, None) or _make_group(
-                name, self.root, load_system_group, _UnavailableSystemGroup
-            )
+            kept = old_system.pop(name, None)
+            self.system[name] = kept or _make_group(name, self.root, load_system_group, _UnavailableSystemGroup)
+            if kept is None and self._primed:  # added by a reload: baseline now, so its first report has data
+                _prime(self.system[name])
         for name, group in old_system.items():
             group.close()
             self.system_objects.pop(name, None)
@@ -174,10 +183,8 @@ class Collector:
 
     def prime(self) -> None:
         for group in self.system.values():
-            try:
-                group.prime()
-            except Exception as e:  # a failed prime shows up as the first collection's error
-                log.info("priming %s failed: %s", group.type_name, e)
+            _prime(group)
+        self._primed = True
 
     def close(self) -> None:
         for g in self.system.values():

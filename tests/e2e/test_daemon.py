@@ -101,8 +101,11 @@ def test_sighup_reload_and_bad_reload_keeps_old(tmp_path: Path) -> None:
         write_conf(conf, {"system_metrics": [{"type": "vcpu_usage", "period": "200ms"}]})
         d.proc.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 20
-        while set(d.report()["system_data"]) != {"vcpu_usage"}:
+        report = d.report()
+        while set(report["system_data"]) != {"vcpu_usage"}:
             assert time.monotonic() < deadline
+            report = d.report()
+        assert report["system_data"]["vcpu_usage"]["error"] == ""  # primed on reload: data from the first report
         conf.write_text('{"system_metrics": [{"type": "nope"}]}')
         d.proc.send_signal(signal.SIGHUP)
         reports = d.reports(8)
