@@ -55,26 +55,44 @@ class ExecutionStats(RuntimeGroup):
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
         self._tracker = DeltaTracker(_INDICES)
+        self._latency_pickers: dict[int, tuple[Any, Any]] = {}  # cores -> (device, total) latency pickers
+
+    def _latencies(self, n: int) -> tuple[Any, Any]:
+        pickers = self._latency_pickers.get(n)
+        if pickers is None:
+            pickers = self._latency_pickers[n] = (
+                picker((L.NC_LATENCY_DEVICE,), n),
+                picker((L.NC_LATENCY_TOTAL,), n),
+            )
+        return pickers
 
     def _body(self, app: App) -> dict[str, Any]:
-        totals = [0] * len(_INDICES)
+        totals: list[int] | None = None
         device_lat: list[float] = []
         total_lat: list[float] = []
         period = 0.0
         for dd in self._tracker.step(app):
-            period = max(period, dd.dt)
+            if dd.dt > period:
+                period = dd.dt
             n = dd.cores
             per_counter = list(zip(*[iter(dd.deltas)] * n, strict=True))  # one tuple of n core deltas per counter
-            totals = list(map(add, totals, map(sum, per_counter)))
+            sums = map(sum, per_counter)
+            totals = list(sums) if totals is None else list(map(add, totals, sums))
             executed = list(map(any, zip(*per_counter[:_N_EXEC], strict=True)))  # per core: did it execute?
             if any(executed):  # the latest latencies of the cores that executed are the samples
-                latencies = picker(_LATENCIES, n)(dd.data.reading.counters)
-                device_lat.extend(v / 1e6 for v in compress(latencies[:n], executed) if v)
-                total_lat.extend(v / 1e6 for v in compress(latencies[n:], executed) if v)
+                counters = dd.data.reading.counters
+                pick_device, pick_total = self._latencies(n)
+                device_lat += [v / 1e6 for v in compress(pick_device(counters), executed) if v]
+                total_lat += [v / 1e6 for v in compress(pick_total(counters), executed) if v]
+        if totals is None:
+            totals = [0] * len(_INDICES)
         body: dict[str, Any] = {
             "error_summary": dict(zip(_ERR_NAMES, totals[_N_EXEC:], strict=True)),
             "execution_summary": dict(zip(_EXEC_NAMES, totals[:_N_EXEC], strict=True)),
-            "latency_stats": {"total_latency": percentiles(total_lat), "device_latency": percentiles(device_lat)},
+            "latency_stats": {
+                "total_latency": percentiles(total_lat) if total_lat else None,
+                "device_latency": percentiles(device_lat) if device_lat else None,
+            },
         }
         if period > 0:
             body["period"] = round(period, 9)

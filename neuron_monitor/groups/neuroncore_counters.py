@@ -62,7 +62,7 @@ class NeuroncoreCounters(RuntimeGroup):
             busy, macs = dd.deltas[:n], dd.deltas[n:]  # per physical core: TIME_IN_USE, MAC_COUNT
             if dt > 0:
                 scale = dt * 1e4
-                utils = [min(100.0, b / scale) for b in busy]
+                utils = [u if (u := b / scale) < 100.0 else 100.0 for b in busy]  # min(100.0, b / scale)
                 flops = [int(2 * m / dt) for m in macs]
             else:
                 utils, flops = [0.0] * n, [0] * n
@@ -72,17 +72,31 @@ class NeuroncoreCounters(RuntimeGroup):
                 for phys in used:
                     cores[first + phys] = {"neuroncore_utilization": utils[phys], "flops": flops[phys]}
                 continue
-            members: dict[int, list[int]] = {}
-            for phys in used:
-                members.setdefault(phys // lnc, []).append(phys)
-            for local, physical in members.items():
+            if len(used) == n and lnc == 2 and n % 2 == 0 and breakdown:  # trn2 with every core in use
+                name0, name1 = phys_names[0], phys_names[1]
+                for k in range(0, n, 2):
+                    u0, u1 = utils[k], utils[k + 1]
+                    cores[first + k // 2] = {
+                        "neuroncore_utilization": sum((u0, u1)) / 2,  # as sum() of a list: the same float
+                        "flops": flops[k] + flops[k + 1],
+                        group_name: {name0: {"neuroncore_utilization": u0}, name1: {"neuroncore_utilization": u1}},
+                    }
+                continue
+            if len(used) == n and n % lnc == 0:  # every core in use: logical core k is physical k*lnc..
+                members: Any = [range(k, k + lnc) for k in range(0, n, lnc)]
+            else:
+                grouped: dict[int, list[int]] = {}
+                for phys in used:
+                    grouped.setdefault(phys // lnc, []).append(phys)
+                members = grouped.values()
+            for physical in members:
                 entry: dict[str, Any] = {
                     "neuroncore_utilization": sum([utils[p] for p in physical]) / len(physical),
                     "flops": sum([flops[p] for p in physical]),
                 }
                 if breakdown:
                     entry[group_name] = {phys_names[p % lnc]: {"neuroncore_utilization": utils[p]} for p in physical}
-                cores[first + local] = entry
+                cores[first + physical[0] // lnc] = entry
         key = self._key
         body: dict[str, Any] = {"neuroncores_in_use": {key(k): cores[k] for k in sorted(cores)}}
         if period > 0:

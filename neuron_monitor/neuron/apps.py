@@ -86,6 +86,22 @@ def _pid_of(app: App) -> int:
     return app.pid
 
 
+@dataclass(eq=False)
+class _Steady:
+    """What the last full snapshot found, to repeat it cheaply while every device lists the same processes."""
+
+    lists: tuple[tuple[int, list[AppInfo]], ...]  # (device, the list object list_apps returned)
+    blocks: list[tuple[DeviceData, _Slot]]  # every block read
+    tags: list[tuple[App, tuple[DeviceData, ...]]]  # each application and its blocks in device order
+    apps: list[App]  # the applications returned, by pid
+
+
+def _same_lists(last: tuple[tuple[int, list[AppInfo]], ...], now: list[tuple[int, DeviceIO, list[AppInfo]]]) -> bool:
+    if len(last) != len(now):
+        return False
+    return all(a[0] == b[0] and a[1] is b[2] for a, b in zip(last, now, strict=True))
+
+
 class NeuronAppSource:
     def __init__(self, root: RootFS) -> None:
         self.root = root
@@ -98,6 +114,7 @@ class NeuronAppSource:
         self._apps: dict[int, AppData] = {}
         self._first = True
         self._live_counters = True
+        self._steady: _Steady | None = None
 
     def _refresh_devices(self) -> None:
         indexes = self.tree.device_indexes()
@@ -120,16 +137,45 @@ class NeuronAppSource:
     def snapshot(self) -> list[App]:
         self._refresh_devices()
         now = time.monotonic()
-        seen: dict[int, dict[int, tuple[AppInfo, BlockReading, _Slot]]] = {}  # pid -> device -> ...
-        errors: dict[int, str] = {}
-        listed: dict[int, set[int]] = {}
+        lists: list[tuple[int, DeviceIO, list[AppInfo]]] = []
         for index, dev in list(self._devices.items()):
             try:
-                infos = dev.list_apps()
+                lists.append((index, dev, dev.list_apps()))
             except OSError as e:
                 log.debug("listing applications on neuron%d failed: %s", index, e)
                 self._devices.pop(index).close()
-                continue
+        steady = self._steady
+        if steady is not None and _same_lists(steady.lists, lists):
+            apps = self._steady_snapshot(steady, now)
+            if apps is not None:
+                return apps
+        return self._full_snapshot(lists, now)
+
+    def _steady_snapshot(self, steady: _Steady, now: float) -> list[App] | None:
+        """Every device listed the same processes as last time: read the same blocks again and update the
+        same applications in place (no births, departures or new slots are possible). None on any error."""
+        try:
+            for dd, slot in steady.blocks:
+                dd.reading = slot.parser.parse(slot.mapping, now)
+        except (OSError, ValueError):
+            return None  # the full path reports it
+        apps = steady.apps
+        for i, (app, dds) in enumerate(steady.tags):
+            tag = ""
+            for dd in dds:
+                tag = tag or dd.reading.tag
+            tag = tag or str(app.pid)
+            if tag != app.tag:
+                app = App(app.pid, tag, "", app.data, app.devices)
+                steady.tags[i] = (app, dds)
+                apps[i] = app
+        return list(apps)
+
+    def _full_snapshot(self, lists: list[tuple[int, DeviceIO, list[AppInfo]]], now: float) -> list[App]:
+        seen: dict[int, dict[int, tuple[AppInfo, BlockReading, _Slot]]] = {}  # pid -> device -> ...
+        errors: dict[int, str] = {}
+        listed: dict[int, set[int]] = {}
+        for index, dev, infos in lists:
             pids = listed.setdefault(index, set())
             no_ds = self._no_datastore.setdefault(index, set())
             for info in infos:
@@ -155,29 +201,37 @@ class NeuronAppSource:
                 no_ds.intersection_update(pids)
         self._depart(listed, now)
         apps = []
-        for pid, per_device in seen.items():
+        steady = _Steady(tuple((index, infos) for index, _, infos in lists), [], [], [])
+        for pid, per_device in sorted(seen.items()):
             data = self._apps.get(pid)
             if data is None:
                 data = self._apps[pid] = AppData(pid, self.topology)
             data.topology = self.topology
             tag = ""
-            devices = tuple(sorted(per_device)) if len(per_device) > 1 else tuple(per_device)
+            devices = tuple(sorted(per_device))
+            dds = []
             for index in devices:
                 info, reading, slot = per_device[index]
                 dd = data.devices.get(index)
                 if dd is None or dd.final:
                     birth = self._birth(slot, reading)
-                    data.devices[index] = DeviceData(index, reading, birth, now, info)
+                    dd = data.devices[index] = DeviceData(index, reading, birth, now, info)
                     slot.owner = pid
                 else:
                     dd.reading = reading
                     dd.info = info
+                steady.blocks.append((dd, slot))
+                dds.append(dd)
                 tag = tag or reading.tag
-            apps.append(App(pid, tag or str(pid), errors.pop(pid, ""), data, devices))
+            app = App(pid, tag or str(pid), errors.pop(pid, ""), data, devices)
+            apps.append(app)
+            steady.tags.append((app, tuple(dds)))
         for pid, err in errors.items():
             apps.append(App(pid=pid, tag=str(pid), error=err, data=None, devices=()))
         self._first = False
         apps.sort(key=_pid_of)
+        self._steady = steady if all(not a.error for a in apps) else None
+        steady.apps = list(apps)
         return apps
 
     def _slot_for(self, dev: DeviceIO, pid: int) -> _Slot | None:
@@ -246,6 +300,7 @@ class NeuronAppSource:
         return not any(n < w for w, n, cumulative in zip(was, now, mask, strict=True) if cumulative)
 
     def close(self) -> None:
+        self._steady = None
         for dev in self._devices.values():
             dev.close()
         self._devices.clear()

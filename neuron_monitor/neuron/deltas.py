@@ -98,9 +98,12 @@ def cores_in_use(dd: DeviceData, busy: Sequence[int] | None = None) -> list[int]
     (``busy[core]``, a delta of TIME_IN_USE, nonzero)."""
     reading = dd.reading
     counters = reading.counters
+    cores = len(counters) // N
+    if busy and len(busy) == cores and all(busy):
+        return list(range(cores))
     models = {m.nc_index for m in reading.models} if reading.models else ()
     used = []
-    for core in range(len(counters) // N):
+    for core in range(cores):
         base = core * N
         if any(counters[base + _MEM_LO : base + _MEM_HI]) or core in models or (busy and busy[core]):
             used.append(core)

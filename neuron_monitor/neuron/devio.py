@@ -79,30 +79,23 @@ class SimFileDevice:
         self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         self._ioctl = KeptFile(Path(ioctl_path), L.SIM_IOCTL_FILE_SIZE + 1)
         self._acquire: dict[int, tuple[int, int]] = {}
-        self._last: tuple[bytes | None, list[AppInfo]] = (None, [])  # the last answer and its parse
-
-    def _read(self, data: bytes) -> bytes:
-        """``data`` (the file just read) if whole, else a retried read; OSError when the file stays torn."""
-        for attempt in range(5):
-            if attempt:
-                data = self._ioctl.read()
-            if len(data) < L.SIM_IOCTL_FILE_SIZE:
-                raise OSError(errno.EIO, f"short ioctl file ({len(data)} bytes)")
-            head = L.SIM_GENERATION.unpack_from(data, 0)[0]
-            tail = L.SIM_GENERATION.unpack_from(data, L.SIM_TRAILER_OFFSET)[0]
-            if head == tail:
-                return data
-        raise OSError(errno.EAGAIN, "ioctl file kept changing while read")
+        self._last: tuple[int | None, list[AppInfo]] = (None, [])  # the last generation and its parse
 
     def list_apps(self) -> list[AppInfo]:
-        """The attached processes (the same list object while the file is unchanged)."""
-        data = self._ioctl.read()
-        if data == self._last[0]:
+        """The attached processes (the same list object while the file's generation is unchanged: the simulator
+        bumps it with every write, so the old bytes need not be compared)."""
+        for _ in range(5):
+            data = self._ioctl.read()
+            if len(data) < L.SIM_IOCTL_FILE_SIZE:
+                raise OSError(errno.EIO, f"short ioctl file ({len(data)} bytes)")
+            generation = L.SIM_GENERATION.unpack_from(data, 0)[0]
+            if generation != L.SIM_GENERATION.unpack_from(data, L.SIM_TRAILER_OFFSET)[0]:
+                continue  # torn: the simulator was writing it
+            if generation != self._last[0]:
+                self._acquire = parse_acquire_table(data, L.SIM_ACQUIRE_OFFSET, L.NDS_SLOTS)
+                self._last = (generation, parse_apps_info(data, L.SIM_APPS_OFFSET))
             return self._last[1]
-        data = self._read(data)
-        self._acquire = parse_acquire_table(data, L.SIM_ACQUIRE_OFFSET, L.NDS_SLOTS)
-        self._last = (data, parse_apps_info(data, L.SIM_APPS_OFFSET))
-        return self._last[1]
+        raise OSError(errno.EAGAIN, "ioctl file kept changing while read")
 
     def acquire(self, pid: int) -> tuple[int, int] | None:
         return self._acquire.get(pid)
