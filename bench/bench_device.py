@@ -5,13 +5,21 @@
 1. In process, per full report (all seven groups, one application snapshot, report assembly and JSON encoding):
    CPU time (thread CPU clock), median over repeated reports at a 1 s and a 0.1 s cadence, with a per-part
    breakdown, and the ratio to a baseline measured in the same process (one read and parse of /proc/stat).
-2. The real daemon (``python3 -m neuron_monitor.cli --root <sim>``) with every group at 1 s and at 0.1 s:
+2. Before/after, the Neuron side only (application snapshot and the four Neuron groups): the device layer as it was
+   before the performance work (frozen in tests/neuron/reference, the oracle of tests/neuron/test_equivalence.py)
+   against the current one, in the same process on the same simulator, interleaved: each collection runs after
+   the same sleep, and which of the two goes first alternates. Medians per part and the ratio after/before.
+3. The real daemon (``python3 -m neuron_monitor.cli --root <sim>``) with every group at 1 s and at 0.1 s:
    CPU time per report and peak RSS (VmHWM) from /proc/<pid>.
+
+Figures are CPU time of the collecting thread after a sleep, as in the daemon: caches are cold, which on a shared
+VM costs several times the warm figure. Compare within one run (the ratios), not across runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform
@@ -34,6 +42,7 @@ from neuron_monitor.neuron.backend import open_backend  # noqa: E402
 from neuron_monitor.sim.temporary import TemporarySimulator  # noqa: E402
 
 RUNTIME = ("neuroncore_counters", "execution_stats", "memory_used", "neuron_runtime_vcpu_usage")
+NEURON = ("snapshot", "neuroncore_counters", "execution_stats", "memory_used", "neuron_hw_counters")
 SYSTEM = ("vcpu_usage", "memory_info", "neuron_hw_counters")
 
 
@@ -82,6 +91,58 @@ def in_process(root: Path, cadence: float, reports: int) -> dict[str, Any]:
     backend.close()
     med = {k: statistics.median(v) for k, v in parts.items()}
     return {"apps": len(apps), "report_bytes": len(line), "median_ms": med, "baseline_ms": statistics.median(baseline)}
+
+
+class NeuronSide:
+    """One app source and the four Neuron groups, from the given modules; ``run()`` times one collection."""
+
+    def __init__(self, fs: RootFS, apps_module: Any, group_modules: dict[str, Any]) -> None:
+        self.source = apps_module.NeuronAppSource(fs)
+        self.runtime = {n: group_modules[n].GROUP(fs) for n in NEURON[1:4]}
+        self.hw = group_modules["neuron_hw_counters"].GROUP(fs)
+        self.hw.prime()
+        self.times: dict[str, list[float]] = {k: [] for k in (*NEURON, "total")}
+
+    def run(self, keep: bool) -> None:
+        t0 = time.thread_time()
+        apps = self.source.snapshot()
+        t = {"snapshot": time.thread_time() - t0}
+        for name, g in self.runtime.items():
+            s = time.thread_time()
+            g.collect(apps, [])
+            t[name] = time.thread_time() - s
+        s = time.thread_time()
+        self.hw.collect()
+        t["neuron_hw_counters"] = time.thread_time() - s
+        t["total"] = time.thread_time() - t0
+        if keep:
+            for k, v in t.items():
+                self.times[k].append(v * 1000)
+
+    def close(self) -> None:
+        self.source.close()
+        self.hw.close()
+
+
+def before_after(root: Path, cadence: float, reports: int) -> dict[str, dict[str, float]]:
+    from neuron_monitor.groups import execution_stats, memory_used, neuron_hw_counters, neuroncore_counters
+    from neuron_monitor.neuron import apps as current_apps
+    from tests.neuron import reference
+
+    fs = RootFS(root)
+    current = {"neuroncore_counters": neuroncore_counters, "execution_stats": execution_stats,
+               "memory_used": memory_used, "neuron_hw_counters": neuron_hw_counters}  # fmt: skip
+    frozen = {n: importlib.import_module(f"{reference.__name__}.{n}") for n in current}
+    sides = {"before": NeuronSide(fs, importlib.import_module(f"{reference.__name__}.apps"), frozen),
+             "after": NeuronSide(fs, current_apps, current)}  # fmt: skip
+    for i in range(reports + 2):
+        order = ("before", "after") if i % 2 else ("after", "before")
+        for name in order:
+            time.sleep(cadence)
+            sides[name].run(keep=i >= 2)  # the first collections have no previous sample
+    for side in sides.values():
+        side.close()
+    return {name: {k: statistics.median(v) for k, v in side.times.items()} for name, side in sides.items()}
 
 
 def daemon_run(root: Path, period: str, seconds: float) -> dict[str, float]:
@@ -140,6 +201,16 @@ def main() -> int:
             for k, v in med.items():
                 if k != "total":
                     print(f"  {k:28} {v:7.3f} ms")
+        for cadence in (1.0, 0.1):
+            n = args.reports if cadence < 1 else max(5, args.reports // 3)
+            r = before_after(sim.root, cadence, n)
+            b, a = r["before"], r["after"]
+            print(f"\nNeuron side before/after, every {cadence} s ({n} interleaved collections each): "
+                  f"median {b['total']:.2f} -> {a['total']:.2f} ms CPU, x{a['total'] / b['total']:.2f}")  # fmt: skip
+            for k in NEURON:
+                print(f"  {k:28} {b[k]:7.3f} -> {a[k]:7.3f} ms  x{a[k] / b[k]:.2f}")
+            before, after = sum(b[k] for k in NEURON), sum(a[k] for k in NEURON)
+            print(f"  {'sum of part medians':28} {before:7.3f} -> {after:7.3f} ms  x{after / before:.2f}")
         for period in ("1s", "100ms"):
             d = daemon_run(sim.root, period, args.daemon_seconds)
             print(f"\ndaemon, every group at {period}: {d['reports']} reports, "

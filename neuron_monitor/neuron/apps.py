@@ -28,13 +28,13 @@ from neuron_monitor.groups.base import App
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.appsinfo import AppInfo
-from neuron_monitor.neuron.datablock import BlockParser, BlockReading, N, zero_counters
+from neuron_monitor.neuron.datablock import KEPT, BlockParser, BlockReading, N, zero_counters
 from neuron_monitor.neuron.devio import DeviceIO, open_device
 from neuron_monitor.neuron.hardware import Topology, read_topology
 from neuron_monitor.neuron.sysfs import DriverTree
 
 log = logging.getLogger("neuron_monitor.neuron.apps")
-_CUMULATIVE = tuple(i in L.CUMULATIVE_NC_COUNTERS for i in range(N))  # per counter of a core: cumulative?
+_CUMULATIVE = tuple(c in L.CUMULATIVE_NC_COUNTERS for c in KEPT)  # per value of a core: cumulative?
 
 
 def _fit(counters: tuple[int, ...], like: tuple[int, ...], filler: tuple[int, ...]) -> tuple[int, ...]:

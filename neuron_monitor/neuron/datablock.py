@@ -2,7 +2,7 @@
 
 `BlockParser(phys_cores).parse(buf, now)` reads a buffer (an mmap of ``/dev/neuronN`` on a real device or under
 the simulator, or bytes in tests) and returns a `BlockReading`: the ND counters, NC counters 0..30 of every
-physical core (one flat tuple, core-major), the tag, and the loaded-model records.
+physical core that the groups use (one flat tuple, core-major; see KEPT), the tag, and the loaded-model records.
 
 Cost. Three ``unpack_from`` calls read everything a report needs, touching only the cache lines that hold it
 (the block is written by another process, so every line read is likely a miss): one from offset 0 takes the
@@ -21,7 +21,13 @@ from dataclasses import dataclass
 
 from neuron_monitor.neuron import layout as L
 
-N = L.NC_COUNTER_COUNT  # counters kept per physical core
+# NC counters read per physical core: what the groups and the exit check use (0-14: busy time, outcomes, errors,
+# latencies; 22-29: memory, model loads, inferences, MACs). Counters 15-21 and 30 are skipped, not unpacked: every
+# value read is an int object made and later freed each collection.
+KEPT: tuple[int, ...] = (*range(0, 15), *range(22, 30))
+N = len(KEPT)  # values per core in BlockReading.counters
+POS: dict[int, int] = {c: i for i, c in enumerate(KEPT)}  # NC counter -> its position within a core's values
+_CORE = "".join("Q" if c in POS else "8x" for c in range(L.NC_COUNTER_COUNT))  # one core's 31 counters
 _MODEL_SIZES = struct.Struct("<" + "Q8x" * (2 * L.MODEL_MEM_SLOTS))  # the u64 totals of MODEL_MEM_SLOT
 assert L.MODEL_MEM_SLOT.size == 16
 _HASH = struct.Struct("<I")
@@ -59,8 +65,9 @@ class ModelNode:
 class BlockReading:
     """What one read of a data block found.
 
-    ``counters[core * N + c]`` is NC counter ``c`` (0..30) of physical core ``core``; ``nc`` gives the same as a
-    dict of per-core tuples (built on demand, for cold paths and tests).
+    ``counters[core * N + POS[c]]`` is NC counter ``c`` (one of KEPT) of physical core ``core``; ``nc`` gives
+    the same as a dict of per-core 31-tuples indexed by counter, None for counters not read (built on demand, for
+    cold paths and tests).
     """
 
     time: float
@@ -75,9 +82,12 @@ class BlockReading:
         return len(self.counters) // N
 
     @property
-    def nc(self) -> dict[int, tuple[int, ...]]:
+    def nc(self) -> dict[int, tuple[int | None, ...]]:
         c = self.counters
-        return {core: c[core * N : core * N + N] for core in range(len(c) // N)}
+        return {
+            core: tuple(c[core * N + POS[i]] if i in POS else None for i in range(L.NC_COUNTER_COUNT))
+            for core in range(len(c) // N)
+        }
 
 
 def zero_counters(cores: int) -> tuple[int, ...]:
@@ -121,17 +131,18 @@ class BlockParser:
             raise ValueError(f"physical cores per device must be 1..{L.MAX_CORES}, got {phys_cores}")
         self.phys_cores = phys_cores
         base = min(phys_cores, L.NC_BASE_CORES)
-        unused = (L.NC_BASE_CORES - base) * N * 8
+        core_bytes = L.NC_COUNTER_COUNT * 8
+        unused = (L.NC_BASE_CORES - base) * core_bytes
         assert L.ND_COUNTERS_OFFSET + L.ND_COUNTER_COUNT * 8 == L.NC_COUNTERS_OFFSET
-        assert L.NC_COUNTERS_OFFSET + L.NC_BASE_CORES * N * 8 == L.OBJECTS_START
+        assert L.NC_COUNTERS_OFFSET + L.NC_BASE_CORES * core_bytes == L.OBJECTS_START
         # from offset 0: signature, version (skipped), ND counters, base NC counters, process info hash, bitmap
-        self._head = struct.Struct(f"<4s4x{L.ND_COUNTER_COUNT}Q{base * N}Q{unused}x" + _HEAD_OBJECTS)
+        self._head = struct.Struct(f"<4s4x{L.ND_COUNTER_COUNT}Q" + _CORE * base + f"{unused}x" + _HEAD_OBJECTS)
         self._tails: dict[int, struct.Struct] = {}  # bitmap -> its _tail
         self._nd_end = 1 + L.ND_COUNTER_COUNT
         self._nc_end = self._nd_end + base * N
         ext = phys_cores - base
-        stride_pad = (L.EXT_NC_DATA_STRIDE - N) * 8
-        self._ext = struct.Struct("<" + f"{N}Q{stride_pad}x" * (ext - 1) + f"{N}Q") if ext else None
+        stride_pad = (L.EXT_NC_DATA_STRIDE - L.NC_COUNTER_COUNT) * 8
+        self._ext = struct.Struct("<" + f"{_CORE}{stride_pad}x" * (ext - 1) + _CORE) if ext else None
         self._records: dict[int, tuple[int, object]] = {}  # offset -> (stored hash, parsed)
         # object keys (process info hash, bitmap, hashes of the bitmap's records, extended info hash) of the
         # last read whose records all verified

@@ -17,18 +17,18 @@ from operator import itemgetter, sub
 from neuron_monitor.groups.base import App
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData, DeviceData
-from neuron_monitor.neuron.datablock import BlockReading, N
+from neuron_monitor.neuron.datablock import POS, BlockReading, N
 
 _MEM = tuple(sorted(c for _, c in L.DEVICE_MEM_COUNTERS))
-_MEM_LO, _MEM_HI = _MEM[0], _MEM[-1] + 1
-assert tuple(range(_MEM_LO, _MEM_HI)) == _MEM, "device memory counters are expected to be contiguous"
+_MEM_LO, _MEM_HI = POS[_MEM[0]], POS[_MEM[-1]] + 1  # positions within a core's values
+assert tuple(POS[c] for c in _MEM) == tuple(range(_MEM_LO, _MEM_HI)), "device memory counters must be contiguous"
 
 
 @lru_cache(maxsize=64)
 def picker(indices: tuple[int, ...], cores: int) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
     """Picks NC counters ``indices`` of cores 0..cores-1 from flat counters, counter-major:
     ``picked[k * cores + core]`` is counter ``indices[k]`` of ``core``."""
-    positions = [core * N + i for i in indices for core in range(cores)]
+    positions = [core * N + POS[i] for i in indices for core in range(cores)]
     if len(positions) == 1:
         only = positions[0]
         return lambda t: (t[only],)
@@ -55,7 +55,8 @@ class DeltaTracker:
     def __init__(self, indices: tuple[int, ...]) -> None:
         self.indices = indices
         self._pickers: dict[int, Callable[[tuple[int, ...]], tuple[int, ...]]] = {}  # cores -> picker
-        self._prev: dict[int, dict[int, tuple[tuple[int, ...], float]]] = {}  # pid -> device -> (counters, time)
+        # pid -> device -> (the followed counters as last picked, the reading's time)
+        self._prev: dict[int, dict[int, tuple[tuple[int, ...], float]]] = {}
 
     def step(self, app: App) -> list[DeviceDelta]:
         data = app.data
@@ -68,24 +69,26 @@ class DeltaTracker:
             seen = self._prev[app.pid] = {}
         for index in sorted(devices) if len(devices) > 1 else devices:
             dd = devices[index]
-            prev = seen.get(index)
-            if prev is None:
-                prev_counters, prev_t = dd.birth, dd.birth_time
-            else:
-                prev_counters, prev_t = prev
             reading = dd.reading
             cur = reading.counters
             n = len(cur)
             cores = n // N
-            if len(prev_counters) != n:  # never within one slot; kept safe: missing cores count from 0
-                prev_counters = (prev_counters + (0,) * n)[:n]
             pick = self._pickers.get(cores)
             if pick is None:
                 pick = self._pickers[cores] = picker(self.indices, cores)
-            d = list(map(sub, pick(cur), pick(prev_counters)))
+            picked = pick(cur)
+            prev = seen.get(index)
+            if prev is not None and len(prev[0]) == len(picked):
+                prev_picked, prev_t = prev
+            else:  # first look: count from the birth baseline
+                birth = dd.birth
+                if len(birth) != n:  # never within one slot; kept safe: missing cores count from 0
+                    birth = (birth + (0,) * n)[:n]
+                prev_picked, prev_t = pick(birth), dd.birth_time
+            d = list(map(sub, picked, prev_picked))
             if min(d) < 0:
                 d = [v if v > 0 else 0 for v in d]
-            seen[index] = (cur, reading.time)
+            seen[index] = (picked, reading.time)
             out.append(DeviceDelta(index, dd, max(0.0, reading.time - prev_t), cores, d))
         return out
 
