@@ -19,7 +19,7 @@ from neuron_monitor.groups.base import App, RuntimeGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
-from neuron_monitor.neuron.datablock import POS, ModelNode, N
+from neuron_monitor.neuron.datablock import ND_POS, POS, ModelNode, N
 from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use, memory_counters
 
 _BUSY = (L.NC_TIME_IN_USE,)
@@ -68,7 +68,7 @@ def memory_body(
     for index, dd in sorted(data.devices.items()):
         reading = dd.reading
         for name, ctr in L.HOST_MEM_COUNTERS:
-            host[name] += reading.nd[ctr]
+            host[name] += reading.nd_values[ND_POS[ctr]]
         counters = reading.counters
         for phys in cores_in_use(dd):
             key = index * topo.logical_cores + phys // lnc
@@ -128,7 +128,7 @@ class MemoryUsed(RuntimeGroup):
             app.data.topology,
             frozenset(busy),
             tuple(
-                (i, dd.final, dd.reading.nd, dd.reading.models, dd.info.locked_uuids,
+                (i, dd.final, dd.reading.nd_values, dd.reading.models, dd.info.locked_uuids,
                  memory_counters(dd.reading))
                 for i, dd in app.data.devices.items()
             ),

@@ -283,7 +283,7 @@ class NeuronAppSource:
             if final is not None and self._kept_counts(last, final):
                 # the slab is no longer this pid's: keep its counters, not its (cleared) memory and models
                 counters = _merge(last.counters, final.counters)
-                dd.reading = BlockReading(now, last.initialized, last.nd, counters, last.tag, last.models)
+                dd.reading = BlockReading(now, last.initialized, last.nd_values, counters, last.tag, last.models)
             dd.final = True
             slot.last_counters = dd.reading.counters
             slot.owner = None

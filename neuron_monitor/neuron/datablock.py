@@ -1,7 +1,7 @@
 """Parser of one process's NDS data block (the 256 KiB slab the runtime writes), from any buffer.
 
 `BlockParser(phys_cores).parse(buf, now)` reads a buffer (an mmap of ``/dev/neuronN`` on a real device or under
-the simulator, or bytes in tests) and returns a `BlockReading`: the ND counters, NC counters 0..30 of every
+the simulator, or bytes in tests) and returns a `BlockReading`: the host-memory ND counters, the NC counters of every
 physical core that the groups use (one flat tuple, core-major; see KEPT), the tag, and the loaded-model records.
 
 Cost. Three ``unpack_from`` calls read everything a report needs, touching only the cache lines that hold it
@@ -28,6 +28,10 @@ KEPT: tuple[int, ...] = (*range(0, 15), *range(22, 30))
 N = len(KEPT)  # values per core in BlockReading.counters
 POS: dict[int, int] = {c: i for i, c in enumerate(KEPT)}  # NC counter -> its position within a core's values
 _CORE = "".join("Q" if c in POS else "8x" for c in range(L.NC_COUNTER_COUNT))  # one core's 31 counters
+# ND counters read: the host memory ones (memory_used)
+ND_KEPT: tuple[int, ...] = tuple(range(L.ND_MEM_CODE_HOST, L.ND_MEM_MISC_HOST + 1))
+ND_POS: dict[int, int] = {c: i for i, c in enumerate(ND_KEPT)}
+_ND = "".join("Q" if c in ND_POS else "8x" for c in range(L.ND_COUNTER_COUNT))
 _MODEL_SIZES = struct.Struct("<" + "Q8x" * (2 * L.MODEL_MEM_SLOTS))  # the u64 totals of MODEL_MEM_SLOT
 assert L.MODEL_MEM_SLOT.size == 16
 _HASH = struct.Struct("<I")
@@ -72,7 +76,7 @@ class BlockReading:
 
     time: float
     initialized: bool  # the runtime has written the header (signature "nds")
-    nd: tuple[int, ...]
+    nd_values: tuple[int, ...]  # ``nd_values[ND_POS[c]]`` is ND counter ``c`` (one of ND_KEPT)
     counters: tuple[int, ...]
     tag: str
     models: tuple[ModelNode, ...]
@@ -80,6 +84,12 @@ class BlockReading:
     @property
     def cores(self) -> int:
         return len(self.counters) // N
+
+    @property
+    def nd(self) -> tuple[int | None, ...]:
+        """The ND counters by index, None for those not read."""
+        v = self.nd_values
+        return tuple(v[ND_POS[i]] if i in ND_POS else None for i in range(L.ND_COUNTER_COUNT))
 
     @property
     def nc(self) -> dict[int, tuple[int | None, ...]]:
@@ -136,9 +146,9 @@ class BlockParser:
         assert L.ND_COUNTERS_OFFSET + L.ND_COUNTER_COUNT * 8 == L.NC_COUNTERS_OFFSET
         assert L.NC_COUNTERS_OFFSET + L.NC_BASE_CORES * core_bytes == L.OBJECTS_START
         # from offset 0: signature, version (skipped), ND counters, base NC counters, process info hash, bitmap
-        self._head = struct.Struct(f"<4s4x{L.ND_COUNTER_COUNT}Q" + _CORE * base + f"{unused}x" + _HEAD_OBJECTS)
+        self._head = struct.Struct("<4s4x" + _ND + _CORE * base + f"{unused}x" + _HEAD_OBJECTS)
         self._tails: dict[int, struct.Struct] = {}  # bitmap -> its _tail
-        self._nd_end = 1 + L.ND_COUNTER_COUNT
+        self._nd_end = 1 + len(ND_KEPT)
         self._nc_end = self._nd_end + base * N
         ext = phys_cores - base
         stride_pad = (L.EXT_NC_DATA_STRIDE - L.NC_COUNTER_COUNT) * 8
