@@ -259,9 +259,11 @@ class Collector:
         return min((u.next_due for u in self.units), default=self.clock() + 5.0)
 
     async def collect(self, due: list[_Unit], executor: ThreadPoolExecutor) -> None:
-        """Collect every due unit off the event loop: the system groups in one worker, the runtime groups (one
-        shared application snapshot) in another, concurrently. Procfs and sysfs reads are short, so batching
-        them saves a thread hand-off per group; the two batches keep a slow device from delaying host data."""
+        """Collect every due unit: groups whose reads can block (device sysfs, where ECC reads reach firmware;
+        data blocks) run off the event loop, the system groups in one worker and the runtime groups (one shared
+        application snapshot) in another, concurrently. Groups that only read procfs (``blocks = False``: the
+        kernel generates those files in memory, they never wait on I/O) run on the loop itself, which saves a
+        thread hand-off per report (about 0.25 ms on the benchmark machine)."""
         loop = asyncio.get_running_loop()
         for obj in self._fresh:
             obj["fresh"] = False
@@ -274,7 +276,10 @@ class Collector:
             self._hardware_info_at = now
         tasks: list[Awaitable[Any]] = []
         if system_due or refresh_hw:
-            tasks.append(loop.run_in_executor(executor, self._collect_system_batch, system_due, refresh_hw))
+            if not refresh_hw and all(not self.system[u.type_name].blocks for u in system_due):
+                self._collect_system_batch(system_due, False)
+            else:
+                tasks.append(loop.run_in_executor(executor, self._collect_system_batch, system_due, refresh_hw))
         if runtime_due:
             tasks.append(loop.run_in_executor(executor, self._collect_runtime_units, runtime_due))
         await asyncio.gather(*tasks)

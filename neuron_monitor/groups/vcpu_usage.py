@@ -40,6 +40,7 @@ def usage_percent(prev: tuple[int, ...], cur: tuple[int, ...]) -> dict[str, floa
 
 class VcpuUsage(SystemGroup):
     type_name = "vcpu_usage"
+    blocks = False
 
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
