@@ -19,7 +19,7 @@ from neuron_monitor.groups.base import App, RuntimeGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
-from neuron_monitor.neuron.datablock import ND_POS, POS, ModelNode, N
+from neuron_monitor.neuron.datablock import ND_POS, ModelNode, N
 from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use, memory_counters
 
 _BUSY = (L.NC_TIME_IN_USE,)
@@ -75,7 +75,7 @@ def memory_body(
             entry = per_core.setdefault(key, dict.fromkeys((n for n, _ in L.DEVICE_MEM_COUNTERS), 0))
             base = phys * N
             for name, ctr in L.DEVICE_MEM_COUNTERS:
-                entry[name] += counters[base + POS[ctr]]
+                entry[name] += counters[base + ctr]
         running = set(dd.info.locked_uuids) if not dd.final else set()
         by_model: dict[tuple[int, str], dict[str, Any]] = {}
         for node in sorted(reading.models, key=lambda m: (m.model_id, m.sg_index)):

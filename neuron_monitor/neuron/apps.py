@@ -22,30 +22,31 @@ from __future__ import annotations
 import logging
 import mmap
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from neuron_monitor.groups.base import App
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.appsinfo import AppInfo
-from neuron_monitor.neuron.datablock import KEPT, BlockParser, BlockReading, N, zero_counters
+from neuron_monitor.neuron.datablock import BlockParser, BlockReading, N, zero_counters
 from neuron_monitor.neuron.devio import DeviceIO, open_device
 from neuron_monitor.neuron.hardware import Topology, read_topology
 from neuron_monitor.neuron.sysfs import DriverTree
 
 log = logging.getLogger("neuron_monitor.neuron.apps")
-_CUMULATIVE = tuple(c in L.CUMULATIVE_NC_COUNTERS for c in KEPT)  # per value of a core: cumulative?
+_CUMULATIVE = tuple(i in L.CUMULATIVE_NC_COUNTERS for i in range(N))  # per counter of a core: cumulative?
 
 
-def _fit(counters: tuple[int, ...], like: tuple[int, ...], filler: tuple[int, ...]) -> tuple[int, ...]:
+def _fit(counters: Sequence[int], like: Sequence[int], filler: Sequence[int]) -> Sequence[int]:
     """``counters`` cut or extended (from ``filler``) to the cores of ``like``."""
     n = len(like)
     if len(counters) == n:
         return counters
-    return counters[:n] + filler[len(counters) : n]
+    return tuple(counters[:n]) + tuple(filler[len(counters) : n])
 
 
-def _merge(last: tuple[int, ...], final: tuple[int, ...]) -> tuple[int, ...]:
+def _merge(last: Sequence[int], final: Sequence[int]) -> tuple[int, ...]:
     """Cumulative counters from the final read, gauges (memory, latency) from the last live read."""
     final = _fit(final, last, last)
     mask = _CUMULATIVE * (len(last) // N)
@@ -58,7 +59,7 @@ class DeviceData:
 
     device: int
     reading: BlockReading
-    birth: tuple[int, ...]  # counters (as BlockReading.counters) that counting starts from
+    birth: Sequence[int]  # counters (as BlockReading.counters) that counting starts from
     birth_time: float
     info: AppInfo
     final: bool = False
@@ -79,7 +80,7 @@ class _Slot:
     mapping: mmap.mmap
     parser: BlockParser
     owner: int | None = None
-    last_counters: tuple[int, ...] | None = None  # the previous owner's final counters
+    last_counters: Sequence[int] | None = None  # the previous owner's final counters
 
 
 def _pid_of(app: App) -> int:
@@ -251,7 +252,7 @@ class NeuronAppSource:
             slot = self._slots[key] = _Slot(mapping, BlockParser(max(1, self.topology.phys_cores or 1)))
         return slot
 
-    def _birth(self, slot: _Slot, reading: BlockReading) -> tuple[int, ...]:
+    def _birth(self, slot: _Slot, reading: BlockReading) -> Sequence[int]:
         current = reading.counters
         if self._first:
             return current  # already running when we started: count from now

@@ -1,33 +1,33 @@
 """Parser of one process's NDS data block (the 256 KiB slab the runtime writes), from any buffer.
 
 `BlockParser(phys_cores).parse(buf, now)` reads a buffer (an mmap of ``/dev/neuronN`` on a real device or under
-the simulator, or bytes in tests) and returns a `BlockReading`: the host-memory ND counters, the NC counters of every
-physical core that the groups use (one flat tuple, core-major; see KEPT), the tag, and the loaded-model records.
+the simulator, or bytes in tests) and returns a `BlockReading`: the host-memory ND counters, NC counters 0..30 of
+every physical core (one flat ``array("Q")``, core-major), the tag, and the loaded-model records.
 
-Cost. Three ``unpack_from`` calls read everything a report needs, touching only the cache lines that hold it
-(the block is written by another process, so every line read is likely a miss): one from offset 0 takes the
-signature, the ND counters, the NC counters of cores 0-3, the process info's hash and the model bitmap; one
-(a struct cached per bitmap) takes the hash fields of the bitmap's model records and of the extended process
-info; one takes the NC counters of cores 4-15 from the extended region. Object records are trusted only
-when their FNV-1a hash matches (hash 0 = not yet published); a record that fails twice is skipped and the last
-good copy kept. Parsed records are cached by their stored hash, and while no hash, no bitmap bit and no
-verification failure changed since the last read, the tag and models are not looked at again.
+Cost. The block is written by another process, so every cache line read is likely a miss, and every value made
+an int object is allocated now and freed a collection later. So: the NC counters are copied as raw bytes into an
+array (one copy for cores 0-3, one per core from 4 on), ints are made only for what a group picks; one
+``unpack_from`` from offset 0 takes the signature, the host-memory ND counters, the process info's hash and the
+model bitmap; one (a struct cached per bitmap, pad bytes skipped, not read) takes the hash fields of the bitmap's
+model records and of the extended process info. Object records are trusted only when their FNV-1a hash matches
+(hash 0 = not yet published); a record that fails twice is skipped and the last good copy kept. Parsed records
+are cached by their stored hash, and while no hash, no bitmap bit and no verification failure changed since the
+last read, the tag and models are not looked at again.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from neuron_monitor.neuron import layout as L
 
-# NC counters read per physical core: what the groups and the exit check use (0-14: busy time, outcomes, errors,
-# latencies; 22-29: memory, model loads, inferences, MACs). Counters 15-21 and 30 are skipped, not unpacked: every
-# value read is an int object made and later freed each collection.
-KEPT: tuple[int, ...] = (*range(0, 15), *range(22, 30))
-N = len(KEPT)  # values per core in BlockReading.counters
-POS: dict[int, int] = {c: i for i, c in enumerate(KEPT)}  # NC counter -> its position within a core's values
-_CORE = "".join("Q" if c in POS else "8x" for c in range(L.NC_COUNTER_COUNT))  # one core's 31 counters
+N = L.NC_COUNTER_COUNT  # NC counters per physical core in BlockReading.counters
+_CORE_BYTES = N * 8
+_SWAP = sys.byteorder != "little"  # the block is little-endian
 # ND counters read: the host memory ones (memory_used)
 ND_KEPT: tuple[int, ...] = tuple(range(L.ND_MEM_CODE_HOST, L.ND_MEM_MISC_HOST + 1))
 ND_POS: dict[int, int] = {c: i for i, c in enumerate(ND_KEPT)}
@@ -69,15 +69,15 @@ class ModelNode:
 class BlockReading:
     """What one read of a data block found.
 
-    ``counters[core * N + POS[c]]`` is NC counter ``c`` (one of KEPT) of physical core ``core``; ``nc`` gives
-    the same as a dict of per-core 31-tuples indexed by counter, None for counters not read (built on demand, for
-    cold paths and tests).
+    ``counters[core * N + c]`` is NC counter ``c`` (0..30) of physical core ``core``: an ``array("Q")`` copied
+    from the block (no int object per counter until one is used) or, for merged and test readings, a tuple.
+    ``nc`` gives the same as a dict of per-core tuples (built on demand, for cold paths and tests).
     """
 
     time: float
     initialized: bool  # the runtime has written the header (signature "nds")
     nd_values: tuple[int, ...]  # ``nd_values[ND_POS[c]]`` is ND counter ``c`` (one of ND_KEPT)
-    counters: tuple[int, ...]
+    counters: Sequence[int]
     tag: str
     models: tuple[ModelNode, ...]
 
@@ -92,12 +92,9 @@ class BlockReading:
         return tuple(v[ND_POS[i]] if i in ND_POS else None for i in range(L.ND_COUNTER_COUNT))
 
     @property
-    def nc(self) -> dict[int, tuple[int | None, ...]]:
+    def nc(self) -> dict[int, tuple[int, ...]]:
         c = self.counters
-        return {
-            core: tuple(c[core * N + POS[i]] if i in POS else None for i in range(L.NC_COUNTER_COUNT))
-            for core in range(len(c) // N)
-        }
+        return {core: tuple(c[core * N : core * N + N]) for core in range(len(c) // N)}
 
 
 def zero_counters(cores: int) -> tuple[int, ...]:
@@ -141,18 +138,15 @@ class BlockParser:
             raise ValueError(f"physical cores per device must be 1..{L.MAX_CORES}, got {phys_cores}")
         self.phys_cores = phys_cores
         base = min(phys_cores, L.NC_BASE_CORES)
-        core_bytes = L.NC_COUNTER_COUNT * 8
-        unused = (L.NC_BASE_CORES - base) * core_bytes
         assert L.ND_COUNTERS_OFFSET + L.ND_COUNTER_COUNT * 8 == L.NC_COUNTERS_OFFSET
-        assert L.NC_COUNTERS_OFFSET + L.NC_BASE_CORES * core_bytes == L.OBJECTS_START
-        # from offset 0: signature, version (skipped), ND counters, base NC counters, process info hash, bitmap
-        self._head = struct.Struct("<4s4x" + _ND + _CORE * base + f"{unused}x" + _HEAD_OBJECTS)
+        assert L.NC_COUNTERS_OFFSET + L.NC_BASE_CORES * _CORE_BYTES == L.OBJECTS_START
+        # from offset 0: signature, version (skipped), the host-memory ND counters, process info hash, bitmap
+        self._head = struct.Struct("<4s4x" + _ND + f"{L.NC_BASE_CORES * _CORE_BYTES}x" + _HEAD_OBJECTS)
+        # NC counters 0..30 of each core: cores 0-3 are contiguous, cores 4-15 one per extended-region stride
+        self._base_end = L.NC_COUNTERS_OFFSET + base * _CORE_BYTES
+        self._ext_at = tuple(L.EXT_NC_DATA_OFFSET + k * L.EXT_NC_DATA_STRIDE * 8 for k in range(phys_cores - base))
         self._tails: dict[int, struct.Struct] = {}  # bitmap -> its _tail
         self._nd_end = 1 + len(ND_KEPT)
-        self._nc_end = self._nd_end + base * N
-        ext = phys_cores - base
-        stride_pad = (L.EXT_NC_DATA_STRIDE - L.NC_COUNTER_COUNT) * 8
-        self._ext = struct.Struct("<" + f"{_CORE}{stride_pad}x" * (ext - 1) + _CORE) if ext else None
         self._records: dict[int, tuple[int, object]] = {}  # offset -> (stored hash, parsed)
         # object keys (process info hash, bitmap, hashes of the bitmap's records, extended info hash) of the
         # last read whose records all verified
@@ -216,10 +210,13 @@ class BlockParser:
         if len(buf) < L.NDS_END:
             raise ValueError(f"data block is {len(buf)} bytes, expected at least {L.NDS_END}")
         head = self._head.unpack_from(buf, 0)
-        nd_end, nc_end = self._nd_end, self._nc_end
-        counters = head[nd_end:nc_end]
-        if self._ext is not None:
-            counters += self._ext.unpack_from(buf, L.EXT_NC_DATA_OFFSET)
+        nd_end = self._nd_end
+        counters = array("Q")
+        counters.frombytes(buf[L.NC_COUNTERS_OFFSET : self._base_end])
+        for at in self._ext_at:
+            counters.frombytes(buf[at : at + _CORE_BYTES])
+        if _SWAP:
+            counters.byteswap()
         initialized = head[0] == L.NDS_SIGNATURE
         if not initialized:
             return BlockReading(now, False, head[1:nd_end], counters, "", ())
@@ -229,7 +226,7 @@ class BlockParser:
             if len(self._tails) >= _MAX_TAILS:
                 self._tails.clear()
             tail = self._tails[bitmap] = _tail(bitmap)
-        keys = head[nc_end:] + tail.unpack_from(buf, L.MODEL_RECORDS_OFFSET)
+        keys = head[nd_end:] + tail.unpack_from(buf, L.MODEL_RECORDS_OFFSET)
         if keys != self._keys:
             self._objects(buf, keys)
         return BlockReading(now, True, head[1:nd_end], counters, self._tag, self._models)

@@ -17,18 +17,18 @@ from operator import itemgetter, sub
 from neuron_monitor.groups.base import App
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData, DeviceData
-from neuron_monitor.neuron.datablock import POS, BlockReading, N
+from neuron_monitor.neuron.datablock import BlockReading, N
 
 _MEM = tuple(sorted(c for _, c in L.DEVICE_MEM_COUNTERS))
-_MEM_LO, _MEM_HI = POS[_MEM[0]], POS[_MEM[-1]] + 1  # positions within a core's values
-assert tuple(POS[c] for c in _MEM) == tuple(range(_MEM_LO, _MEM_HI)), "device memory counters must be contiguous"
+_MEM_LO, _MEM_HI = _MEM[0], _MEM[-1] + 1
+assert tuple(range(_MEM_LO, _MEM_HI)) == _MEM, "device memory counters are expected to be contiguous"
 
 
 @lru_cache(maxsize=64)
-def picker(indices: tuple[int, ...], cores: int) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
+def picker(indices: tuple[int, ...], cores: int) -> Callable[[Sequence[int]], tuple[int, ...]]:
     """Picks NC counters ``indices`` of cores 0..cores-1 from flat counters, counter-major:
     ``picked[k * cores + core]`` is counter ``indices[k]`` of ``core``."""
-    positions = [core * N + POS[i] for i in indices for core in range(cores)]
+    positions = [core * N + i for i in indices for core in range(cores)]
     if len(positions) == 1:
         only = positions[0]
         return lambda t: (t[only],)
@@ -54,7 +54,7 @@ class DeltaTracker:
 
     def __init__(self, indices: tuple[int, ...]) -> None:
         self.indices = indices
-        self._pickers: dict[int, Callable[[tuple[int, ...]], tuple[int, ...]]] = {}  # cores -> picker
+        self._pickers: dict[int, Callable[[Sequence[int]], tuple[int, ...]]] = {}  # cores -> picker
         # pid -> device -> (the followed counters as last picked, the reading's time)
         self._prev: dict[int, dict[int, tuple[tuple[int, ...], float]]] = {}
 
@@ -83,7 +83,7 @@ class DeltaTracker:
             else:  # first look: count from the birth baseline
                 birth = dd.birth
                 if len(birth) != n:  # never within one slot; kept safe: missing cores count from 0
-                    birth = (birth + (0,) * n)[:n]
+                    birth = (tuple(birth) + (0,) * n)[:n]
                 prev_picked, prev_t = pick(birth), dd.birth_time
             d = list(map(sub, picked, prev_picked))
             if min(d) < 0:

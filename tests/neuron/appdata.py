@@ -5,7 +5,7 @@ from __future__ import annotations
 from neuron_monitor.groups.base import App
 from neuron_monitor.neuron.apps import AppData, DeviceData
 from neuron_monitor.neuron.appsinfo import AppInfo
-from neuron_monitor.neuron.datablock import KEPT, ND_KEPT, BlockReading, ModelNode
+from neuron_monitor.neuron.datablock import ND_KEPT, BlockReading, ModelNode
 from neuron_monitor.neuron.hardware import CHIPS, Topology
 
 TRN1 = Topology((0, 1), 2, 1, CHIPS["Trainium1"], "Trainium1")
@@ -23,7 +23,7 @@ def app_with(nc: dict[int, tuple[int, ...]], t: float, like: App | None = None, 
              topology: Topology = TRN1, nd: tuple[int, ...] = (0,) * 31, models: tuple[ModelNode, ...] = (),
              locked: tuple[str, ...] = ()) -> App:  # fmt: skip
     assert sorted(nc) == list(range(len(nc))), "cores 0..n-1"
-    flat = tuple(nc[core][c] for core in sorted(nc) for c in KEPT)
+    flat = tuple(v for core in sorted(nc) for v in nc[core])
     reading = BlockReading(t, True, tuple(nd[c] for c in ND_KEPT), flat, "tag", models)
     info = AppInfo(1234, 0, locked, 0, 0)
     if like is None:

@@ -25,7 +25,7 @@ from neuron_monitor.groups.base import App
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import apps as new_apps
 from neuron_monitor.neuron import layout as L
-from neuron_monitor.neuron.datablock import KEPT, ND_KEPT, BlockParser
+from neuron_monitor.neuron.datablock import ND_KEPT, BlockParser
 from neuron_monitor.sim.animator import Simulator
 from neuron_monitor.sim.datastore import ModelRecord, SlabWriter
 from neuron_monitor.sim.shapes import get_shape
@@ -186,10 +186,9 @@ def test_same_output_as_the_reference_on_simulator_bytes(
 
 
 def _normal(reading: Any) -> tuple[Any, ...]:
-    """A reading as comparable values: the ND and NC counters the current parser reads, the rest as is."""
+    """A reading as comparable values: the ND counters the current parser reads, the rest as is."""
     nd = tuple(reading.nd[c] for c in ND_KEPT)
-    nc = {core: tuple(values[c] for c in KEPT) for core, values in reading.nc.items()}
-    return (reading.time, reading.initialized, nd, nc, reading.tag, [astuple(m) for m in reading.models])
+    return (reading.time, reading.initialized, nd, reading.nc, reading.tag, [astuple(m) for m in reading.models])
 
 
 def test_parser_same_as_reference_through_torn_and_corrupt_records() -> None:
