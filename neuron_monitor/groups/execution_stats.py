@@ -71,17 +71,21 @@ class ExecutionStats(RuntimeGroup):
         device_lat: list[float] = []
         total_lat: list[float] = []
         period = 0.0
-        for dd in self._tracker.step(app):
-            if dd.dt > period:
-                period = dd.dt
-            n = dd.cores
-            per_counter = list(zip(*[iter(dd.deltas)] * n, strict=True))  # one tuple of n core deltas per counter
+        for _device, dd, dt, n, deltas in self._tracker.step(app):
+            if dt > period:
+                period = dt
+            per_counter = list(zip(*[iter(deltas)] * n, strict=True))  # one tuple of n core deltas per counter
             sums = map(sum, per_counter)
             totals = list(sums) if totals is None else list(map(add, totals, sums))
+            # the latest latencies of the cores that executed are the samples
+            pick_device, pick_total = self._latencies(n)
+            counters = dd.reading.counters
+            if all(per_counter[0]):  # every core completed executions (the usual case under load)
+                device_lat += [v / 1e6 for v in pick_device(counters) if v]
+                total_lat += [v / 1e6 for v in pick_total(counters) if v]
+                continue
             executed = list(map(any, zip(*per_counter[:_N_EXEC], strict=True)))  # per core: did it execute?
-            if any(executed):  # the latest latencies of the cores that executed are the samples
-                counters = dd.data.reading.counters
-                pick_device, pick_total = self._latencies(n)
+            if any(executed):
                 device_lat += [v / 1e6 for v in compress(pick_device(counters), executed) if v]
                 total_lat += [v / 1e6 for v in compress(pick_total(counters), executed) if v]
         if totals is None:

@@ -117,16 +117,12 @@ class MemoryUsed(RuntimeGroup):
     def _body(self, app: App) -> dict[str, Any] | None:
         if not isinstance(app.data, AppData):
             return None
-        busy = {
-            (dd.device, core)
-            for dd in self._tracker.step(app)
-            if not dd.data.final
-            for core, d_busy in enumerate(dd.deltas)
-            if d_busy
-        }
+        steps = self._tracker.step(app)
+        # which cores were busy since the last collection: (device, flag per core), finished devices left out
+        busy_flags = tuple((device, tuple(map(bool, deltas))) for device, dd, _dt, _n, deltas in steps if not dd.final)
         key = (
             app.data.topology,
-            frozenset(busy),
+            busy_flags,
             tuple(
                 (i, dd.final, dd.reading.nd_values, dd.reading.models, dd.info.locked_uuids,
                  memory_counters(dd.reading))
@@ -136,6 +132,7 @@ class MemoryUsed(RuntimeGroup):
         cached = self._cache.get(app.pid)
         if cached is not None and cached[0] == key:
             return cached[1]  # unchanged: the same (never mutated) body
+        busy = {(device, core) for device, flags in busy_flags for core, flag in enumerate(flags) if flag}
         body = memory_body(app.data, busy)
         self._cache[app.pid] = (key, body)
         return body

@@ -55,19 +55,17 @@ class NeuroncoreCounters(RuntimeGroup):
         per_device = topo.logical_cores
         cores: dict[int, dict[str, Any]] = {}
         period = 0.0
-        for dd in self._tracker.step(app):
-            dt = dd.dt
+        for device, dd, dt, n, deltas in self._tracker.step(app):
             period = max(period, dt)
-            n = dd.cores
-            busy, macs = dd.deltas[:n], dd.deltas[n:]  # per physical core: TIME_IN_USE, MAC_COUNT
+            busy, macs = deltas[:n], deltas[n:]  # per physical core: TIME_IN_USE, MAC_COUNT
             if dt > 0:
                 scale = dt * 1e4
                 utils = [u if (u := b / scale) < 100.0 else 100.0 for b in busy]  # min(100.0, b / scale)
                 flops = [int(2 * m / dt) for m in macs]
             else:
                 utils, flops = [0.0] * n, [0] * n
-            first = dd.device * per_device
-            used = cores_in_use(dd.data, busy)
+            first = device * per_device
+            used = cores_in_use(dd, busy)
             if lnc == 1:  # the mean and sum of one physical core are its own values
                 for phys in used:
                     cores[first + phys] = {"neuroncore_utilization": utils[phys], "flops": flops[phys]}

@@ -10,7 +10,6 @@ the flat counters of each reading, one ``map(sub, ...)`` subtracts.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from operator import itemgetter, sub
 
@@ -35,18 +34,16 @@ def picker(indices: tuple[int, ...], cores: int) -> Callable[[Sequence[int]], tu
     return itemgetter(*positions)  # type: ignore[return-value]
 
 
-def memory_counters(reading: BlockReading) -> tuple[int, ...]:
-    """The device memory counters of every core of a reading (what memory_used's output depends on)."""
-    return picker(_MEM, reading.cores)(reading.counters)
+def memory_counters(reading: BlockReading) -> tuple[Sequence[int], ...]:
+    """The device memory counters of every core of a reading (what memory_used's output depends on): one strided
+    slice per counter, arrays compared in C without an int object per value."""
+    counters = reading.counters
+    return tuple(counters[c::N] for c in _MEM)
 
 
-@dataclass(slots=True)
-class DeviceDelta:
-    device: int
-    data: DeviceData
-    dt: float  # seconds between the two readings
-    cores: int  # physical cores in the reading
-    deltas: list[int]  # counter-major: deltas[k * cores + core] is the change of indices[k] on that core
+# One device of an app: (device index, its DeviceData, seconds between the two readings, physical cores in the
+# reading, deltas). The deltas are counter-major: deltas[k * cores + core] is the change of indices[k] on that core.
+DeviceDelta = tuple[int, DeviceData, float, int, list[int]]
 
 
 class DeltaTracker:
@@ -89,7 +86,7 @@ class DeltaTracker:
             if min(d) < 0:
                 d = [v if v > 0 else 0 for v in d]
             seen[index] = (picked, reading.time)
-            out.append(DeviceDelta(index, dd, max(0.0, reading.time - prev_t), cores, d))
+            out.append((index, dd, max(0.0, reading.time - prev_t), cores, d))
         return out
 
     def forget(self, pid: int) -> None:
