@@ -62,7 +62,7 @@ class NeuronHwCounters(SystemGroup):
                         files[k] = _LOOK_AGAIN  # device reset or gone
                 missing.setdefault(COUNTERS[k], []).append(device)
             values[device] = row
-        if len(self._files) > len(devices) or any(d not in values for d in self._files):
+        if len(self._files) > len(values):  # files kept for devices that are gone
             for device in [d for d in self._files if d not in values]:
                 self._drop(device)
         errors = [
