@@ -20,6 +20,7 @@ from neuron_monitor.neuron.apps import AppData
 from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use
 
 _INDICES = (L.NC_TIME_IN_USE, L.NC_MAC_COUNT)
+_KEYS = tuple(str(k) for k in range(L.MAX_CORES * 64))  # flat core index -> key string (64 devices' worth)
 
 
 class NeuroncoreCounters(RuntimeGroup):
@@ -28,7 +29,6 @@ class NeuroncoreCounters(RuntimeGroup):
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
         self._tracker = DeltaTracker(_INDICES)
-        self._keys: dict[int, str] = {}  # flat core index -> its key string
         self._names: dict[str, tuple[str, tuple[str, ...]]] = {}  # core version -> ("v3d", ("nc_v3.0", ..))
 
     def _physical_names(self, version: str, lnc: int) -> tuple[str, tuple[str, ...]]:
@@ -36,12 +36,6 @@ class NeuroncoreCounters(RuntimeGroup):
         if names is None or len(names[1]) < lnc:
             names = self._names[version] = (f"{version}d", tuple(f"nc_{version}.{i}" for i in range(max(2, lnc))))
         return names
-
-    def _key(self, core: int) -> str:
-        key = self._keys.get(core)
-        if key is None:
-            key = self._keys[core] = str(core)
-        return key
 
     def _body(self, app: App) -> dict[str, Any]:
         data = app.data
@@ -95,8 +89,8 @@ class NeuroncoreCounters(RuntimeGroup):
                 if breakdown:
                     entry[group_name] = {phys_names[p % lnc]: {"neuroncore_utilization": utils[p]} for p in physical}
                 cores[first + physical[0] // lnc] = entry
-        key = self._key
-        body: dict[str, Any] = {"neuroncores_in_use": {key(k): cores[k] for k in sorted(cores)}}
+        keys = _KEYS if not cores or max(cores) < len(_KEYS) else [str(k) for k in range(max(cores) + 1)]
+        body: dict[str, Any] = {"neuroncores_in_use": {keys[k]: cores[k] for k in sorted(cores)}}
         if period > 0:
             body["period"] = round(period, 9)
         return body
