@@ -116,9 +116,13 @@ class NeuronAppSource:
         self._first = True
         self._live_counters = True
         self._steady: _Steady | None = None
+        self._indexes: tuple[int, ...] = ()  # the device listing the open devices were last checked against
 
     def _refresh_devices(self) -> None:
         indexes = self.tree.device_indexes()
+        if indexes is self._indexes and len(indexes) == len(self._devices) and indexes == self.topology.devices:
+            return  # the same listing (DriverTree returns the same tuple), its topology read, every device open
+        self._indexes = indexes
         if tuple(indexes) != self.topology.devices:
             try:
                 self.topology = read_topology(self.root)
@@ -155,12 +159,18 @@ class NeuronAppSource:
     def _steady_snapshot(self, steady: _Steady, now: float) -> list[App] | None:
         """Every device listed the same processes as last time: read the same blocks again and update the
         same applications in place (no births, departures or new slots are possible). None on any error."""
+        tags_changed = False
         try:
             for dd, slot in steady.blocks:
-                dd.reading = slot.parser.parse(slot.mapping, now)
+                reading = slot.parser.parse(slot.mapping, now)
+                if reading.tag is not dd.reading.tag:  # the parser hands out the same str while unchanged
+                    tags_changed = True
+                dd.reading = reading
         except (OSError, ValueError):
             return None  # the full path reports it
         apps = steady.apps
+        if not tags_changed:
+            return list(apps)
         for i, (app, dds) in enumerate(steady.tags):
             tag = ""
             for dd in dds:
