@@ -27,6 +27,7 @@ _ERR = tuple(c for _, c in L.ERROR_SUMMARY)
 _INDICES = _EXEC + _ERR
 _N_EXEC = len(_EXEC)
 _LATENCIES = (L.NC_LATENCY_DEVICE, L.NC_LATENCY_TOTAL)
+_ZEROS = (0,) * len(_INDICES)
 _EXEC_NAMES = tuple(name for name, _ in L.EXECUTION_SUMMARY)
 _ERR_NAMES = tuple(name for name, _ in L.ERROR_SUMMARY)
 PERCENTILES: tuple[tuple[str, float], ...] = (
@@ -54,7 +55,7 @@ class ExecutionStats(RuntimeGroup):
 
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
-        self._tracker = DeltaTracker(_INDICES)
+        self._tracker = DeltaTracker(_INDICES, often=1)  # completed changes all the time, the rest rarely
         self._latency_pickers: dict[int, tuple[Any, Any]] = {}  # cores -> (device, total) latency pickers
 
     def _latencies(self, n: int) -> tuple[Any, Any]:
@@ -75,8 +76,10 @@ class ExecutionStats(RuntimeGroup):
             if dt > period:
                 period = dt
             per_counter = list(zip(*[iter(deltas)] * n, strict=True))  # one tuple of n core deltas per counter
-            sums = map(sum, per_counter)
-            totals = list(sums) if totals is None else list(map(add, totals, sums))
+            sums = list(map(sum, per_counter))
+            if len(sums) < len(_INDICES):  # the rarely changing counts did not change
+                sums += _ZEROS[len(sums) :]
+            totals = sums if totals is None else list(map(add, totals, sums))
             # the latest latencies of the cores that executed are the samples
             pick_device, pick_total = self._latencies(n)
             counters = dd.reading.counters

@@ -24,7 +24,7 @@ assert tuple(range(_MEM_LO, _MEM_HI)) == _MEM, "device memory counters are expec
 
 
 @lru_cache(maxsize=64)
-def picker(indices: tuple[int, ...], cores: int) -> Callable[[Sequence[int]], tuple[int, ...]]:
+def picker(indices: tuple[int, ...], cores: int) -> Picker:
     """Picks NC counters ``indices`` of cores 0..cores-1 from flat counters, counter-major:
     ``picked[k * cores + core]`` is counter ``indices[k]`` of ``core``."""
     positions = [core * N + i for i in indices for core in range(cores)]
@@ -42,18 +42,40 @@ def memory_counters(reading: BlockReading) -> tuple[Sequence[int], ...]:
 
 
 # One device of an app: (device index, its DeviceData, seconds between the two readings, physical cores in the
-# reading, deltas). The deltas are counter-major: deltas[k * cores + core] is the change of indices[k] on that core.
+# reading, deltas). The deltas are counter-major: deltas[k * cores + core] is the change of indices[k] on that core
+# (possibly ending early: see DeltaTracker's ``often``).
 DeviceDelta = tuple[int, DeviceData, float, int, list[int]]
+Picker = Callable[[Sequence[int]], tuple[int, ...]]
+
+
+def _nothing(counters: Sequence[int]) -> tuple[int, ...]:
+    return ()
 
 
 class DeltaTracker:
-    """Follows NC counters ``indices`` (a tuple) for one group instance."""
+    """Follows NC counters ``indices`` (a tuple) for one group instance.
 
-    def __init__(self, indices: tuple[int, ...]) -> None:
+    ``often``: how many of the first ``indices`` change at most collections (default: all). The others rarely
+    change (error counts): while all of them equal their previous values, their deltas are not computed and the
+    deltas returned stop after the frequent ones (the missing ones are 0).
+    """
+
+    def __init__(self, indices: tuple[int, ...], often: int | None = None) -> None:
         self.indices = indices
-        self._pickers: dict[int, Callable[[Sequence[int]], tuple[int, ...]]] = {}  # cores -> picker
-        # pid -> device -> (the followed counters as last picked, the reading's time)
-        self._prev: dict[int, dict[int, tuple[tuple[int, ...], float]]] = {}
+        self.often = len(indices) if often is None else often
+        self._pickers: dict[int, tuple[Picker, Picker]] = {}  # cores -> (frequent, rare) pickers
+        # pid -> device -> (the frequent and the rare counters as last picked, the reading's time)
+        self._prev: dict[int, dict[int, tuple[tuple[int, ...], tuple[int, ...], float]]] = {}
+
+    def _pickers_for(self, cores: int) -> tuple[Picker, Picker]:
+        pickers = self._pickers.get(cores)
+        if pickers is None:
+            rare = self.indices[self.often :]
+            pickers = self._pickers[cores] = (
+                picker(self.indices[: self.often], cores),
+                picker(rare, cores) if rare else _nothing,
+            )
+        return pickers
 
     def step(self, app: App) -> list[DeviceDelta]:
         data = app.data
@@ -70,22 +92,22 @@ class DeltaTracker:
             cur = reading.counters
             n = len(cur)
             cores = n // N
-            pick = self._pickers.get(cores)
-            if pick is None:
-                pick = self._pickers[cores] = picker(self.indices, cores)
-            picked = pick(cur)
+            pick, pick_rare = self._pickers_for(cores)
+            picked, rare = pick(cur), pick_rare(cur)
             prev = seen.get(index)
             if prev is not None and len(prev[0]) == len(picked):
-                prev_picked, prev_t = prev
+                prev_picked, prev_rare, prev_t = prev
             else:  # first look: count from the birth baseline
                 birth = dd.birth
                 if len(birth) != n:  # never within one slot; kept safe: missing cores count from 0
                     birth = (tuple(birth) + (0,) * n)[:n]
-                prev_picked, prev_t = pick(birth), dd.birth_time
+                prev_picked, prev_rare, prev_t = pick(birth), pick_rare(birth), dd.birth_time
             d = list(map(sub, picked, prev_picked))
+            if rare != prev_rare:
+                d += map(sub, rare, prev_rare)
             if min(d) < 0:
                 d = [v if v > 0 else 0 for v in d]
-            seen[index] = (picked, reading.time)
+            seen[index] = (picked, rare, reading.time)
             out.append((index, dd, max(0.0, reading.time - prev_t), cores, d))
         return out
 
