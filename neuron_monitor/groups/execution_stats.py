@@ -26,7 +26,6 @@ _EXEC = tuple(c for _, c in L.EXECUTION_SUMMARY)
 _ERR = tuple(c for _, c in L.ERROR_SUMMARY)
 _INDICES = _EXEC + _ERR
 _N_EXEC = len(_EXEC)
-_LATENCIES = (L.NC_LATENCY_DEVICE, L.NC_LATENCY_TOTAL)
 _ZEROS = (0,) * len(_INDICES)
 _EXEC_NAMES = tuple(name for name, _ in L.EXECUTION_SUMMARY)
 _ERR_NAMES = tuple(name for name, _ in L.ERROR_SUMMARY)
