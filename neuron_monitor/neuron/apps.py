@@ -15,6 +15,11 @@ replaces the reading in the pid's `AppData` (the same object the scheduler hands
 the counts between the last collection and the exit are reported once. On drivers that zero the slab at exit,
 that final read finds zeros and the last live reading is kept instead (counts after it are lost: a driver
 limitation).
+
+Steady state. When every device lists the same processes as in the last full snapshot (the device layer hands out
+the same list object while the driver's answer is unchanged), nothing can have been born or have departed: the
+same blocks are read again into the same `DeviceData` and the same `App` objects are returned (a new `App` only
+when a tag changed).
 """
 
 from __future__ import annotations

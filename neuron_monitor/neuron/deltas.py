@@ -1,10 +1,10 @@
 """Per-group bookkeeping of counter deltas for runtime groups: each count reported once, per (pid, device, core).
 
-A `DeltaTracker` belongs to one group instance. `step(app, indices)` returns, for each device of the app, the
-change of the chosen NC counters on every physical core since this group last looked (or since the pid's birth
+A `DeltaTracker(indices)` belongs to one group instance. `step(app)` returns, for each device of the app, the
+change of those NC counters on every physical core since this group last looked (or since the pid's birth
 baseline the first time) and the wall time between the two readings; `forget(pid)` drops a gone pid's state.
-Deltas are computed for a whole block at once: one ``itemgetter`` picks the chosen counters of every core from
-the flat counters of each reading, one ``map(sub, ...)`` subtracts.
+Deltas are computed for a whole block at once: one ``itemgetter`` picks the counters of every core from the
+flat counters of a reading, one ``map(sub, ...)`` subtracts the picks kept from the previous look.
 """
 
 from __future__ import annotations
@@ -21,6 +21,12 @@ from neuron_monitor.neuron.datablock import BlockReading, N
 _MEM = tuple(sorted(c for _, c in L.DEVICE_MEM_COUNTERS))
 _MEM_LO, _MEM_HI = _MEM[0], _MEM[-1] + 1
 assert tuple(range(_MEM_LO, _MEM_HI)) == _MEM, "device memory counters are expected to be contiguous"
+
+Picker = Callable[[Sequence[int]], tuple[int, ...]]
+# One device of an app: (device index, its DeviceData, seconds between the two readings, physical cores in the
+# reading, deltas). The deltas are counter-major: deltas[k * cores + core] is the change of indices[k] on that core
+# (possibly ending early: see DeltaTracker's ``often``).
+DeviceDelta = tuple[int, DeviceData, float, int, list[int]]
 
 
 @lru_cache(maxsize=64)
@@ -39,13 +45,6 @@ def memory_counters(reading: BlockReading) -> tuple[Sequence[int], ...]:
     slice per counter, arrays compared in C without an int object per value."""
     counters = reading.counters
     return tuple(counters[c::N] for c in _MEM)
-
-
-# One device of an app: (device index, its DeviceData, seconds between the two readings, physical cores in the
-# reading, deltas). The deltas are counter-major: deltas[k * cores + core] is the change of indices[k] on that core
-# (possibly ending early: see DeltaTracker's ``often``).
-DeviceDelta = tuple[int, DeviceData, float, int, list[int]]
-Picker = Callable[[Sequence[int]], tuple[int, ...]]
 
 
 def _nothing(counters: Sequence[int]) -> tuple[int, ...]:
