@@ -18,8 +18,10 @@ from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
 from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use
+from neuron_monitor.neuron.hardware import Topology
 
 _INDICES = (L.NC_TIME_IN_USE, L.NC_MAC_COUNT)
+_Shape = tuple[int, int, bool, str, tuple[str, ...]]
 _KEYS = tuple(str(k) for k in range(L.MAX_CORES * 64))  # flat core index -> key string (64 devices' worth)
 
 
@@ -29,24 +31,23 @@ class NeuroncoreCounters(RuntimeGroup):
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
         self._tracker = DeltaTracker(_INDICES)
-        self._names: dict[str, tuple[str, tuple[str, ...]]] = {}  # core version -> ("v3d", ("nc_v3.0", ..))
+        self._shape: tuple[Topology, _Shape] | None = None  # the last topology and what follows from it
 
-    def _physical_names(self, version: str, lnc: int) -> tuple[str, tuple[str, ...]]:
-        names = self._names.get(version)
-        if names is None or len(names[1]) < lnc:
-            names = self._names[version] = (f"{version}d", tuple(f"nc_{version}.{i}" for i in range(max(2, lnc))))
-        return names
+    def _shape_of(self, topo: Topology) -> _Shape:
+        """(LNC, logical cores per device, physical breakdown shown, its key, physical core names) of a topology."""
+        if self._shape is None or self._shape[0] is not topo:
+            lnc = max(1, topo.lnc)
+            version = topo.chip.core_version if topo.chip else ""
+            breakdown = lnc > 1 and bool(version)
+            names = tuple(f"nc_{version}.{i}" for i in range(lnc)) if breakdown else ()
+            self._shape = (topo, (lnc, topo.logical_cores, breakdown, f"{version}d", names))
+        return self._shape[1]
 
     def _body(self, app: App) -> dict[str, Any]:
         data = app.data
         if not isinstance(data, AppData):
             return {"neuroncores_in_use": {}}
-        topo = data.topology
-        lnc = max(1, topo.lnc)
-        version = topo.chip.core_version if topo.chip else ""
-        breakdown = lnc > 1 and bool(version)
-        group_name, phys_names = self._physical_names(version, lnc) if breakdown else ("", ())
-        per_device = topo.logical_cores
+        lnc, per_device, breakdown, group_name, phys_names = self._shape_of(data.topology)
         cores: dict[int, dict[str, Any]] = {}
         period = 0.0
         for device, dd, dt, n, deltas in self._tracker.step(app):
