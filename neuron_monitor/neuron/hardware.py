@@ -18,6 +18,7 @@ from typing import Any
 
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.sysfs import DriverTree
+from neuron_monitor.report import empty_hardware_info
 
 GIB = 1024**3
 
@@ -99,16 +100,7 @@ def read_topology(root: RootFS) -> Topology:
 def hardware_info(topo: Topology) -> dict[str, Any]:
     """The complete ``neuron_hardware_info`` object (AWS's keys and order), ``error`` filled when incomplete."""
     if not topo.devices:
-        return {
-            "neuron_device_type": "",
-            "neuron_device_version": "",
-            "neuroncore_version": "",
-            "neuron_device_count": 0,
-            "neuron_device_memory_size": 0,
-            "neuroncore_per_device_count": 0,
-            "logical_neuroncore_config": 0,
-            "error": "no Neuron devices found (is the Neuron driver loaded?)",
-        }
+        return empty_hardware_info("no Neuron devices found (is the Neuron driver loaded?)")
     chip = topo.chip
     return {
         "neuron_device_type": chip.device_type if chip else topo.chip_name.lower(),
