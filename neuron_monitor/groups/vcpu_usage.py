@@ -7,6 +7,7 @@ all fields (user, nice, system, idle, iowait, irq, softirq, steal), rounded to 2
 
 from __future__ import annotations
 
+from operator import sub
 from typing import Any
 
 from neuron_monitor.groups.base import GroupError, SystemGroup
@@ -14,6 +15,7 @@ from neuron_monitor.host.procfs import ProcStat, parse_stat
 from neuron_monitor.host.rootfs import RootFS
 
 _OUT_FIELDS = ("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq")
+_NAMES = {i: str(i) for i in range(1024)}
 
 
 def usage_percent(prev: tuple[int, ...], cur: tuple[int, ...]) -> dict[str, float]:
@@ -38,6 +40,9 @@ def usage_percent(prev: tuple[int, ...], cur: tuple[int, ...]) -> dict[str, floa
     }
 
 
+_SHARES_CACHE_MAX = 4096
+
+
 class VcpuUsage(SystemGroup):
     type_name = "vcpu_usage"
     blocks = False
@@ -46,6 +51,7 @@ class VcpuUsage(SystemGroup):
         super().__init__(root)
         self._file = root.open_kept("proc/stat")
         self._prev: ProcStat | None = None
+        self._shares: dict[tuple[int, ...], dict[str, float]] = {}
 
     def _read(self) -> ProcStat:
         try:
@@ -67,9 +73,22 @@ class VcpuUsage(SystemGroup):
         self._prev = cur
         if prev is None:
             raise GroupError("no previous sample of /proc/stat yet; usage starts with the next period")
-        usage_data = {
-            str(cpu): usage_percent(prev.cpus[cpu], counters) for cpu, counters in cur.cpus.items() if cpu in prev.cpus
-        }
+        usage_data = {}
+        cache = self._shares
+        if len(cache) > _SHARES_CACHE_MAX:
+            cache.clear()
+        pcpus = prev.cpus
+        for cpu, counters in cur.cpus.items():
+            before = pcpus.get(cpu)
+            if before is None:
+                continue
+            # At high frequency a vCPU's delta is a handful of jiffies, so the same deltas recur across vCPUs and
+            # periods (idle ones, saturated ones): their shares are computed once. Bodies are never mutated.
+            delta = tuple(map(sub, counters, before))
+            shares = cache.get(delta)
+            if shares is None:
+                shares = cache[delta] = usage_percent(before, counters)
+            usage_data[_NAMES.get(cpu) or str(cpu)] = shares
         return {
             "average_usage": usage_percent(prev.total, cur.total),
             "usage_data": usage_data,

@@ -97,3 +97,29 @@ def test_memory_info_live_matches_proc() -> None:
     info = parse_meminfo(Path("/proc/meminfo").read_bytes())
     assert body["memory_total_bytes"] == info["MemTotal"]
     assert 0 < body["memory_used_bytes"] < body["memory_total_bytes"]
+
+
+def test_vcpu_shares_per_cpu_with_mixed_deltas(tmp_path: Path) -> None:
+    """Shares are memoized by delta: equal deltas share one result, different deltas never do."""
+    proc = tmp_path / "proc"
+    proc.mkdir()
+
+    def write(rows: list[tuple[int, int, int]], ctxt: int) -> None:
+        total = [sum(r[i] for r in rows) for i in range(3)]
+        lines = [f"cpu  {total[0]} 0 {total[1]} {total[2]} 0 0 0 0 0 0"]
+        lines += [f"cpu{i} {u} 0 {s} {idle} 0 0 0 0 0 0" for i, (u, s, idle) in enumerate(rows)]
+        lines += ["intr 1 2 3", f"ctxt {ctxt}", "btime 1"]
+        (proc / "stat").write_text("\n".join(lines) + "\n")
+
+    write([(100, 100, 100)] * 4, 10)
+    g = VcpuUsage(RootFS(tmp_path))
+    g.prime()
+    write([(110, 100, 100), (100, 100, 110), (110, 100, 100), (105, 105, 100)], 20)
+    body = g.collect()
+    u = body["usage_data"]
+    assert u["0"]["user"] == 100.0 and u["2"]["user"] == 100.0
+    assert u["1"]["idle"] == 100.0 and u["1"]["user"] == 0.0
+    assert u["3"]["user"] == 50.0 and u["3"]["system"] == 50.0
+    write([(120, 100, 100), (110, 100, 110), (110, 110, 100), (105, 105, 110)], 30)
+    u2 = g.collect()["usage_data"]  # the same deltas on other CPUs in the next period
+    assert u2["1"]["user"] == 100.0 and u2["3"]["idle"] == 100.0 and u2["2"]["system"] == 100.0
