@@ -11,13 +11,14 @@ seconds. Both are ``null`` when nothing ran in the period (see docs/neuron-data.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import lru_cache
 from itertools import compress
 from operator import add, itemgetter
 from typing import Any
 
-from neuron_monitor.groups.base import App, RuntimeGroup
+from neuron_monitor.groups.base import App
+from neuron_monitor.groups.data_block_group import DataBlockGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.deltas import DeltaTracker, picker
@@ -49,12 +50,11 @@ def percentiles(samples: list[float]) -> dict[str, float] | None:
     return dict(zip(_PERCENTILE_NAMES, _ranks(len(ordered))(ordered), strict=True))
 
 
-class ExecutionStats(RuntimeGroup):
+class ExecutionStats(DataBlockGroup):
     type_name = "execution_stats"
 
     def __init__(self, root: RootFS) -> None:
-        super().__init__(root)
-        self._tracker = DeltaTracker(_INDICES, often=1)  # completed changes all the time, the rest rarely
+        super().__init__(root, DeltaTracker(_INDICES, often=1))  # completed changes all the time, the rest rarely
         self._latency_pickers: dict[int, tuple[Any, Any]] = {}  # cores -> (device, total) latency pickers
 
     def _latencies(self, n: int) -> tuple[Any, Any]:
@@ -103,13 +103,6 @@ class ExecutionStats(RuntimeGroup):
         if period > 0:
             body["period"] = round(period, 9)
         return body
-
-    def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
-        out = {app.pid: self._body(app) for app in apps}
-        for app in gone:
-            out[app.pid] = self._body(app)
-            self._tracker.forget(app.pid)
-        return out
 
 
 GROUP = ExecutionStats

@@ -12,10 +12,10 @@ gauge: the current value, not a per-period count.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from neuron_monitor.groups.base import App, RuntimeGroup
+from neuron_monitor.groups.base import App
+from neuron_monitor.groups.data_block_group import DataBlockGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
@@ -106,12 +106,11 @@ def memory_body(
     }
 
 
-class MemoryUsed(RuntimeGroup):
+class MemoryUsed(DataBlockGroup):
     type_name = "memory_used"
 
     def __init__(self, root: RootFS) -> None:
-        super().__init__(root)
-        self._tracker = DeltaTracker(_BUSY)
+        super().__init__(root, DeltaTracker(_BUSY))
         self._cache: dict[int, tuple[tuple[Any, ...], dict[str, Any]]] = {}  # pid -> (inputs, body)
 
     def _body(self, app: App) -> dict[str, Any] | None:
@@ -137,19 +136,9 @@ class MemoryUsed(RuntimeGroup):
         self._cache[app.pid] = (key, body)
         return body
 
-    def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
-        out: dict[int, dict[str, Any]] = {}
-        for app in apps:
-            body = self._body(app)
-            if body is not None:
-                out[app.pid] = body
-        for app in gone:
-            body = self._body(app)
-            if body is not None:
-                out[app.pid] = body
-            self._tracker.forget(app.pid)
-            self._cache.pop(app.pid, None)
-        return out
+    def _forget(self, pid: int) -> None:
+        super()._forget(pid)
+        self._cache.pop(pid, None)
 
 
 GROUP = MemoryUsed

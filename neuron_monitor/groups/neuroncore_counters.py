@@ -10,10 +10,10 @@ trn2 "v3d") each entry also carries the physical breakdown as AWS prints it: ``"
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from neuron_monitor.groups.base import App, RuntimeGroup
+from neuron_monitor.groups.base import App
+from neuron_monitor.groups.data_block_group import DataBlockGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
@@ -25,12 +25,11 @@ _Shape = tuple[int, int, bool, str, tuple[str, ...]]
 _KEYS = tuple(str(k) for k in range(L.MAX_CORES * 64))  # flat core index -> key string (64 devices' worth)
 
 
-class NeuroncoreCounters(RuntimeGroup):
+class NeuroncoreCounters(DataBlockGroup):
     type_name = "neuroncore_counters"
 
     def __init__(self, root: RootFS) -> None:
-        super().__init__(root)
-        self._tracker = DeltaTracker(_INDICES)
+        super().__init__(root, DeltaTracker(_INDICES))
         self._shape: tuple[Topology, _Shape] | None = None  # the last topology and what follows from it
 
     def _shape_of(self, topo: Topology) -> _Shape:
@@ -95,13 +94,6 @@ class NeuroncoreCounters(RuntimeGroup):
         if period > 0:
             body["period"] = round(period, 9)
         return body
-
-    def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
-        out = {app.pid: self._body(app) for app in apps}
-        for app in gone:
-            out[app.pid] = self._body(app)
-            self._tracker.forget(app.pid)
-        return out
 
 
 GROUP = NeuroncoreCounters

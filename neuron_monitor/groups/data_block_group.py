@@ -1,0 +1,42 @@
+"""Base of the runtime groups computed from each application's data-block readings (neuron/apps.py).
+
+Each such group keeps per-pid baselines in a `DeltaTracker`; `collect` returns one body per present application
+(``_body``; None leaves the app out) and a final body for each departed one, whose state is then dropped.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from neuron_monitor.groups.base import App, RuntimeGroup
+from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.deltas import DeltaTracker
+
+
+class DataBlockGroup(RuntimeGroup):
+    def __init__(self, root: RootFS, tracker: DeltaTracker) -> None:
+        super().__init__(root)
+        self._tracker = tracker
+
+    @abstractmethod
+    def _body(self, app: App) -> dict[str, Any] | None:
+        """This app's body from its newest reading, or None when there is nothing to report."""
+
+    def _forget(self, pid: int) -> None:
+        """Drop a departed app's state (after its final body)."""
+        self._tracker.forget(pid)
+
+    def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
+        out: dict[int, dict[str, Any]] = {}
+        for app in apps:
+            body = self._body(app)
+            if body is not None:
+                out[app.pid] = body
+        for app in gone:
+            body = self._body(app)
+            if body is not None:
+                out[app.pid] = body
+            self._forget(app.pid)
+        return out
