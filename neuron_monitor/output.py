@@ -60,7 +60,6 @@ class LineWriter:
     def __init__(self, fd: int = 1, recorder: LineSink | None = None) -> None:
         self.fd = fd
         self.recorder = recorder
-        self.lines_written = 0
         self.record_errors = 0
         self._last_record_log = -1e18
         self._q: queue.Queue[tuple[bytes, asyncio.Future[None], asyncio.AbstractEventLoop] | None] = queue.Queue(
@@ -68,7 +67,6 @@ class LineWriter:
         )
         self._thread = threading.Thread(target=self._run, name="stdout-writer", daemon=True)
         self._thread.start()
-        self.busy = threading.Event()
         self._kind = _fd_kind(fd)
         self.direct_writes = 0
 
@@ -89,7 +87,6 @@ class LineWriter:
     async def write(self, line: bytes) -> None:
         if self.recorder is None and self._room_for(len(line)):
             self._write_all(line)
-            self.lines_written += 1
             self.direct_writes += 1
             return
         loop = asyncio.get_running_loop()
@@ -131,17 +128,13 @@ class LineWriter:
             if item is None:
                 return
             line, fut, loop = item
-            self.busy.set()
             try:
                 self._record(line)
                 self._write_all(line)
-                self.lines_written += 1
             except BaseException as e:
                 loop.call_soon_threadsafe(_set_exception, fut, e)
             else:
                 loop.call_soon_threadsafe(_set_result, fut)
-            finally:
-                self.busy.clear()
 
     def close(self) -> None:
         with contextlib.suppress(queue.Full):

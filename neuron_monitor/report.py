@@ -35,23 +35,10 @@ INSTANCE_INFO_KEYS: tuple[str, ...] = (
     "subnet_id",
 )
 
-HARDWARE_INFO_KEYS: tuple[str, ...] = (
-    "neuron_device_type",
-    "neuron_device_version",
-    "neuroncore_version",
-    "neuron_device_count",
-    "neuron_device_memory_size",
-    "neuroncore_per_device_count",
-    "logical_neuroncore_config",
-)
-
 # Groups whose ``error`` may describe a partial failure while the data beside it stays valid: neuron_hw_counters
 # names the ECC counters an older driver (or Inf1) does not expose, and still reports the others. For every other
 # group, as in AWS's tools, a non-empty ``error`` means its data is not to be used.
 PARTIAL_ERROR_GROUPS: frozenset[str] = frozenset({"neuron_hw_counters"})
-
-# Counters that are counts over a group's captured period (architecture contract 3), per group.
-PERIOD_COUNTER_GROUPS: tuple[str, ...] = ("execution_stats", "neuron_hw_counters", "vcpu_usage")
 
 
 def group_data_usable(name: str, obj: dict[str, Any]) -> bool:
