@@ -399,14 +399,17 @@ class Scheduler:
                 self.skipped_slots += missed
                 log.info("%s: skipped %d slot(s) (slow reader or slow collection)", u.type_name, missed)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self.executor, self.collector.prime)
+    async def _start(self) -> None:
+        """Take the baselines (off the loop) and start every unit's clock and due-time grid now."""
+        await asyncio.get_running_loop().run_in_executor(self.executor, self.collector.prime)
         start = self.clock()
         for u in self.collector.units:
             u.last = start
             u.next_due = start + u.period
-        stopped = loop.create_task(stop.wait())  # one waiter for the whole run, not one per sleep
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self._start()
+        stopped = asyncio.get_running_loop().create_task(stop.wait())  # one waiter for the whole run, not one per sleep
         try:
             while not stop.is_set():
                 delay = self.collector.next_due() - self.clock()
@@ -425,11 +428,7 @@ class Scheduler:
 
     async def run_once(self, window: float) -> None:
         """Prime, wait ``window`` seconds, collect every unit once, write one report."""
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self.executor, self.collector.prime)
-        start = self.clock()
-        for u in self.collector.units:
-            u.last = start
+        await self._start()
         await asyncio.sleep(window)
         await self._tick(list(self.collector.units))
 
