@@ -335,7 +335,7 @@ async def test_no_drift_over_a_simulated_hour() -> None:
     start = clock.t
     lines = 0
 
-    async def oversleeping(stopped: asyncio.Task, delay: float) -> None:
+    async def oversleeping(delay: float) -> None:
         clock.t += delay + rng.uniform(0.0, 0.02)  # timers fire late, never early
 
     async def write(line: bytes) -> None:

@@ -15,16 +15,15 @@ from neuron_monitor.host.procfs import ProcStat, parse_stat
 from neuron_monitor.host.rootfs import RootFS
 
 _OUT_FIELDS = ("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq")
-_NAMES = {i: str(i) for i in range(1024)}
 
 
-def usage_percent(prev: tuple[int, ...], cur: tuple[int, ...]) -> dict[str, float]:
-    """Shares of each field in the total time that passed, in percent rounded half-up to 2 decimals.
-
-    Integer arithmetic (one float division per field) keeps 192 vCPUs well under a millisecond."""
-    u, n, s, i, w, q, sq, st = (c - p for p, c in zip(prev, cur, strict=True))
-    if u < 0 or n < 0 or s < 0 or i < 0 or w < 0 or q < 0 or sq < 0 or st < 0:  # counter went back (hotplug)
-        u, n, s, i, w, q, sq, st = (max(c - p, 0) for p, c in zip(prev, cur, strict=True))
+def shares_of(delta: tuple[int, ...]) -> dict[str, float]:
+    """Shares of each field (CPU_FIELDS order) in the total time that passed, in percent rounded half-up to 2
+    decimals. A field that went back (CPU hot-unplug and re-plug) counts as 0. Integer arithmetic: one float
+    division per field."""
+    u, n, s, i, w, q, sq, st = delta
+    if u < 0 or n < 0 or s < 0 or i < 0 or w < 0 or q < 0 or sq < 0 or st < 0:
+        u, n, s, i, w, q, sq, st = (max(d, 0) for d in delta)
     total = u + n + s + i + w + q + sq + st
     if total <= 0:
         return dict.fromkeys(_OUT_FIELDS, 0.0)
@@ -40,10 +39,20 @@ def usage_percent(prev: tuple[int, ...], cur: tuple[int, ...]) -> dict[str, floa
     }
 
 
+def usage_percent(prev: tuple[int, ...], cur: tuple[int, ...]) -> dict[str, float]:
+    """Shares of the time between two samples of one CPU's counters (see `shares_of`)."""
+    return shares_of(tuple(map(sub, cur, prev)))
+
+
 _SHARES_CACHE_MAX = 4096
 
 
 class VcpuUsage(SystemGroup):
+    """At high frequency a vCPU's delta is a handful of clock ticks, so the same deltas recur across vCPUs and
+    periods (idle ones, saturated ones): each distinct delta's shares are computed once and the dict is shared
+    (bodies are never mutated). All per-vCPU work is batched over the flat counters: one subtraction map, one
+    grouping into 8-tuples, one cache lookup map; only new deltas cost Python-level arithmetic."""
+
     type_name = "vcpu_usage"
     blocks = False
 
@@ -52,6 +61,7 @@ class VcpuUsage(SystemGroup):
         self._file = root.open_kept("proc/stat")
         self._prev: ProcStat | None = None
         self._shares: dict[tuple[int, ...], dict[str, float]] = {}
+        self._names: tuple[tuple[int, ...], tuple[str, ...]] = ((), ())
 
     def _read(self) -> ProcStat:
         try:
@@ -67,31 +77,36 @@ class VcpuUsage(SystemGroup):
         except GroupError:
             self._prev = None
 
+    def _per_cpu(self, prev: ProcStat, cur: ProcStat) -> dict[str, dict[str, float]]:
+        if cur.cpu_ids == prev.cpu_ids:
+            ids, deltas = cur.cpu_ids, map(sub, cur.counters, prev.counters)
+        else:  # a vCPU went offline or came back: pair the CPUs present in both samples
+            before = prev.cpus
+            ids = tuple(c for c in cur.cpu_ids if c in before)
+            now = cur.cpus
+            deltas = (d for c in ids for d in map(sub, now[c], before[c]))
+        if self._names[0] != ids:
+            self._names = (ids, tuple(map(str, ids)))
+        cache = self._shares
+        if len(cache) > _SHARES_CACHE_MAX:
+            cache.clear()
+        keys = list(zip(*[iter(deltas)] * 8, strict=True))
+        shares = list(map(cache.get, keys))
+        if None in shares:
+            for j, got in enumerate(shares):
+                if got is None:
+                    shares[j] = cache[keys[j]] = shares_of(keys[j])
+        return dict(zip(self._names[1], shares, strict=True))
+
     def collect(self) -> dict[str, Any]:
         cur = self._read()
         prev = self._prev
         self._prev = cur
         if prev is None:
             raise GroupError("no previous sample of /proc/stat yet; usage starts with the next period")
-        usage_data = {}
-        cache = self._shares
-        if len(cache) > _SHARES_CACHE_MAX:
-            cache.clear()
-        pcpus = prev.cpus
-        for cpu, counters in cur.cpus.items():
-            before = pcpus.get(cpu)
-            if before is None:
-                continue
-            # At high frequency a vCPU's delta is a handful of jiffies, so the same deltas recur across vCPUs and
-            # periods (idle ones, saturated ones): their shares are computed once. Bodies are never mutated.
-            delta = tuple(map(sub, counters, before))
-            shares = cache.get(delta)
-            if shares is None:
-                shares = cache[delta] = usage_percent(before, counters)
-            usage_data[_NAMES.get(cpu) or str(cpu)] = shares
         return {
             "average_usage": usage_percent(prev.total, cur.total),
-            "usage_data": usage_data,
+            "usage_data": self._per_cpu(prev, cur),
             "context_switch_count": max(cur.ctxt - prev.ctxt, 0),
         }
 

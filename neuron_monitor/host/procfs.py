@@ -1,6 +1,6 @@
 """Kernel parsing for procfs, separate from metric shaping (as node_exporter's procfs package).
 
-- `parse_stat(data)`: /proc/stat -> per-CPU jiffy counters (aggregate "cpu" line and each "cpuN") and ``ctxt``.
+- `parse_stat(data)`: /proc/stat -> jiffy counters (aggregate "cpu" line, each "cpuN" flat) and ``ctxt``.
 - `parse_meminfo(data)`: /proc/meminfo -> {field: bytes}.
 - `parse_pid_stat(data)`: /proc/PID/stat -> utime, stime, starttime (clock ticks).
 - `parse_uptime(data)`: /proc/uptime -> seconds since boot.
@@ -13,15 +13,29 @@ import functools
 import itertools
 from dataclasses import dataclass
 
+import orjson
+
 # /proc/stat cpu columns in order: user nice system idle iowait irq softirq steal guest guest_nice
 CPU_FIELDS: tuple[str, ...] = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
 @dataclass(frozen=True)
 class ProcStat:
+    """/proc/stat's CPU time counters (clock ticks) and context switches.
+
+    ``counters`` is flat: the 8 CPU_FIELDS of ``cpu_ids[0]``, then of ``cpu_ids[1]``, ... (file order), so that the
+    deltas of two samples of the same CPUs are one ``map(sub, ...)`` instead of one tuple per vCPU."""
+
     total: tuple[int, ...]  # the aggregate "cpu" line, CPU_FIELDS order
-    cpus: dict[int, tuple[int, ...]]  # "cpuN" -> counters, CPU_FIELDS order
+    cpu_ids: tuple[int, ...]  # N of each "cpuN" line, file order
+    counters: list[int]  # CPU_FIELDS of each cpu_ids entry, flat
     ctxt: int
+
+    @property
+    def cpus(self) -> dict[int, tuple[int, ...]]:
+        """{N: counters of cpuN} (for callers that want one vCPU at a time)."""
+        c = self.counters
+        return {cpu: tuple(c[8 * j : 8 * j + 8]) for j, cpu in enumerate(self.cpu_ids)}
 
 
 def _cpu_counters(parts: list[bytes]) -> tuple[int, ...]:
@@ -34,58 +48,65 @@ def _cpu_counters(parts: list[bytes]) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=8)
-def _cpu_mask(columns: int, rows: int) -> tuple[bool, ...]:
-    """Which tokens of a cpu block to convert: the 8 time columns of each row (not its name, not guest time)."""
-    row = (False,) + (True,) * 8 + (False,) * (columns - 9)
-    return row * rows
+def _time_columns(columns: int, cpus: int) -> tuple[bool, ...]:
+    """Which numbers of a cpu block are the 8 time columns: every column of the aggregate row but guest time, then
+    for each cpuN row its N (False), its time columns, not its guest columns."""
+    guest = (False,) * (columns - 8)
+    return (True,) * 8 + guest + ((False,) + (True,) * 8 + guest) * cpus
 
 
-def _parse_cpu_block_fast(block: bytes) -> tuple[tuple[int, ...], dict[int, tuple[int, ...]]] | None:
-    """All cpu lines with the same column count (every kernel since 2.6.33): one split, one int map."""
-    toks = block.split()
-    if not toks or toks[0] != b"cpu":
+def _parse_cpu_block_fast(block: bytes) -> tuple[tuple[int, ...], tuple[int, ...], list[int]] | None:
+    """The kernel's own layout ("cpu  a b ...", then "cpuN a b ..." rows, single spaces, the same column count on
+    every row, at least 8 columns; every kernel since 2.6.24): the block becomes one JSON array, parsed in C.
+    None when the block is laid out any other way (the caller then parses it line by line)."""
+    first = block[: block.find(b"\n")].split()
+    if not first or first[0] != b"cpu" or len(first) < 9:
+        return None
+    columns = len(first) - 1
+    body = block[3:].replace(b"\ncpu", b",").replace(b" ", b",").lstrip(b",")
+    if body.translate(None, b"0123456789,"):  # anything but digits and commas: not the kernel's layout
         return None
     try:
-        k = toks.index(b"cpu0")
-    except ValueError:
+        nums = orjson.loads(b"[" + body + b"]")  # digits and commas: whole numbers (the kernel prints u64)
+    except orjson.JSONDecodeError:
         return None
-    if k < 9 or len(toks) % k:
+    cpus, extra = divmod(len(nums) - columns, columns + 1)
+    if extra:
         return None
-    names = toks[::k]
-    if not all(n.startswith(b"cpu") for n in names):
-        return None
-    nums = list(map(int, itertools.compress(toks, _cpu_mask(k, len(names)))))
-    total = tuple(nums[0:8])
-    cpus = {int(names[j][3:]): tuple(nums[j * 8 : j * 8 + 8]) for j in range(1, len(names))}
-    return total, cpus
+    flat = list(itertools.compress(nums, _time_columns(columns, cpus)))
+    return tuple(flat[:8]), tuple(nums[columns :: columns + 1]), flat[8:]
+
+
+def _parse_cpu_lines(block: bytes) -> tuple[tuple[int, ...], tuple[int, ...], list[int]]:
+    total: tuple[int, ...] | None = None
+    ids: list[int] = []
+    counters: list[int] = []
+    for line in block.split(b"\n"):
+        if not line.startswith(b"cpu"):
+            continue
+        parts = line.split()
+        if parts[0] == b"cpu":
+            total = _cpu_counters(parts)
+        else:
+            ids.append(int(parts[0][3:]))
+            counters += _cpu_counters(parts)
+    if total is None:
+        raise ValueError("no aggregate cpu line in /proc/stat")
+    return total, tuple(ids), counters
 
 
 def parse_stat(data: bytes) -> ProcStat:
-    # The cpu lines come first; ctxt follows the (very long) intr line. Parse only what is needed.
+    # The cpu lines come first and the (very long) intr line follows them; ctxt comes later. Parse only what is needed.
     end = data.find(b"\nintr ")
     block = data if end < 0 else data[:end]
-    fast = _parse_cpu_block_fast(block[: block.find(b"\n", block.rfind(b"\ncpu") + 1)]) if end >= 0 else None
-    total: tuple[int, ...] | None
-    if fast is not None:
-        total, cpus = fast
-    else:
-        total, cpus = None, {}
-        for line in block.split(b"\n"):
-            if not line.startswith(b"cpu"):
-                continue
-            parts = line.split()
-            if parts[0] == b"cpu":
-                total = _cpu_counters(parts)
-            else:
-                cpus[int(parts[0][3:])] = _cpu_counters(parts)
+    parsed = _parse_cpu_block_fast(block) if end >= 0 else None
+    total, ids, counters = parsed if parsed is not None else _parse_cpu_lines(block)
     at = data.find(b"\nctxt ")
-    if total is None:
-        raise ValueError("no aggregate cpu line in /proc/stat")
     if at < 0:
         raise ValueError("no ctxt line in /proc/stat")
     nl = data.find(b"\n", at + 6)
     ctxt = int(data[at + 6 : nl if nl >= 0 else len(data)])
-    return ProcStat(total=total, cpus=cpus, ctxt=ctxt)
+    return ProcStat(total=total, cpu_ids=ids, counters=counters, ctxt=ctxt)
 
 
 def parse_meminfo(data: bytes) -> dict[str, int]:

@@ -123,3 +123,34 @@ def test_vcpu_shares_per_cpu_with_mixed_deltas(tmp_path: Path) -> None:
     write([(120, 100, 100), (110, 100, 110), (110, 110, 100), (105, 105, 110)], 30)
     u2 = g.collect()["usage_data"]  # the same deltas on other CPUs in the next period
     assert u2["1"]["user"] == 100.0 and u2["3"]["idle"] == 100.0 and u2["2"]["system"] == 100.0
+
+
+def test_vcpu_usage_across_cpu_hotplug_and_counter_reset(tmp_path: Path) -> None:
+    """A vCPU that went offline is left out, one that appeared waits for its next sample, and a counter that went
+    back counts as no time rather than negative shares."""
+    proc = tmp_path / "proc"
+    proc.mkdir()
+
+    def write(rows: dict[int, tuple[int, int]]) -> None:
+        lines = ["cpu  " + " ".join(str(sum(r[k] for r in rows.values())) if k < 2 else "0" for k in range(10))]
+        lines += [f"cpu{i} {u} 0 0 {idle} 0 0 0 0 0 0" for i, (u, idle) in rows.items()]
+        (proc / "stat").write_text("\n".join([*lines, "intr 1", "ctxt 5"]) + "\n")
+
+    write({0: (100, 100), 1: (100, 100), 2: (100, 100)})
+    g = VcpuUsage(RootFS(tmp_path))
+    g.prime()
+    write({0: (110, 110), 2: (90, 120), 3: (5, 5)})  # cpu1 offline, cpu3 new, cpu2's user went back
+    u = g.collect()["usage_data"]
+    assert set(u) == {"0", "2"}
+    assert u["0"]["user"] == 50.0
+    assert u["2"] == {
+        "user": 0.0,
+        "nice": 0.0,
+        "system": 0.0,
+        "idle": 100.0,
+        "io_wait": 0.0,
+        "irq": 0.0,
+        "soft_irq": 0.0,
+    }
+    write({0: (120, 120), 2: (100, 130), 3: (15, 5)})
+    assert set(g.collect()["usage_data"]) == {"0", "2", "3"}

@@ -6,8 +6,17 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from neuron_monitor.host.procfs import parse_meminfo, parse_pid_stat, parse_stat, parse_uptime
+from neuron_monitor.host.procfs import (
+    _parse_cpu_block_fast,
+    _parse_cpu_lines,
+    parse_meminfo,
+    parse_pid_stat,
+    parse_stat,
+    parse_uptime,
+)
 from tests.conftest import FIXTURES
 
 PROC = FIXTURES / "proc"
@@ -26,6 +35,51 @@ def test_stat_short_cpu_lines_are_padded() -> None:
     st = parse_stat(b"cpu  1 2 3 4\ncpu0 1 2 3 4\nctxt 7\n")
     assert st.total == (1, 2, 3, 4, 0, 0, 0, 0)
     assert st.ctxt == 7
+
+
+def _stat_bytes(ids: list[int], rows: list[list[int]], sep: str = " ") -> bytes:
+    total = [sum(col) for col in zip(*rows, strict=True)]
+    lines = ["cpu  " + sep.join(map(str, total))]
+    lines += [f"cpu{i}{sep}" + sep.join(map(str, r)) for i, r in zip(ids, rows, strict=True)]
+    return ("\n".join([*lines, "intr 5 0 1", "ctxt 99", "btime 1"]) + "\n").encode()
+
+
+@given(
+    st.integers(8, 10).flatmap(
+        lambda cols: st.lists(
+            st.tuples(st.integers(0, 4095), st.lists(st.integers(0, 2**58), min_size=cols, max_size=cols)),
+            min_size=1,
+            max_size=40,
+            unique_by=lambda r: r[0],
+        )
+    )
+)
+def test_stat_fast_path_equals_line_by_line(cpus: list[tuple[int, list[int]]]) -> None:
+    """The one-JSON-array parse of the kernel's layout gives exactly what the line-by-line parse gives
+    (any CPU numbering with offline gaps, 8 to 10 columns, sums within the kernel's u64)."""
+    data = _stat_bytes([i for i, _ in cpus], [r for _, r in cpus])
+    block = data[: data.find(b"\nintr ")]
+    fast = _parse_cpu_block_fast(block)
+    assert fast is not None
+    assert fast == _parse_cpu_lines(block)
+    st_ = parse_stat(data)
+    assert st_.cpu_ids == tuple(i for i, _ in cpus)
+    assert st_.cpus == {i: tuple(r[:8]) for i, r in cpus}
+
+
+@pytest.mark.parametrize("sep", ["  ", "\t"])
+def test_stat_other_layouts_take_the_line_by_line_path(sep: str) -> None:
+    data = _stat_bytes([0, 2], [[1, 2, 3, 4, 5, 6, 7, 8, 0, 0], [10, 20, 30, 40, 50, 60, 70, 80, 0, 0]], sep)
+    assert _parse_cpu_block_fast(data[: data.find(b"\nintr ")]) is None
+    st_ = parse_stat(data)
+    assert st_.cpus == {0: (1, 2, 3, 4, 5, 6, 7, 8), 2: (10, 20, 30, 40, 50, 60, 70, 80)}
+    assert st_.total == (11, 22, 33, 44, 55, 66, 77, 88)
+
+
+def test_live_proc_stat_fast_path_applies() -> None:
+    data = Path("/proc/stat").read_bytes()
+    block = data[: data.find(b"\nintr ")]
+    assert _parse_cpu_block_fast(block) == _parse_cpu_lines(block)
 
 
 @pytest.mark.parametrize("data", [b"", b"cpu0 1 2 3 4\nctxt 1\n", b"cpu  1 2 3 4\n", b"cpu  a b c d\nctxt 1\n"])
