@@ -8,6 +8,11 @@ The optional recorder gets every line first, so a recording is complete even whe
 A write that cannot block (stdout is a pipe with room for the whole line, or a regular file, or /dev/null) is
 done at once on the caller's thread; anything else goes through the writer thread, so a full pipe or a stopped
 terminal never stalls the event loop. The direct path saves a thread hand-off per report.
+
+A pipe whose buffer is smaller than four report lines (Linux's default is 64 KiB; a trn2.48xlarge report with 16
+runtimes is about 80 KB) is grown once with F_SETPIPE_SZ, up to /proc/sys/fs/pipe-max-size (1 MiB by default,
+no privilege needed), so that whole reports fit and go out directly. This buffers at most a few reports in the
+kernel, never in this process; when growing is refused, lines that do not fit take the writer thread as before.
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ from typing import Protocol
 
 log = logging.getLogger("neuron_monitor.output")
 
-F_GETPIPE_SZ = 1032  # fcntl.F_GETPIPE_SZ (Python >= 3.10 on Linux)
+F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Python >= 3.10 on Linux)
+F_GETPIPE_SZ = 1032  # fcntl.F_GETPIPE_SZ
+PIPE_LINES = 4  # grow a pipe to hold this many lines
+PIPE_MAX_SIZE = "/proc/sys/fs/pipe-max-size"
 _DEV_NULL = os.makedev(1, 3)
 
 
@@ -68,7 +76,28 @@ class LineWriter:
         self._thread = threading.Thread(target=self._run, name="stdout-writer", daemon=True)
         self._thread.start()
         self._kind = _fd_kind(fd)
+        self._capacity = 0  # the pipe's buffer size, read once (and after growing it)
+        self._grown_for = 0  # the longest line growing the pipe was tried for
         self.direct_writes = 0
+
+    def _grow_pipe(self, n: int) -> None:
+        """Try once per new longest line to make the pipe hold PIPE_LINES lines of n bytes."""
+        self._grown_for = n
+        want = 1 << (PIPE_LINES * n - 1).bit_length()
+        try:
+            with open(PIPE_MAX_SIZE, "rb") as f:
+                want = min(want, int(f.read()))
+        except (OSError, ValueError):
+            want = min(want, 1 << 20)
+        if want <= self._capacity:
+            return
+        try:
+            self._capacity = fcntl.fcntl(self.fd, F_SETPIPE_SZ, want)
+            log.info("grew the stdout pipe to %d bytes for %d-byte reports", self._capacity, n)
+        except OSError as e:
+            log.info(
+                "could not grow the stdout pipe to %d bytes (%s): long reports go through the writer thread", want, e
+            )
 
     def _room_for(self, n: int) -> bool:
         """True when writing n bytes now cannot block."""
@@ -77,12 +106,15 @@ class LineWriter:
         if self._kind != "pipe":
             return False
         try:
-            capacity = fcntl.fcntl(self.fd, F_GETPIPE_SZ)
+            if not self._capacity:
+                self._capacity = fcntl.fcntl(self.fd, F_GETPIPE_SZ)
+            if n * PIPE_LINES > self._capacity and n > self._grown_for:
+                self._grow_pipe(n)
             unread = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
         except OSError:
             self._kind = "other"
             return False
-        return capacity - unread >= n
+        return self._capacity - unread >= n
 
     async def write(self, line: bytes) -> None:
         if self.recorder is None and self._room_for(len(line)):

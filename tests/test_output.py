@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import threading
+from pathlib import Path
 
 import pytest
 
-from neuron_monitor.output import LineWriter, ReaderGone
+from neuron_monitor.output import F_GETPIPE_SZ, F_SETPIPE_SZ, PIPE_MAX_SIZE, LineWriter, ReaderGone
 
 
 async def test_small_lines_to_a_pipe_with_room_are_written_directly() -> None:
@@ -81,3 +83,20 @@ async def test_recorder_gets_every_line_through_the_thread(tmp_path) -> None:
     assert (tmp_path / "out").read_bytes() == b"0\n1\n2\n"
     writer.close()
     os.close(fd)
+
+
+async def test_a_pipe_too_small_for_the_lines_is_grown_once() -> None:
+    r, w = os.pipe()
+    fcntl.fcntl(w, F_SETPIPE_SZ, 65536)
+    writer = LineWriter(w)
+    line = b"y" * 80_000 + b"\n"  # a trn2.48xlarge report with 16 runtimes is about this long
+    await writer.write(line)
+    assert writer.direct_writes == 1  # went out at once: the pipe now holds several such lines
+    assert fcntl.fcntl(w, F_GETPIPE_SZ) >= min(4 * len(line), int(Path(PIPE_MAX_SIZE).read_text()))
+    got = bytearray()
+    while len(got) < len(line):
+        got += os.read(r, 1 << 20)
+    assert bytes(got) == line
+    writer.close()
+    os.close(r)
+    os.close(w)
