@@ -3,7 +3,7 @@
 Exit codes: 0 after SIGTERM/SIGINT or ``--once``; 1 when the stdout reader went away or the daemon failed;
 2 for a bad configuration or bad arguments (one line on stderr, never a traceback).
 Signals: SIGTERM/SIGINT finish the line being written and exit 0; SIGHUP reloads the configuration (so does a
-change of the file, checked every second and debounced); a bad new configuration keeps the old one and says why.
+change of the file: see config_watch.py); a bad new configuration keeps the old one and says why.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from neuron_monitor import __version__
 from neuron_monitor.config import ConfigError, Plan, load_plan
+from neuron_monitor.config_watch import ConfigFileWatcher
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT, InstanceInfoSource
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.backend import open_backend
@@ -30,7 +31,6 @@ log = logging.getLogger("neuron_monitor")
 
 _VERBOSITY = {0: logging.CRITICAL + 1, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
 STOP_GRACE_SECONDS = 5.0
-WATCH_INTERVAL = 1.0
 
 
 def _positive_int(text: str) -> int:
@@ -134,16 +134,6 @@ def _root_for(args: argparse.Namespace) -> Iterator[str]:
         yield str(sim.root)
 
 
-def _config_stamp(path: str | None) -> tuple[int, int, int] | None:
-    if path is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
 class Daemon:
     def __init__(self, args: argparse.Namespace, plan: Plan, root: RootFS) -> None:
         self.args = args
@@ -184,22 +174,6 @@ class Daemon:
             self.collector.apply_plan(plan)
         log.warning("%s: configuration reloaded from %s", why, plan.source)
 
-    async def watch_config(self) -> None:
-        path = self.args.config_file
-        stamp = _config_stamp(path)
-        pending: tuple[int, int, int] | None = None
-        while not self.stop.is_set():
-            await asyncio.sleep(WATCH_INTERVAL)
-            now = _config_stamp(path)
-            if now is None or now == stamp:
-                pending = None
-                continue
-            if now != pending:  # changed: wait one more interval for the writer to finish (debounce)
-                pending = now
-                continue
-            stamp, pending = now, None
-            await self.reload("configuration file changed")
-
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -208,7 +182,11 @@ class Daemon:
         self.instance.start()
         if self.k8s is not None:
             self.k8s.start()
-        watcher = loop.create_task(self.watch_config()) if self.args.config_file else None
+        watcher = None
+        if self.args.config_file:
+            files = ConfigFileWatcher(self.args.config_file, lambda: self.reload("configuration file changed"))
+            self.scheduler.after_report = files.poke
+            watcher = loop.create_task(files.run())
         try:
             if self.args.once:
                 window = min(self.collector.plan.smallest_period(), 1.0)

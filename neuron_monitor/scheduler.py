@@ -375,6 +375,7 @@ class Scheduler:
         self.started = time.time()
         self.last_collection_seconds = 0.0
         self.lock = asyncio.Lock()  # held while collecting and writing; a reload waits for it
+        self.after_report: Callable[[], None] | None = None  # housekeeping that rides on report wake-ups
 
     def self_report(self) -> dict[str, Any]:
         """The daemon's own health, as the additive top-level ``neuron_monitor`` object of each report."""
@@ -396,6 +397,8 @@ class Scheduler:
         await self.write(line)
         c.retire_gone()
         self.reports += 1
+        if self.after_report is not None:
+            self.after_report()
 
     def _advance(self, due: list[_Unit]) -> None:
         now = self.clock()
