@@ -1,11 +1,11 @@
 """Due-time loop: collect every (scope, group) unit on its own period, merge the newest data, hand one report out.
 
 Timing: each unit is due on a fixed grid ``start + k * period`` (no drift: 1 s for an hour gives 3600 reports).
-Everything due at a wake-up is collected in one worker thread while the event loop stays free (file reads never
-stall it), then one report is assembled and awaited through the writer. While the writer is blocked (slow
-reader) nothing is collected; grid slots that passed meanwhile are skipped, and the next collection's deltas
-cover the whole gap, so no count is lost and at most one report is ever buffered. Each group's ``period`` is the
-measured interval since its previous collection.
+Everything due at a wake-up is collected in one go (on the loop while collections stay quick, in a worker
+thread once one was slow: see `Collector.collect`), then one report is assembled and awaited through the
+writer. While the writer is blocked (slow reader) nothing is collected; grid slots that passed meanwhile are
+skipped, and the next collection's deltas cover the whole gap, so no count is lost and at most one report is
+ever buffered. Each group's ``period`` is the measured interval since its previous collection.
 
 Runtime units share one application snapshot per wake-up. An application that vanishes stays in the report until
 each of its groups has run once more (reporting its final counts, marked fresh), then leaves.
@@ -31,6 +31,7 @@ from neuron_monitor.host.rootfs import RootFS
 log = logging.getLogger("neuron_monitor.scheduler")
 
 DUE_SLACK = 0.002  # units due within 2 ms of each other are collected together
+LOOP_BUDGET = 0.05  # seconds of wall time a collection may take on the event loop (see Collector.collect)
 HARDWARE_INFO_REFRESH = 30.0
 HEARTBEAT = ""  # the unit of a configuration without groups
 
@@ -127,6 +128,7 @@ class Collector:
         self._hardware_info: dict[str, Any] | None = None
         self._hardware_info_at = -1e18
         self._primed = False
+        self.on_loop = True  # collect on the event loop until a collection exceeds LOOP_BUDGET
         self.apply_plan(plan)
 
     # -- configuration -------------------------------------------------------------------------------
@@ -259,14 +261,16 @@ class Collector:
         return min((u.next_due for u in self.units), default=self.clock() + 5.0)
 
     async def collect(self, due: list[_Unit], executor: ThreadPoolExecutor) -> None:
-        """Collect every due unit. Groups whose reads can block (device sysfs, where ECC reads reach firmware;
-        data blocks) run off the event loop, all in one worker job: the system groups, then the runtime groups
-        (one shared application snapshot). One job, not two concurrent ones: the groups are Python code under
-        one GIL, so two threads gain nothing but a GIL hand-over at every file read (measured: 0.3-0.5 ms more
-        CPU per trn2.48xlarge report). When no blocking group is due, the procfs-only groups (``blocks = False``:
-        the kernel generates those files in memory, they never wait on I/O) run on the loop itself, which saves
-        the thread hand-off (about 0.25 ms per report on the benchmark machine)."""
-        loop = asyncio.get_running_loop()
+        """Collect every due unit: the system groups, then the runtime groups (one shared application snapshot).
+
+        Where: on the event loop itself, as long as a whole collection takes at most LOOP_BUDGET of wall time;
+        after one that took longer, in a worker thread from then on (logged once). What the groups read cannot
+        block for long: procfs files are generated in memory, data blocks are mapped memory, and the driver's
+        sysfs ECC files and apps ioctl read device registers. Running them on the loop saves a thread hand-off
+        and the cold start of a second thread per report (0.3-0.7 ms CPU per trn2.48xlarge report measured on
+        the benchmark VM); a device or driver that does make a read slow moves the work off the loop, so that
+        signals and reloads are served while it waits. Either way it is one job, never two concurrent ones: the
+        groups are Python code under one GIL, and two threads would only hand the GIL over at every file read."""
         for obj in self._fresh:
             obj["fresh"] = False
         self._fresh = []
@@ -276,15 +280,26 @@ class Collector:
         refresh_hw = self._hardware_info is None or now - self._hardware_info_at >= HARDWARE_INFO_REFRESH
         if refresh_hw:
             self._hardware_info_at = now
-        on_loop = not refresh_hw and all(not self.system[u.type_name].blocks for u in system_due)
-        if on_loop and system_due:
-            self._collect_system_batch(system_due, False)
-        if not on_loop or runtime_due:
-            await loop.run_in_executor(
-                executor, self._collect_off_loop, [] if on_loop else system_due, refresh_hw, runtime_due
+        if not (system_due or runtime_due or refresh_hw):
+            return
+        if not self.on_loop:
+            await asyncio.get_running_loop().run_in_executor(
+                executor, self._collect_all, system_due, refresh_hw, runtime_due
+            )
+            return
+        started = time.monotonic()
+        self._collect_all(system_due, refresh_hw, runtime_due)
+        took = time.monotonic() - started
+        if took > LOOP_BUDGET:
+            self.on_loop = False
+            log.warning(
+                "a collection took %.0f ms on the event loop (budget %.0f ms): collecting in a worker thread "
+                "from now on",
+                took * 1000,
+                LOOP_BUDGET * 1000,
             )
 
-    def _collect_off_loop(self, system_due: list[_Unit], refresh_hw: bool, runtime_due: list[_Unit]) -> None:
+    def _collect_all(self, system_due: list[_Unit], refresh_hw: bool, runtime_due: list[_Unit]) -> None:
         if system_due or refresh_hw:
             self._collect_system_batch(system_due, refresh_hw)
         if runtime_due:

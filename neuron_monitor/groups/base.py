@@ -50,7 +50,6 @@ class SystemGroup(ABC):
     """A system-level metric group. One instance lives for the daemon's lifetime and may keep state."""
 
     type_name: ClassVar[str]
-    blocks: ClassVar[bool] = True  # False: reads never block (procfs), so it may run on the event loop
 
     def __init__(self, root: RootFS) -> None:
         self.root = root

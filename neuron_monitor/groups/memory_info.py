@@ -30,7 +30,6 @@ def memory_from_meminfo(info: dict[str, int]) -> dict[str, int]:
 
 class MemoryInfo(SystemGroup):
     type_name = "memory_info"
-    blocks = False
 
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)

@@ -54,7 +54,6 @@ class VcpuUsage(SystemGroup):
     grouping into 8-tuples, one cache lookup map; only new deltas cost Python-level arithmetic."""
 
     type_name = "vcpu_usage"
-    blocks = False
 
     def __init__(self, root: RootFS) -> None:
         super().__init__(root)
