@@ -50,7 +50,13 @@ def group_data_usable(name: str, obj: dict[str, Any]) -> bool:
 
 def group_object(body: dict[str, Any], period: float, error: str, fresh: bool) -> dict[str, Any]:
     """Wrap a group body as AWS prints it: period first, error last, then our ``fresh``."""
-    obj: dict[str, Any] = {"period": period}
+    if "error" not in body and "fresh" not in body:  # the usual body: one dict display, no Python-level loop
+        obj = {"period": period, **body}
+        obj["period"] = period  # the argument wins over a period in the body, which stays first either way
+        obj["error"] = error
+        obj["fresh"] = fresh
+        return obj
+    obj = {"period": period}
     for k, v in body.items():
         if k not in ("period", "error", "fresh"):
             obj[k] = v
