@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.daemon_run import REPO, RunFigures, run_daemon
+from bench.daemon_run import REPO, RunFigures, run_daemon, speed_reference
 
 HOST_GROUPS = {"period": "100ms", "system_metrics": [{"type": "vcpu_usage"}, {"type": "memory_info"}]}
 NO_GROUPS = {"period": "100ms"}
@@ -92,6 +92,7 @@ def main() -> int:
         shutil.copy(REPO / "tests/fixtures/proc/stat_192cpu", fake / "proc/stat")
         shutil.copy(REPO / "tests/fixtures/proc/meminfo_trn2", fake / "proc/meminfo")
         print(f"daemon, host groups at 0.1 s, {args.reports} reports per run, median of {args.repeat} runs")
+        print(f"machine speed reference: sum(range(10**7)) takes {speed_reference():.0f} ms CPU here")
         print(f"{'root':<22}{'config':<14}{'CPU ms/report':>14}{'peak RSS MiB':>14}{'reports/s':>11}")
         rows = []
         for label, root in (("fake 192-vCPU procfs", str(fake)), ("this host /", "/")):

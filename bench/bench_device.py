@@ -34,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.daemon_run import RunFigures, run_daemon  # noqa: E402
+from bench.daemon_run import RunFigures, run_daemon, speed_reference  # noqa: E402
 from neuron_monitor import report as rpt  # noqa: E402
 from neuron_monitor.groups import load_runtime_group, load_system_group  # noqa: E402
 from neuron_monitor.host.procfs import parse_stat  # noqa: E402
@@ -169,7 +169,8 @@ def main() -> int:
     ap.add_argument("--daemon-reports-1s", type=int, default=30, help="reports per daemon run at 1 s")
     ap.add_argument("--daemon-reports-100ms", type=int, default=200, help="reports per daemon run at 0.1 s")
     args = ap.parse_args()
-    print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}; speed "
+          f"reference: sum(range(10**7)) takes {speed_reference():.0f} ms CPU")  # fmt: skip
     with TemporarySimulator(args.shape, runtimes=args.runtimes, seed=1, load_time=0.0) as sim:
         time.sleep(0.5)
         print(f"shape {args.shape}, {args.runtimes} runtimes, simulator root {sim.root}")

@@ -47,6 +47,20 @@ def _hwm_mib(pid: int) -> float:
     return float("nan")
 
 
+def speed_reference() -> float:
+    """Milliseconds of CPU for ``sum(range(10**7))`` in this process, best of 3: printed beside the figures, so
+    that runs on a shared VM whose speed drifts (by a third within an hour on the development VM) can be told apart
+    from changes in the code."""
+    import time
+
+    best = float("inf")
+    for _ in range(3):
+        t = time.process_time()
+        sum(range(10**7))
+        best = min(best, time.process_time() - t)
+    return best * 1000
+
+
 def run_daemon(args: list[str], reports: int) -> RunFigures:
     """Start the daemon, skip its first report (start-up), count CPU over the next ``reports`` reports."""
     import time
