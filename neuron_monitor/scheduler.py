@@ -267,8 +267,8 @@ class Collector:
         after one that took longer, in a worker thread from then on (logged once). What the groups read cannot
         block for long: procfs files are generated in memory, data blocks are mapped memory, and the driver's
         sysfs ECC files and apps ioctl read device registers. Running them on the loop saves a thread hand-off
-        and the cold start of a second thread per report (0.3-0.7 ms CPU per trn2.48xlarge report measured on
-        the benchmark VM); a device or driver that does make a read slow moves the work off the loop, so that
+        and the cold start of a second thread per report (0.1-0.7 ms CPU per trn2.48xlarge report in interleaved
+        runs on the benchmark VM); a device or driver that does make a read slow moves the work off the loop, so that
         signals and reloads are served while it waits. Either way it is one job, never two concurrent ones: the
         groups are Python code under one GIL, and two threads would only hand the GIL over at every file read."""
         for obj in self._fresh:
@@ -376,7 +376,7 @@ class Scheduler:
         collector: Collector,
         write: Callable[[bytes], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,
-        workers: int = 4,
+        workers: int = 1,  # one collection job at a time (see Collector.collect)
         sleep: Callable[[float], Awaitable[Any]] | None = None,
     ) -> None:
         self.collector = collector
