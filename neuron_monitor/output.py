@@ -76,7 +76,7 @@ class LineWriter:
         self._thread = threading.Thread(target=self._run, name="stdout-writer", daemon=True)
         self._thread.start()
         self._kind = _fd_kind(fd)
-        self._capacity = 0  # the pipe's buffer size, read once (and after growing it)
+        self._capacity = 0  # the pipe's buffer size, read once and after growing it (only we resize it)
         self._grown_for = 0  # the longest line growing the pipe was tried for
         self.direct_writes = 0
 
