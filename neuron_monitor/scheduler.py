@@ -32,6 +32,7 @@ log = logging.getLogger("neuron_monitor.scheduler")
 
 DUE_SLACK = 0.002  # units due within 2 ms of each other are collected together
 LOOP_BUDGET = 0.05  # seconds of wall time a collection may take on the event loop (see Collector.collect)
+LOOP_STRIKES = 3  # consecutive collections over LOOP_BUDGET that move collection off the loop
 HARDWARE_INFO_REFRESH = 30.0
 HEARTBEAT = ""  # the unit of a configuration without groups
 
@@ -128,7 +129,9 @@ class Collector:
         self._hardware_info: dict[str, Any] | None = None
         self._hardware_info_at = -1e18
         self._primed = False
-        self.on_loop = True  # collect on the event loop until a collection exceeds LOOP_BUDGET
+        self.on_loop = True  # collect on the event loop until LOOP_STRIKES collections in a row exceed LOOP_BUDGET
+        self._collections = 0
+        self._slow_streak = 0
         self.apply_plan(plan)
 
     # -- configuration -------------------------------------------------------------------------------
@@ -263,8 +266,10 @@ class Collector:
     async def collect(self, due: list[_Unit], executor: ThreadPoolExecutor) -> None:
         """Collect every due unit: the system groups, then the runtime groups (one shared application snapshot).
 
-        Where: on the event loop itself, as long as a whole collection takes at most LOOP_BUDGET of wall time;
-        after one that took longer, in a worker thread from then on (logged once). What the groups read cannot
+        Where: on the event loop itself, as long as collections take at most LOOP_BUDGET of wall time; after
+        LOOP_STRIKES in a row that took longer, in a worker thread from then on (logged once). The first
+        collection (opening devices and blocks) does not count, nor does one slow collection alone (the daemon
+        preempted on a busy host). What the groups read cannot
         block for long: procfs files are generated in memory, data blocks are mapped memory, and the driver's
         sysfs ECC files and apps ioctl read device registers. Running them on the loop saves a thread hand-off
         and the cold start of a second thread per report (0.1-0.7 ms CPU per trn2.48xlarge report in interleaved
@@ -290,13 +295,19 @@ class Collector:
         started = time.monotonic()
         self._collect_all(system_due, refresh_hw, runtime_due)
         took = time.monotonic() - started
-        if took > LOOP_BUDGET:
+        self._collections += 1
+        if took <= LOOP_BUDGET or self._collections == 1:
+            self._slow_streak = 0
+            return
+        self._slow_streak += 1
+        if self._slow_streak >= LOOP_STRIKES:
             self.on_loop = False
             log.warning(
-                "a collection took %.0f ms on the event loop (budget %.0f ms): collecting in a worker thread "
-                "from now on",
-                took * 1000,
+                "%d collections in a row took over %.0f ms on the event loop (the last %.0f ms): collecting in a "
+                "worker thread from now on",
+                self._slow_streak,
                 LOOP_BUDGET * 1000,
+                took * 1000,
             )
 
     def _collect_all(self, system_due: list[_Unit], refresh_hw: bool, runtime_due: list[_Unit]) -> None:

@@ -367,33 +367,35 @@ async def test_partial_failure_keeps_data_and_says_why(monkeypatch: pytest.Monke
     assert obj["error"] == "stats/hardware/mem_ecc_corrected: no such file"
 
 
-async def test_collections_run_on_the_loop_until_one_is_slow(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Quick collections stay on the event loop's thread; after one that exceeds LOOP_BUDGET (a device read that
-    blocked) every later collection runs in a worker thread, so the loop keeps serving signals meanwhile."""
+async def test_collections_run_on_the_loop_until_several_in_a_row_are_slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quick collections stay on the event loop's thread. A slow first collection (start-up) and a single slow one
+    (preempted) do not count; after LOOP_STRIKES slow ones in a row (a device read that blocks) every later
+    collection runs in a worker thread, so the loop keeps serving signals meanwhile."""
     import threading
     import time
 
     threads: list[str] = []
-    slow = {"next": False}
+    slow: list[bool] = []
 
     class WhereGroup(SystemGroup):
         type_name = "vcpu_usage"
 
         def collect(self) -> dict[str, Any]:
             threads.append(threading.current_thread().name)
-            if slow["next"]:
-                slow["next"] = False
-                time.sleep(sched_mod.LOOP_BUDGET * 2)
+            if slow and slow.pop(0):
+                time.sleep(sched_mod.LOOP_BUDGET * 1.5)
             return {"context_switch_count": 0}
 
     monkeypatch.setattr(sched_mod, "load_system_group", lambda name: WhereGroup)
     clock = StepClock()
     c = make_collector({"system_metrics": [{"type": "vcpu_usage", "period": "1s"}]}, FakeApps(), clock)
     loop_thread = threading.current_thread().name
-    await run_ticks(c, clock, 2, 1.0)
-    assert threads == [loop_thread, loop_thread] and c.on_loop
-    slow["next"] = True
-    await run_ticks(c, clock, 3, 1.0)
-    assert threads[2] == loop_thread  # the slow one itself ran on the loop ...
+    strikes = sched_mod.LOOP_STRIKES
+    slow += [True, False, True, False]  # the first collection, then one slow one alone
+    await run_ticks(c, clock, 4, 1.0)
+    assert set(threads) == {loop_thread} and c.on_loop
+    slow += [True] * strikes
+    await run_ticks(c, clock, strikes + 2, 1.0)
     assert not c.on_loop
-    assert all(name != loop_thread for name in threads[3:]) and len(threads) == 5  # ... the later ones did not
+    assert set(threads[: 4 + strikes]) == {loop_thread}  # the slow ones themselves ran on the loop ...
+    assert len(threads) == 6 + strikes and loop_thread not in threads[4 + strikes :]  # ... the later ones did not
