@@ -124,7 +124,6 @@ class PodInfoWatcher:
         now = time.monotonic()
         period = now - self._last_refresh
         self._last_refresh = now
-        self.stats["refreshes"] += 1
         try:
             cores, devices = self._read()
             self._last_good = (now, cores, devices)
@@ -134,6 +133,7 @@ class PodInfoWatcher:
         except Exception as e:  # never let the thread die: report it and try again next period
             published = self._failed(now, period, f"pod-resources refresh failed: {type(e).__name__}: {e}")
         self._published = published
+        self.stats["refreshes"] += 1  # counted once published, so a reader never sees a refresh still in flight
         return published
 
     def _read(self) -> tuple[dict[str, Any], dict[str, Any]]:
