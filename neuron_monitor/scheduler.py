@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any
 
 from neuron_monitor import __version__
@@ -54,6 +55,8 @@ class _ScopeState:
     objects: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
     gone: dict[int, tuple[App, set[str]]] = field(default_factory=dict)
     pending_gone: dict[str, list[App]] = field(default_factory=dict)
+    # (pid, group) -> (the body last returned, its encoded values once the same object came back a second time)
+    reused: dict[tuple[int, str], tuple[dict[str, Any], dict[str, Any] | None]] = field(default_factory=dict)
 
 
 class _UnavailableSystemGroup(SystemGroup):
@@ -132,12 +135,14 @@ class Collector:
         self.on_loop = True  # collect on the event loop until LOOP_STRIKES collections in a row exceed LOOP_BUDGET
         self._collections = 0
         self._slow_streak = 0
+        self._applied_snapshot: list[App] | None = None  # the snapshot _update_apps last sorted into scopes
         self.apply_plan(plan)
 
     # -- configuration -------------------------------------------------------------------------------
     def apply_plan(self, plan: Plan) -> None:
         """Install a (new) plan, keeping the state of groups that stay so that no baseline is lost."""
         now = self.clock()
+        self._applied_snapshot = None  # the scopes may differ: sort the next snapshot again
         old_system, old_scopes = self.system, {s.spec.index: s for s in self.scopes}
         self.plan = plan
         self.system = {}
@@ -165,6 +170,8 @@ class Collector:
                 for objs in state.objects.values():
                     for name in [n for n in objs if n not in groups]:
                         del objs[name]
+                for key in [k for k in state.reused if k[1] not in groups]:
+                    del state.reused[key]
             else:
                 state = _ScopeState(spec=spec, groups=groups)
             state.pending_gone = {name: state.pending_gone.get(name, []) for name in groups}
@@ -229,7 +236,7 @@ class Collector:
             if pid not in state.apps and pid not in state.gone:
                 continue
             period = body.get("period", window)
-            obj = rpt.group_object(body, period, body.get("error", ""), True)
+            obj = rpt.group_object(self._reusable(state, pid, name, body), period, body.get("error", ""), True)
             state.objects.setdefault(pid, {})[name] = obj
             self._fresh.append(obj)
         for app in gone:
@@ -237,7 +244,27 @@ class Collector:
             if owed is not None:
                 owed[1].discard(name)
 
+    @staticmethod
+    def _reusable(state: _ScopeState, pid: int, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The body to wrap: the encoded values of a body returned unchanged (the same object, see groups/base.py)
+        since the previous collection, the body itself otherwise. Encoding waits for the second sighting, so a
+        body that changes every time costs nothing extra."""
+        key = (pid, name)
+        last = state.reused.get(key)
+        if last is None or last[0] is not body:
+            state.reused[key] = (body, None)
+            return body
+        encoded = last[1]
+        if encoded is None:
+            encoded = rpt.encoded_values(body)
+            state.reused[key] = (body, encoded)
+        return encoded
+
     def _update_apps(self, snapshot: list[App]) -> None:
+        last = self._applied_snapshot
+        if last is not None and len(last) == len(snapshot) and all(map(is_, snapshot, last)):
+            return  # the very same App objects (a steady source hands them out again): nothing came or went
+        self._applied_snapshot = snapshot
         by_scope: dict[int, dict[int, App]] = {s.spec.index: {} for s in self.scopes}
         for app in snapshot:
             spec = self.plan.scope_for_tag(app.tag)
@@ -372,6 +399,8 @@ class Collector:
             for pid in [p for p, (_, owed) in state.gone.items() if not owed]:
                 del state.gone[pid]
                 state.objects.pop(pid, None)
+                for name in state.groups:
+                    state.reused.pop((pid, name), None)
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

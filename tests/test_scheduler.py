@@ -399,3 +399,59 @@ async def test_collections_run_on_the_loop_until_several_in_a_row_are_slow(monke
     assert not c.on_loop
     assert set(threads[: 4 + strikes]) == {loop_thread}  # the slow ones themselves ran on the loop ...
     assert len(threads) == 6 + strikes and loop_thread not in threads[4 + strikes :]  # ... the later ones did not
+
+
+class ReusingRuntimeGroup(RuntimeGroup):
+    """Returns the same body object while its app's gauge stays, as memory_used does (never mutating it)."""
+
+    type_name = "memory_used"
+    gauges: dict[int, int] = {}  # noqa: RUF012 - shared with the test
+
+    def __init__(self, root: RootFS) -> None:
+        super().__init__(root)
+        self.bodies: dict[int, dict[str, Any]] = {}
+
+    def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
+        for a in apps:
+            gauge = ReusingRuntimeGroup.gauges[a.pid]
+            body = self.bodies.get(a.pid)
+            if body is None or body["neuron_runtime_used_bytes"]["host"] != gauge:
+                self.bodies[a.pid] = {
+                    "neuron_runtime_used_bytes": {"host": gauge, "neuron_device": 2 * gauge},
+                    "loaded_models": [{"name": f"m{gauge}", "subgraphs": {"sg_00": {"neuroncore_index": 0}}}],
+                }
+        return {a.pid: self.bodies[a.pid] for a in apps}
+
+
+async def test_a_body_returned_unchanged_is_encoded_once_and_reported_as_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sched_mod, "load_runtime_group", lambda name: ReusingRuntimeGroup)
+    encoded: list[dict[str, Any]] = []
+    real = sched_mod.rpt.encoded_values
+    monkeypatch.setattr(sched_mod.rpt, "encoded_values", lambda body: encoded.append(body) or real(body))
+    apps = FakeApps()
+    apps.apps = [App(101, "train"), App(102, "serve")]
+    ReusingRuntimeGroup.gauges = {101: 10, 102: 20}
+    clock = StepClock()
+    c = make_collector({"neuron_runtimes": [{"metrics": [{"type": "memory_used", "period": "1s"}]}]}, apps, clock)
+
+    def move(i: int) -> None:
+        if i == 3:
+            ReusingRuntimeGroup.gauges[101] = 11  # a new body for 101; 102's stays
+
+    reports = await run_ticks(c, clock, 6, 1.0, move)
+    used = {
+        pid: [e["report"]["memory_used"] for r in reports for e in r["neuron_runtime_data"] if e["pid"] == pid]
+        for pid in (101, 102)
+    }
+    assert [o["neuron_runtime_used_bytes"]["host"] for o in used[101]] == [10, 10, 10, 11, 11, 11]
+    assert [o["loaded_models"][0]["name"] for o in used[101]] == ["m10"] * 3 + ["m11"] * 3
+    assert all(o == used[102][0] for o in used[102]) and used[102][0]["neuron_runtime_used_bytes"]["host"] == 20
+    for objs in used.values():  # the usual group object around the spliced values, key order included
+        assert all(list(o) == ["period", "neuron_runtime_used_bytes", "loaded_models", "error", "fresh"] for o in objs)
+        assert all(o["period"] == pytest.approx(1.0) and o["fresh"] for o in objs)
+    # encoded on the second sighting of each body object, then reused: 101 twice (two bodies), 102 once
+    assert sorted(b["neuron_runtime_used_bytes"]["host"] for b in encoded) == [10, 11, 20]
+    # a departed app takes its encoded body with it
+    apps.apps = [App(102, "serve")]
+    await run_ticks(c, clock, 2, 1.0)
+    assert {pid for pid, _ in c.scopes[0].reused} == {102}

@@ -6,6 +6,10 @@ A *runtime group* (``neuron_runtime_data[].report``) returns one body per monito
 Groups never write ``error`` for their whole object, ``fresh``, or (system groups) ``period``: the scheduler adds
 them. Raising any exception from ``collect`` fills the group's ``error`` with the message and leaves every other
 group untouched. Counters in a body are counts over the captured period, each reported once.
+
+A group may return the very same body object again when nothing in it changed (memory_used does); it must then
+never mutate that object. The scheduler relies on this: it encodes such a body's values once and splices the
+bytes into later reports for as long as the object is returned (see report.encoded_values).
 """
 
 from __future__ import annotations
@@ -39,7 +43,10 @@ class App:
 
 
 class AppSource(Protocol):
-    """Lists the Neuron applications present now (read once per tick and shared by every runtime group)."""
+    """Lists the Neuron applications present now (read once per tick and shared by every runtime group).
+
+    An ``App`` handed out is never changed afterwards (its ``data`` may be refreshed): a source that returns the
+    very same App objects as last time tells the scheduler that no application came, went or changed its tag."""
 
     def snapshot(self) -> list[App]: ...
 
