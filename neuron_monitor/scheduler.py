@@ -338,10 +338,14 @@ class Collector:
             )
 
     def _collect_all(self, system_due: list[_Unit], refresh_hw: bool, runtime_due: list[_Unit]) -> None:
-        if system_due or refresh_hw:
-            self._collect_system_batch(system_due, refresh_hw)
-        if runtime_due:
-            self._collect_runtime_units(runtime_due)
+        self.root.begin_collection()  # directories listed once per collection (the device listing)
+        try:
+            if system_due or refresh_hw:
+                self._collect_system_batch(system_due, refresh_hw)
+            if runtime_due:
+                self._collect_runtime_units(runtime_due)
+        finally:
+            self.root.end_collection()
 
     def _collect_system_batch(self, units: list[_Unit], refresh_hw: bool) -> None:
         for u in units:

@@ -2,7 +2,9 @@
 
 `RootFS("/host").path("proc/stat")` is `/host/proc/stat`. `KeptFile` keeps a descriptor open and re-reads it
 with pread at offset 0, which is how sysfs and procfs attributes are meant to be polled and costs about half of
-an open/read/close cycle.
+an open/read/close cycle. Between `begin_collection()` and `end_collection()` (the scheduler brackets each
+collection with them) `listdir` lists each directory once, so that readers which each need the device listing
+(the application snapshot, neuron_hw_counters) see the same one and pay for one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,28 @@ class RootFS:
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self.root = Path(root)
+        self._listings: dict[str, list[str] | OSError] | None = None  # within a collection: rel -> listing
+
+    def begin_collection(self) -> None:
+        self._listings = {}
+
+    def end_collection(self) -> None:
+        self._listings = None
+
+    def listdir(self, rel: str) -> list[str]:
+        """The names in directory ``rel``; within a collection, its first listing (or error) again."""
+        memo = self._listings
+        if memo is None:
+            return os.listdir(self.path(rel))
+        got = memo.get(rel)
+        if got is None:
+            try:
+                got = memo[rel] = os.listdir(self.path(rel))
+            except OSError as e:
+                got = memo[rel] = e
+        if isinstance(got, OSError):
+            raise got
+        return got
 
     def path(self, rel: str) -> Path:
         return self.root / rel.lstrip("/")

@@ -28,14 +28,14 @@ def parse_driver_version(text: str) -> tuple[int, ...] | None:
 class DriverTree:
     def __init__(self, root: RootFS) -> None:
         self.root = root
-        self._dirs = tuple(str(root.path(rel)) for rel in (CLASS_DIR, DEVICES_DIR))
+        self._dirs = (CLASS_DIR, DEVICES_DIR)
         self._listed: tuple[list[str], tuple[int, ...]] = ([], ())  # the last listing and what it gave
 
     def device_indexes(self) -> tuple[int, ...]:
         """Indexes of the devices present now, ascending; () when the driver is not loaded."""
-        for path in self._dirs:
+        for rel in self._dirs:
             try:
-                names = os.listdir(path)
+                names = self.root.listdir(rel)  # one listing per collection, shared with the other readers
             except OSError:
                 continue
             if names == self._listed[0]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 
 
@@ -46,3 +48,24 @@ def test_kept_file_reopens_after_vanishing(tmp_path: Path) -> None:
     p.unlink()
     p.write_bytes(b"new")
     assert kept.read() == b"new"
+
+
+def test_listdir_lists_once_per_collection_and_fresh_outside(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "neuron0").mkdir()
+    root = RootFS(tmp_path)
+    root.begin_collection()
+    first = root.listdir("d")
+    (tmp_path / "d" / "neuron1").mkdir()  # appears mid-collection: the next collection sees it
+    assert root.listdir("d") is first == ["neuron0"]
+    with pytest.raises(FileNotFoundError):
+        root.listdir("absent")
+    (tmp_path / "absent").mkdir()
+    with pytest.raises(FileNotFoundError):  # the error is part of this collection's view too
+        root.listdir("absent")
+    root.end_collection()
+    assert sorted(root.listdir("d")) == ["neuron0", "neuron1"]
+    assert root.listdir("absent") == []
+    root.begin_collection()
+    assert sorted(root.listdir("d")) == ["neuron0", "neuron1"]
+    root.end_collection()
