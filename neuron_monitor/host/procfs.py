@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
@@ -127,8 +128,7 @@ def parse_meminfo(data: bytes) -> dict[str, int]:
     return out
 
 
-@dataclass(frozen=True)
-class PidStat:
+class PidStat(NamedTuple):  # half the cost of a frozen dataclass to build (16 times a report on a trn2)
     utime: int
     stime: int
     starttime: int
@@ -139,11 +139,11 @@ def parse_pid_stat(data: bytes) -> PidStat:
     end = data.rfind(b")")
     if end < 0:
         raise ValueError("malformed /proc/PID/stat")
-    rest = data[end + 2 :].split()
+    rest = data[end + 2 :].split(None, 20)  # up to starttime; the thirty fields after it stay one piece
     # rest[0] is field 3 (state); utime=14, stime=15, starttime=22
     if len(rest) < 20:
         raise ValueError("truncated /proc/PID/stat")
-    return PidStat(utime=int(rest[11]), stime=int(rest[12]), starttime=int(rest[19]))
+    return PidStat(int(rest[11]), int(rest[12]), int(rest[19]))
 
 
 def parse_uptime(data: bytes) -> float:

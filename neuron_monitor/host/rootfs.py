@@ -86,6 +86,13 @@ class KeptFile:
             self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
             return self._read_all(self._fd)
 
+    def fileno(self) -> int:
+        """The descriptor (opened now if it is not), for a caller that batches its own preads and falls back to
+        `read` on any error."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        return self._fd
+
     def _read_all(self, fd: int) -> bytes:
         chunk = os.pread(fd, self._bufsize, 0)
         if len(chunk) < self._bufsize:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from neuron_monitor.groups.neuron_hw_counters import COUNTERS, NeuronHwCounters
 from neuron_monitor.host.rootfs import RootFS
@@ -69,3 +74,67 @@ def test_no_driver_and_vanishing_device(tmp_path: Path) -> None:
     body = g.collect()
     assert [d["neuron_device_index"] for d in body["neuron_devices"]] == [i for i in range(16) if i != 3]
     g.close()
+
+
+class CarefulOnly(NeuronHwCounters):
+    """The group with its one-pass read disabled: every collection takes the careful per-file path."""
+
+    def _plan(self, devices: tuple[int, ...], errors: list[str]) -> None:
+        return None
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 5),  # device
+            st.sampled_from(COUNTERS),
+            st.one_of(
+                st.integers(0, 70000).map(lambda v: b"%d\n" % v),
+                st.sampled_from([b"", b"\n", b"garbage\n", b"1" * 80 + b"\n", b" 7 \n"]),
+            ),
+        ),
+        max_size=30,
+    ),
+    remove=st.one_of(st.none(), st.integers(0, 29)),
+)
+def test_one_pass_read_reports_what_the_careful_path_does(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[int, str, bytes]], remove: int | None
+) -> None:
+    root = tmp_path_factory.mktemp("hw")
+    devs = build(root, "inf2.24xlarge", "2.30.2.0")
+    fast, careful = NeuronHwCounters(RootFS(root)), CarefulOnly(RootFS(root))
+    fast.prime()
+    careful.prime()
+    for i, (device, name, content) in enumerate(steps):
+        if i == remove and devs[5].dir.exists():  # the last device goes away mid-run
+            shutil.rmtree(devs[5].dir)
+            (root / "sys/class/neuron_device/neuron5").unlink()
+        if device != 5 or devs[5].dir.exists():
+            devs[device].ecc[name].write(content)
+        assert fast.collect() == careful.collect()
+    fast.close()
+    careful.close()
+    for d in devs:
+        d.close()
+
+
+def test_steady_files_are_read_in_one_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    devs = build(tmp_path, "trn1.32xlarge", "2.30.2.0")
+    g = NeuronHwCounters(RootFS(tmp_path))
+    careful = []
+    real = g._read_careful
+    monkeypatch.setattr(g, "_read_careful", lambda devices: careful.append(devices) or real(devices))
+    g.prime()
+    for _ in range(3):
+        body = g.collect()
+        assert all(d[name] == 0 for d in body["neuron_devices"] for name in COUNTERS)
+    devs[7].ecc["sram_ecc_uncorrected"].write(b"4\n")
+    assert g.collect()["neuron_devices"][7]["sram_ecc_uncorrected"] == 4
+    assert len(careful) == 1  # only the first read: the rest went through the one-pass read
+    devs[7].ecc["sram_ecc_uncorrected"].write(b"\n")  # odd content: the careful path takes over
+    g.collect()
+    assert len(careful) == 2
+    g.close()
+    for d in devs:
+        d.close()
