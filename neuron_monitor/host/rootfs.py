@@ -75,16 +75,14 @@ class KeptFile:
         self._bufsize = bufsize
 
     def read(self) -> bytes:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = self.fileno()
         try:
-            return self._read_all(self._fd)
+            return self._read_all(fd)
         except OSError as e:
             if e.errno not in _REOPEN_ERRNOS:
                 raise
             self.close()
-            self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            return self._read_all(self._fd)
+            return self._read_all(self.fileno())
 
     def fileno(self) -> int:
         """The descriptor (opened now if it is not), for a caller that batches its own preads and falls back to
