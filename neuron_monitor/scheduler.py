@@ -296,12 +296,12 @@ class Collector:
         Where: on the event loop itself, as long as collections take at most LOOP_BUDGET of wall time; after
         LOOP_STRIKES in a row that took longer, in a worker thread from then on (logged once). The first
         collection (opening devices and blocks) does not count, nor does one slow collection alone (the daemon
-        preempted on a busy host). What the groups read cannot
-        block for long: procfs files are generated in memory, data blocks are mapped memory, and the driver's
-        sysfs ECC files and apps ioctl read device registers. Running them on the loop saves a thread hand-off
-        and the cold start of a second thread per report (0.1-0.7 ms CPU per trn2.48xlarge report in interleaved
-        runs on the benchmark VM); a device or driver that does make a read slow moves the work off the loop, so that
-        signals and reloads are served while it waits. Either way it is one job, never two concurrent ones: the
+        preempted on a busy host). What the groups read cannot block for long: procfs files are generated in
+        memory, data blocks are mapped memory, and the driver's sysfs ECC files and apps ioctl read device
+        registers. Running them on the loop saves a thread hand-off and the cold start of a second thread per
+        report (0.1-0.7 ms CPU per trn2.48xlarge report in interleaved runs on the benchmark VM); a device or
+        driver that does make a read slow moves the work off the loop, so that signals and reloads are served
+        while it waits. Either way it is one job, never two concurrent ones: the
         groups are Python code under one GIL, and two threads would only hand the GIL over at every file read."""
         for obj in self._fresh:
             obj["fresh"] = False
