@@ -1,0 +1,1 @@
+"""One module per metric group, each defining ``SPEC`` (a ``GroupSpec``): the module is the registration."""

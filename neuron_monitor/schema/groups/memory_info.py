@@ -1,0 +1,67 @@
+"""``memory_info`` (system): the host's memory and swap, total and used, in bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from neuron_monitor.schema import names as N
+from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.read import Problems, number
+
+
+@dataclass(slots=True)
+class MemoryInfo:
+    fields: dict[str, float]  # every numeric ``*_bytes`` field, in report order
+
+
+def read(body: dict[str, Any], where: str, problems: Problems) -> MemoryInfo:
+    fields: dict[str, float] = {}
+    for key, value in body.items():
+        if key.endswith("_bytes"):
+            if key in N.MEMORY_INFO_FIELDS:
+                amount = number(value, problems, where, key)
+            else:  # an unknown field is used only when it is a number
+                amount = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+            if amount is not None:
+                fields[key] = amount
+    return MemoryInfo(fields)
+
+
+FAMILIES = {  # system_memory_total_bytes, "System memory total_bytes bytes", ... as AWS's exporter names them
+    key: S.PromFamily(f"system_{key}", S.GAUGE, "System {} {} bytes".format(*key.split("_", 1)), S.INSTANCE_SCOPE)
+    for key in N.MEMORY_INFO_FIELDS
+}
+
+
+def gauges(value: MemoryInfo) -> Iterator[S.PromSample]:
+    for key, family in FAMILIES.items():
+        amount = value.fields.get(key)
+        if amount is not None:
+            yield family, (), amount
+
+
+CW_FIELD = S.CwMetric("Host", S.BYTES, S.HOST_DIMS, keyed=True)  # Host + the field without "_bytes"
+CW_UTILIZATION = S.CwMetric("HostMemoryUtilization", S.PERCENT, S.HOST_DIMS)
+
+
+def datums(value: MemoryInfo, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:
+    for key, amount in value.fields.items():
+        yield CW_FIELD, (), key[: -len("_bytes")], amount
+    total, used = value.fields.get(N.MEMORY_TOTAL_BYTES), value.fields.get(N.MEMORY_USED_BYTES)
+    if total and used is not None and total > 0:
+        yield CW_UTILIZATION, (), "", 100.0 * used / total
+
+
+SPEC = S.GroupSpec(
+    name=N.MEMORY_INFO,
+    placement=S.SYSTEM,
+    read=read,
+    doc=__doc__ or "",
+    prometheus=tuple(FAMILIES.values()),
+    gauges=gauges,
+    cloudwatch=(CW_FIELD, CW_UTILIZATION),
+    datums=datums,
+    tracks=(S.Track("memory", "host_memory", "bytes", S.HOST_TRACK),),
+)

@@ -1,0 +1,192 @@
+"""``memory_used`` (runtime): the runtime's memory in bytes, on the host and on the Neuron devices, broken down by
+host category and by NeuronCore and category, and the models it has loaded (gauges)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from neuron_monitor.schema import names as N
+from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.read import Problems, index, mapping, number, numbers, sequence, text
+
+
+@dataclass(slots=True)
+class LoadedModel:
+    model_id: str
+    name: str
+    uuid: str
+    running: bool
+    memory: dict[str, float]  # location (host, neuron_device) -> bytes, summed over the subgraphs
+    placement: tuple[tuple[int, int], ...]  # (device, core within the device) of each subgraph that names both
+
+
+@dataclass(slots=True)
+class MemoryUsed:
+    host: float | None
+    neuron_device: float | None
+    host_breakdown: dict[str, float] | None  # host category -> bytes
+    per_core: dict[str, dict[str, float]] | None  # NeuronCore index as written -> category -> bytes
+    models: list[LoadedModel] | None  # None when the report lists none (not even an empty list)
+    model_count: int  # entries of ``loaded_models`` (a null entry counts, as AWS's exporter counts it)
+
+    def cores_holding_memory(self) -> list[str]:
+        """The NeuronCores (as written) on which this runtime holds any memory."""
+        return [core for core, cats in (self.per_core or {}).items() if any(cats.values())]
+
+
+def _model(model: dict[str, Any], problems: Problems, where: str) -> LoadedModel:
+    is_running = model.get(N.MODEL_IS_RUNNING)
+    if not isinstance(is_running, bool) and is_running is not None:
+        number(is_running, problems, where, N.MODEL_IS_RUNNING)
+    sums = {N.LOCATION_HOST: 0.0, N.LOCATION_NEURON_DEVICE: 0.0}
+    placement: list[tuple[int, int]] = []
+    subgraphs = mapping(model.get(N.MODEL_SUBGRAPHS), problems, where, N.MODEL_SUBGRAPHS) or {}
+    for sg_name, sg in subgraphs.items():
+        swhere = f"{where}.{N.MODEL_SUBGRAPHS}"
+        sg = mapping(sg, problems, swhere, sg_name) or {}
+        swhere = f"{swhere}.{sg_name}"
+        used = mapping(sg.get(N.SUBGRAPH_MEMORY_USED_BYTES), problems, swhere, N.SUBGRAPH_MEMORY_USED_BYTES) or {}
+        for location in sums:
+            sums[location] += number(used.get(location), problems, swhere, location) or 0.0
+        nc, nd = index(sg.get(N.SUBGRAPH_NEURONCORE_INDEX)), index(sg.get(N.SUBGRAPH_NEURON_DEVICE_INDEX))
+        if nc is not None and nd is not None:
+            placement.append((nd, nc))
+    return LoadedModel(
+        model_id=text(model.get(N.MODEL_ID), problems, where, N.MODEL_ID),
+        name=text(model.get(N.MODEL_NAME), problems, where, N.MODEL_NAME),
+        uuid=text(model.get(N.MODEL_UUID), problems, where, N.MODEL_UUID),
+        running=bool(is_running),
+        memory=sums,
+        placement=tuple(placement),
+    )
+
+
+def read(body: dict[str, Any], where: str, problems: Problems) -> MemoryUsed:
+    used = mapping(body.get(N.NEURON_RUNTIME_USED_BYTES), problems, where, N.NEURON_RUNTIME_USED_BYTES) or {}
+    uwhere = f"{where}.{N.NEURON_RUNTIME_USED_BYTES}"
+    host = number(used.get(N.LOCATION_HOST), problems, uwhere, N.LOCATION_HOST)
+    device = number(used.get(N.LOCATION_NEURON_DEVICE), problems, uwhere, N.LOCATION_NEURON_DEVICE)
+    if device is None:
+        device = number(used.get(N.LOCATION_DEVICE_ALIAS), problems, uwhere, N.LOCATION_DEVICE_ALIAS)
+    breakdown = mapping(used.get(N.USAGE_BREAKDOWN), problems, uwhere, N.USAGE_BREAKDOWN) or {}
+    bwhere = f"{uwhere}.{N.USAGE_BREAKDOWN}"
+    host_breakdown = numbers(breakdown.get(N.LOCATION_HOST), problems, bwhere, N.LOCATION_HOST)
+    per_core: dict[str, dict[str, float]] | None = None
+    cores = mapping(breakdown.get(N.NEURONCORE_MEMORY_USAGE), problems, bwhere, N.NEURONCORE_MEMORY_USAGE)
+    if cores is not None:
+        per_core = {}
+        cwhere = f"{bwhere}.{N.NEURONCORE_MEMORY_USAGE}"
+        for core, cats in cores.items():
+            values = numbers(cats, problems, cwhere, core)
+            if values is not None:
+                per_core[core] = values
+    models: list[LoadedModel] | None = None
+    listed = sequence(body.get(N.LOADED_MODELS), problems, where, N.LOADED_MODELS)
+    if listed is not None:
+        models = []
+        for i, model in enumerate(listed):
+            model = mapping(model, problems, f"{where}.{N.LOADED_MODELS}", f"[{i}]")
+            if model is not None:
+                models.append(_model(model, problems, f"{where}.{N.LOADED_MODELS}[{i}]"))
+    return MemoryUsed(host, device, host_breakdown, per_core, models, len(listed) if listed is not None else 0)
+
+
+FAM_USED = S.PromFamily(
+    "neuron_runtime_memory_used_bytes", S.GAUGE, "Runtime memory used bytes", S.RUNTIME_SCOPE, ("memory_location",)
+)
+FAM_HOST = S.PromFamily(
+    "neuron_runtime_host_memory_used_bytes",
+    S.GAUGE,
+    "Host memory used by the runtime, by category, in bytes",
+    S.RUNTIME_SCOPE,
+    ("category",),
+)
+FAM_CORE = {
+    kind: S.PromFamily(
+        f"neuroncore_memory_usage_{kind}",
+        S.GAUGE,
+        f"NeuronCore memory utilization for {kind}",
+        S.CORE_SCOPE,
+        ("memory_location",),
+    )
+    for kind in N.MEMORY_CATEGORIES
+}
+FAM_MODELS = S.PromFamily("neuron_runtime_loaded_models", S.GAUGE, "Models loaded by the runtime", S.RUNTIME_SCOPE)
+FAM_MODEL_RUNNING = S.PromFamily(
+    "neuron_runtime_model_running",
+    S.GAUGE,
+    "1 if a loaded model is started, else 0",
+    S.RUNTIME_SCOPE,
+    ("model_id", "model_name", "model_uuid"),
+)
+FAM_MODEL_MEMORY = S.PromFamily(
+    "neuron_runtime_model_memory_used_bytes",
+    S.GAUGE,
+    "Memory used by a loaded model's subgraphs, in bytes",
+    S.RUNTIME_SCOPE,
+    ("model_id", "memory_location"),
+)
+_CORE_FAMILIES = tuple(FAM_CORE.items())
+
+
+def gauges(value: MemoryUsed) -> Iterator[S.PromSample]:
+    if value.host is not None:
+        yield FAM_USED, (N.LOCATION_HOST,), value.host
+    if value.neuron_device is not None:
+        yield FAM_USED, (N.LOCATION_NEURON_DEVICE,), value.neuron_device
+    if value.host_breakdown:
+        for category, amount in value.host_breakdown.items():
+            yield FAM_HOST, (category,), amount
+    if value.per_core:
+        for core, cats in value.per_core.items():
+            key = (core, "None")  # AWS's exporter sets memory_location to None
+            for kind, family in _CORE_FAMILIES:
+                core_amount = cats.get(kind)
+                if core_amount is not None:
+                    yield family, key, core_amount
+    if value.models is not None:
+        yield FAM_MODELS, (), float(value.model_count)
+        for m in value.models:
+            yield FAM_MODEL_RUNNING, (m.model_id, m.name, m.uuid), 1.0 if m.running else 0.0
+        for m in value.models:
+            for location, amount in m.memory.items():
+                yield FAM_MODEL_MEMORY, (m.model_id, location), amount
+
+
+CW_HOST = S.CwMetric("RuntimeHostMemoryUsed", S.BYTES, S.RUNTIME_DIMS)
+CW_DEVICE = S.CwMetric("RuntimeDeviceMemoryUsed", S.BYTES, S.RUNTIME_DIMS)
+CW_HOST_CATEGORY = S.CwMetric("RuntimeHostMemory", S.BYTES, S.RUNTIME_DIMS, keyed=True)
+CW_CORE_CATEGORY = S.CwMetric("NeuronCoreMemoryUsage", S.BYTES, S.CORE_DIMS, keyed=True)
+CW_CORE_TOTAL = S.CwMetric("NeuronCoreMemoryUsageTotal", S.BYTES, S.CORE_DIMS)
+
+
+def datums(value: MemoryUsed, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:
+    if value.host is not None:
+        yield CW_HOST, (), "", value.host
+    if value.neuron_device is not None:
+        yield CW_DEVICE, (), "", value.neuron_device
+    for category, amount in (value.host_breakdown or {}).items():
+        yield CW_HOST_CATEGORY, (), category, amount
+    for core, cats in (value.per_core or {}).items():
+        key = (core,)
+        for category, amount in cats.items():
+            yield CW_CORE_CATEGORY, key, category, amount
+        yield CW_CORE_TOTAL, key, "", sum(cats.values())
+
+
+SPEC = S.GroupSpec(
+    name=N.MEMORY_USED,
+    placement=S.RUNTIME,
+    read=read,
+    doc=__doc__ or "",
+    prometheus=(FAM_USED, FAM_HOST, *FAM_CORE.values(), FAM_MODELS, FAM_MODEL_RUNNING, FAM_MODEL_MEMORY),
+    gauges=gauges,
+    cloudwatch=(CW_HOST, CW_DEVICE, CW_HOST_CATEGORY, CW_CORE_CATEGORY, CW_CORE_TOTAL),
+    datums=datums,
+    tracks=(
+        S.Track("host memory", "runtime_host_memory", "bytes", S.RUNTIME_TRACK),
+        S.Track("memory", "device_memory", "bytes", S.DEVICE_TRACK),
+    ),
+)

@@ -1,0 +1,93 @@
+"""``neuron_hw_counters`` (system): ECC events of each Neuron device over the period (per-period counts).
+
+Its ``error`` may be partial: it names the counters an older driver (or Inf1) does not expose, and the others
+are still reported beside it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from neuron_monitor.schema import names as N
+from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.read import Problems, index, mapping, number, sequence, text
+
+
+@dataclass(slots=True)
+class DeviceCounters:
+    label: str  # the device index as a label value ("" when missing)
+    index: int | None  # the device index when it is a non-negative integer
+    events: dict[str, float]  # event (mem_ecc_corrected, ...) -> count over the period
+
+
+@dataclass(slots=True)
+class NeuronHwCounters:
+    devices: list[DeviceCounters]
+
+
+def read(body: dict[str, Any], where: str, problems: Problems) -> NeuronHwCounters:
+    devices: list[DeviceCounters] = []
+    listed = sequence(body.get(N.NEURON_DEVICES), problems, where, N.NEURON_DEVICES, counted=True) or ()
+    for i, device in enumerate(listed):
+        dwhere = f"{where}.{N.NEURON_DEVICES}[{i}]"
+        device = mapping(device, problems, f"{where}.{N.NEURON_DEVICES}", f"[{i}]", counted=True) or {}
+        raw_index = device.get(N.NEURON_DEVICE_INDEX)
+        events: dict[str, float] = {}
+        for event, value in device.items():
+            if event != N.NEURON_DEVICE_INDEX:
+                count = float(value) if value.__class__ is int else number(value, problems, dwhere, event, True)
+                if count is not None:
+                    events[event] = count
+        devices.append(
+            DeviceCounters(
+                label=text(raw_index, problems, dwhere, N.NEURON_DEVICE_INDEX, counted=True),
+                index=index(raw_index),
+                events=events,
+            )
+        )
+    return NeuronHwCounters(devices)
+
+
+FAM_ECC = S.PromFamily(
+    "hardware_ecc_events",
+    S.COUNTER,
+    "Hardware ecc events total",
+    S.INSTANCE_SCOPE,
+    ("neuron_device_index", "event_type"),
+    drops_unlisted=True,
+)
+
+
+def counts(value: NeuronHwCounters, period: float) -> Iterator[S.PromSample]:
+    for device in value.devices:
+        for event, count in device.events.items():
+            yield FAM_ECC, (device.label, event), count
+
+
+CW_EVENT = S.CwMetric("NeuronDevice", S.COUNT, S.DEVICE_DIMS, keyed=True)
+CW_TOTAL = S.CwMetric("NeuronDeviceHwEccEventsTotal", S.COUNT, S.DEVICE_DIMS)
+
+
+def datums(value: NeuronHwCounters, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:
+    for device in value.devices:
+        if device.index is None:
+            continue
+        key = (str(device.index),)
+        for event, count in device.events.items():
+            yield CW_EVENT, key, event, count
+        yield CW_TOTAL, key, "", sum(device.events.values())
+
+
+SPEC = S.GroupSpec(
+    name=N.NEURON_HW_COUNTERS,
+    placement=S.SYSTEM,
+    read=read,
+    doc=__doc__ or "",
+    partial_errors=True,
+    prometheus=(FAM_ECC,),
+    counts=counts,
+    cloudwatch=(CW_EVENT, CW_TOTAL),
+    datums=datums,
+    tracks=(S.Track("uncorrected ECC", "ecc", "events", S.DEVICE_TRACK),),
+)

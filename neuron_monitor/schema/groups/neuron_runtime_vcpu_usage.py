@@ -1,0 +1,55 @@
+"""``neuron_runtime_vcpu_usage`` (runtime): the runtime process's CPU use over the period, percent of one vCPU,
+user and system."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from neuron_monitor.schema import names as N
+from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.read import Problems, numbers
+
+
+@dataclass(slots=True)
+class RuntimeVcpuUsage:
+    usage: dict[str, float] | None  # mode (user, system) -> percent
+
+
+def read(body: dict[str, Any], where: str, problems: Problems) -> RuntimeVcpuUsage:
+    return RuntimeVcpuUsage(numbers(body.get(N.VCPU_USAGE_KEY), problems, where, N.VCPU_USAGE_KEY))
+
+
+FAM_USAGE = S.PromFamily(
+    "neuron_runtime_vcpu_usage_ratio", S.GAUGE, "Runtime vCPU utilization ratio", S.RUNTIME_SCOPE, ("usage_type",)
+)
+
+
+def gauges(value: RuntimeVcpuUsage) -> Iterator[S.PromSample]:
+    usage = value.usage or {}
+    for mode in N.RUNTIME_CPU_MODES:
+        pct = usage.get(mode)
+        if pct is not None:
+            yield FAM_USAGE, (mode,), pct / 100.0
+
+
+CW_USAGE = S.CwMetric("RuntimeVCpuUsage", S.PERCENT, S.RUNTIME_DIMS, keyed=True)
+
+
+def datums(value: RuntimeVcpuUsage, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:
+    for mode, pct in (value.usage or {}).items():
+        yield CW_USAGE, (), mode, pct
+
+
+SPEC = S.GroupSpec(
+    name=N.NEURON_RUNTIME_VCPU_USAGE,
+    placement=S.RUNTIME,
+    read=read,
+    doc=__doc__ or "",
+    prometheus=(FAM_USAGE,),
+    gauges=gauges,
+    cloudwatch=(CW_USAGE,),
+    datums=datums,
+    tracks=(S.Track("vCPU %", "runtime_vcpu", "percent", S.RUNTIME_TRACK),),
+)

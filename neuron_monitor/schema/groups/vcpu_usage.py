@@ -1,0 +1,116 @@
+"""``vcpu_usage`` (system): the host's CPU use over the period by mode, averaged over the vCPUs and per vCPU
+(percent), and the context switches of the period (a per-period count)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from neuron_monitor.schema import names as N
+from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.read import Problems, mapping, number, numbers
+
+
+@dataclass(slots=True)
+class VcpuUsage:
+    average: dict[str, float] | None  # mode -> percent, over all vCPUs
+    vcpu_count: int | None  # entries of ``usage_data`` (None when absent)
+    context_switches: float | None  # over the period
+    _per_vcpu: dict[str, Any] | None  # ``usage_data`` as written, read on demand (192 x 7 values on a trn2)
+
+    def per_vcpu(self) -> dict[str, dict[str, float]]:
+        """vCPU -> mode -> percent (entries that are not objects, and values that are not numbers, left out)."""
+        out: dict[str, dict[str, float]] = {}
+        for cpu, data in (self._per_vcpu or {}).items():
+            if isinstance(data, dict):
+                values = numbers(data, Problems(), "usage_data", cpu)
+                if values is not None:
+                    out[cpu] = values
+        return out
+
+
+def read(body: dict[str, Any], where: str, problems: Problems) -> VcpuUsage:
+    per_vcpu = mapping(body.get(N.USAGE_DATA), problems, where, N.USAGE_DATA, counted=True)
+    return VcpuUsage(
+        average=numbers(body.get(N.AVERAGE_USAGE), problems, where, N.AVERAGE_USAGE, counted=True),
+        vcpu_count=len(per_vcpu) if per_vcpu is not None else None,
+        context_switches=number(body.get(N.CONTEXT_SWITCH_COUNT), problems, where, N.CONTEXT_SWITCH_COUNT, True),
+        _per_vcpu=per_vcpu,
+    )
+
+
+FAM_COUNT = S.PromFamily("system_vcpu_count", S.GAUGE, "System vCPU count", S.INSTANCE_SCOPE)
+FAM_USAGE = S.PromFamily(
+    "system_vcpu_usage_ratio", S.GAUGE, "System CPU utilization ratio", S.INSTANCE_SCOPE, ("usage_type",)
+)
+FAM_CPU_SECONDS = S.PromFamily(
+    "system_cpu_seconds", S.COUNTER, "Seconds all vCPUs spent in each mode", S.INSTANCE_SCOPE, ("mode",)
+)
+FAM_CONTEXT_SWITCHES = S.PromFamily(
+    "system_context_switches", S.COUNTER, "Context switches on all vCPUs", S.INSTANCE_SCOPE
+)
+
+
+def gauges(value: VcpuUsage) -> Iterator[S.PromSample]:
+    """As AWS's exporter: nice folds into user, io_wait/irq/soft_irq into system, each capped at 100 %."""
+    if value.vcpu_count is not None:
+        yield FAM_COUNT, (), float(value.vcpu_count)
+    average = value.average
+    if average is not None:
+        pct = {mode: average.get(mode) or 0.0 for mode in N.CPU_MODES}
+        yield FAM_USAGE, (N.CPU_USER,), min(pct[N.CPU_USER] + pct[N.CPU_NICE], 100.0) / 100.0
+        system = pct[N.CPU_SYSTEM] + pct[N.CPU_IO_WAIT] + pct[N.CPU_IRQ] + pct[N.CPU_SOFT_IRQ]
+        yield FAM_USAGE, (N.CPU_SYSTEM,), min(system, 100.0) / 100.0
+
+
+def counts(value: VcpuUsage, period: float) -> Iterator[S.PromSample]:
+    """CPU seconds by mode (percent x period x vCPUs) and the context switches."""
+    if value.vcpu_count and value.average is not None:
+        n = value.vcpu_count
+        for mode in N.CPU_MODES:
+            yield FAM_CPU_SECONDS, (mode,), (value.average.get(mode) or 0.0) / 100.0 * period * n
+    if value.context_switches is not None:
+        yield FAM_CONTEXT_SWITCHES, (), value.context_switches
+
+
+CW_USAGE = S.CwMetric("HostVCpuUsage", S.PERCENT, S.HOST_DIMS, keyed=True)
+CW_UTILIZATION = S.CwMetric("HostVCpuUtilization", S.PERCENT, S.HOST_DIMS)
+CW_COUNT = S.CwMetric("HostVCpuCount", S.COUNT, S.HOST_DIMS)
+CW_VCPU_USAGE = S.CwMetric("HostVCpuUsage", S.PERCENT, S.VCPU_DIMS, keyed=True)
+CW_VCPU_UTILIZATION = S.CwMetric("HostVCpuUtilization", S.PERCENT, S.VCPU_DIMS)
+CW_CONTEXT_SWITCHES = S.CwMetric("HostContextSwitches", S.COUNT, S.HOST_DIMS)
+
+
+def _usage(data: dict[str, float], key: tuple[str, ...], usage: S.CwMetric, util: S.CwMetric) -> Iterator[S.CwDatum]:
+    for mode, pct in data.items():
+        yield usage, key, mode, pct
+    idle = data.get(N.CPU_IDLE)
+    if idle is not None:
+        yield util, key, "", min(100.0, max(0.0, 100.0 - idle))
+
+
+def datums(value: VcpuUsage, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:
+    if value.average is not None:
+        yield from _usage(value.average, (), CW_USAGE, CW_UTILIZATION)
+    if value.vcpu_count is not None:
+        yield CW_COUNT, (), "", float(value.vcpu_count)
+        if per_vcpu:
+            for cpu, data in value.per_vcpu().items():
+                yield from _usage(data, (cpu,), CW_VCPU_USAGE, CW_VCPU_UTILIZATION)
+    if value.context_switches is not None:
+        yield CW_CONTEXT_SWITCHES, (), "", value.context_switches
+
+
+SPEC = S.GroupSpec(
+    name=N.VCPU_USAGE,
+    placement=S.SYSTEM,
+    read=read,
+    doc=__doc__ or "",
+    prometheus=(FAM_COUNT, FAM_USAGE, FAM_CPU_SECONDS, FAM_CONTEXT_SWITCHES),
+    gauges=gauges,
+    counts=counts,
+    cloudwatch=(CW_USAGE, CW_UTILIZATION, CW_COUNT, CW_VCPU_USAGE, CW_VCPU_UTILIZATION, CW_CONTEXT_SWITCHES),
+    datums=datums,
+    tracks=(S.Track("vCPU %", "host_vcpu", "percent", S.HOST_TRACK),),
+)

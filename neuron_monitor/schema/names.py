@@ -1,0 +1,153 @@
+"""Named constants for the report's vocabulary: top-level keys, group names, and the keys inside group bodies.
+
+Values are exactly the strings AWS's neuron-monitor prints (plus our documented additions ``report_time``,
+``neuron_monitor``, ``fresh``). Code that reads or writes a report names a key through these constants.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+# ---- top level ----------------------------------------------------------------------------------------------
+NEURON_RUNTIME_DATA: Final = "neuron_runtime_data"
+SYSTEM_DATA: Final = "system_data"
+INSTANCE_INFO: Final = "instance_info"
+NEURON_HARDWARE_INFO: Final = "neuron_hardware_info"
+NEURON_K8S_INFO: Final = "neuron_k8s_info"  # additive, when Kubernetes attribution is on
+REPORT_TIME: Final = "report_time"  # additive
+NEURON_MONITOR: Final = "neuron_monitor"  # additive: the daemon's own health
+
+# ---- a runtime entry ----------------------------------------------------------------------------------------
+PID: Final = "pid"
+RUNTIME_TAG: Final = "neuron_runtime_tag"
+REPORT: Final = "report"
+
+# ---- every group object -------------------------------------------------------------------------------------
+PERIOD: Final = "period"
+ERROR: Final = "error"
+FRESH: Final = "fresh"  # additive
+ENVELOPE_KEYS: Final = (PERIOD, ERROR, FRESH)
+
+# ---- group names --------------------------------------------------------------------------------------------
+NEURONCORE_COUNTERS: Final = "neuroncore_counters"
+EXECUTION_STATS: Final = "execution_stats"
+MEMORY_USED: Final = "memory_used"
+NEURON_RUNTIME_VCPU_USAGE: Final = "neuron_runtime_vcpu_usage"
+VCPU_USAGE: Final = "vcpu_usage"
+MEMORY_INFO: Final = "memory_info"
+NEURON_HW_COUNTERS: Final = "neuron_hw_counters"
+RUNTIME_GROUP_NAMES: Final = (NEURONCORE_COUNTERS, EXECUTION_STATS, MEMORY_USED, NEURON_RUNTIME_VCPU_USAGE)
+SYSTEM_GROUP_NAMES: Final = (VCPU_USAGE, MEMORY_INFO, NEURON_HW_COUNTERS)
+
+# ---- neuroncore_counters ------------------------------------------------------------------------------------
+NEURONCORES_IN_USE: Final = "neuroncores_in_use"
+NEURONCORE_UTILIZATION: Final = "neuroncore_utilization"
+FLOPS: Final = "flops"
+EFFECTIVE_FLOPS: Final = "effective_flops"
+# A logical NeuronCore (LNC=2) carries its physical cores under a key named after the core version plus "d":
+# "v3d" on trn2, "v4d" on trn3, and so on for later chips. Any object-valued member of a core entry is read as
+# that breakdown, whatever its name; this pattern names the ones seen so far.
+PHYSICAL_BREAKDOWN_KEY: Final = re.compile(r"v[0-9]+d")
+
+# ---- execution_stats ----------------------------------------------------------------------------------------
+ERROR_SUMMARY: Final = "error_summary"
+EXECUTION_SUMMARY: Final = "execution_summary"
+LATENCY_STATS: Final = "latency_stats"
+TOTAL_LATENCY: Final = "total_latency"
+DEVICE_LATENCY: Final = "device_latency"
+LATENCY_KINDS: Final = (TOTAL_LATENCY, DEVICE_LATENCY)
+PERCENTILES: Final = ("p0", "p1", "p25", "p50", "p75", "p99", "p100")
+# error types (error_summary keys)
+ERROR_GENERIC: Final = "generic"
+ERROR_NUMERICAL: Final = "numerical"
+ERROR_TRANSIENT: Final = "transient"
+ERROR_MODEL: Final = "model"
+ERROR_RUNTIME: Final = "runtime"
+ERROR_HARDWARE: Final = "hardware"
+ERROR_TYPES: Final = (ERROR_GENERIC, ERROR_NUMERICAL, ERROR_TRANSIENT, ERROR_MODEL, ERROR_RUNTIME, ERROR_HARDWARE)
+# status types (execution_summary keys)
+STATUS_COMPLETED: Final = "completed"
+STATUS_COMPLETED_WITH_ERR: Final = "completed_with_err"
+STATUS_COMPLETED_WITH_NUM_ERR: Final = "completed_with_num_err"
+STATUS_TIMED_OUT: Final = "timed_out"
+STATUS_INCORRECT_INPUT: Final = "incorrect_input"
+STATUS_FAILED_TO_QUEUE: Final = "failed_to_queue"
+STATUS_TYPES: Final = (
+    STATUS_COMPLETED,
+    STATUS_COMPLETED_WITH_ERR,
+    STATUS_COMPLETED_WITH_NUM_ERR,
+    STATUS_TIMED_OUT,
+    STATUS_INCORRECT_INPUT,
+    STATUS_FAILED_TO_QUEUE,
+)
+
+# ---- memory_used --------------------------------------------------------------------------------------------
+NEURON_RUNTIME_USED_BYTES: Final = "neuron_runtime_used_bytes"
+USAGE_BREAKDOWN: Final = "usage_breakdown"
+NEURONCORE_MEMORY_USAGE: Final = "neuroncore_memory_usage"
+LOADED_MODELS: Final = "loaded_models"
+LOCATION_HOST: Final = "host"
+LOCATION_NEURON_DEVICE: Final = "neuron_device"
+LOCATION_DEVICE_ALIAS: Final = "device"  # seen in one newer capture instead of "neuron_device"
+MEMORY_LOCATIONS: Final = (LOCATION_HOST, LOCATION_NEURON_DEVICE)
+# NeuronCore memory categories (neuroncore_memory_usage.<core> keys)
+MEMORY_CONSTANTS: Final = "constants"
+MEMORY_MODEL_CODE: Final = "model_code"
+MEMORY_MODEL_SHARED_SCRATCHPAD: Final = "model_shared_scratchpad"
+MEMORY_RUNTIME_MEMORY: Final = "runtime_memory"
+MEMORY_TENSORS: Final = "tensors"
+MEMORY_CATEGORIES: Final = (
+    MEMORY_CONSTANTS,
+    MEMORY_MODEL_CODE,
+    MEMORY_MODEL_SHARED_SCRATCHPAD,
+    MEMORY_RUNTIME_MEMORY,
+    MEMORY_TENSORS,
+)
+# host memory categories (usage_breakdown.host keys)
+HOST_MEMORY_CATEGORIES: Final = ("application_memory", "constants", "dma_buffers", "tensors")
+# a loaded model
+MODEL_ID: Final = "model_id"
+MODEL_NAME: Final = "name"
+MODEL_UUID: Final = "uuid"
+MODEL_IS_RUNNING: Final = "is_running"
+MODEL_SUBGRAPHS: Final = "subgraphs"
+SUBGRAPH_MEMORY_USED_BYTES: Final = "memory_used_bytes"
+SUBGRAPH_NEURONCORE_INDEX: Final = "neuroncore_index"
+SUBGRAPH_NEURON_DEVICE_INDEX: Final = "neuron_device_index"
+
+# ---- neuron_runtime_vcpu_usage ------------------------------------------------------------------------------
+VCPU_USAGE_KEY: Final = "vcpu_usage"
+RUNTIME_CPU_MODES: Final = ("user", "system")
+
+# ---- vcpu_usage ---------------------------------------------------------------------------------------------
+AVERAGE_USAGE: Final = "average_usage"
+USAGE_DATA: Final = "usage_data"
+CONTEXT_SWITCH_COUNT: Final = "context_switch_count"
+CPU_USER: Final = "user"
+CPU_NICE: Final = "nice"
+CPU_SYSTEM: Final = "system"
+CPU_IDLE: Final = "idle"
+CPU_IO_WAIT: Final = "io_wait"
+CPU_IRQ: Final = "irq"
+CPU_SOFT_IRQ: Final = "soft_irq"
+CPU_MODES: Final = (CPU_USER, CPU_NICE, CPU_SYSTEM, CPU_IDLE, CPU_IO_WAIT, CPU_IRQ, CPU_SOFT_IRQ)
+
+# ---- memory_info --------------------------------------------------------------------------------------------
+MEMORY_TOTAL_BYTES: Final = "memory_total_bytes"
+MEMORY_USED_BYTES: Final = "memory_used_bytes"
+SWAP_TOTAL_BYTES: Final = "swap_total_bytes"
+SWAP_USED_BYTES: Final = "swap_used_bytes"
+MEMORY_INFO_FIELDS: Final = (MEMORY_TOTAL_BYTES, MEMORY_USED_BYTES, SWAP_TOTAL_BYTES, SWAP_USED_BYTES)
+
+# ---- neuron_hw_counters -------------------------------------------------------------------------------------
+NEURON_DEVICES: Final = "neuron_devices"
+NEURON_DEVICE_INDEX: Final = "neuron_device_index"
+MEM_ECC_CORRECTED: Final = "mem_ecc_corrected"
+MEM_ECC_UNCORRECTED: Final = "mem_ecc_uncorrected"
+SRAM_ECC_CORRECTED: Final = "sram_ecc_corrected"
+SRAM_ECC_UNCORRECTED: Final = "sram_ecc_uncorrected"
+ECC_EVENTS: Final = (MEM_ECC_CORRECTED, MEM_ECC_UNCORRECTED, SRAM_ECC_CORRECTED, SRAM_ECC_UNCORRECTED)
+
+# ---- neuron_hardware_info -----------------------------------------------------------------------------------
+NEURONCORE_PER_DEVICE_COUNT: Final = "neuroncore_per_device_count"

@@ -1,0 +1,280 @@
+"""The read layer: a decoded report (the dict orjson gives) -> typed values, never an exception.
+
+``read_report`` checks the envelope (runtime entries, group objects, their ``period``/``error``/``fresh``) and
+returns a ``Report``. Each known group becomes a ``Group`` whose body is read by its spec's reader only when a
+consumer asks (``Group.read``), once, and cached: a consumer that needs two groups of a runtime pays for two.
+Groups no spec knows are skipped, as AWS's exporters skip them.
+
+A value of the wrong type is never raised on: the reader leaves it out (``None``, or absent from a map) and
+records a problem on the ``Problems`` of the report (envelope) or of the group (body). A problem is a *count*
+problem when the value feeds a per-period counter (execution summaries, FLOPs, ECC events, CPU time, context
+switches, a group's period or error, a runtime's identity): a consumer that accumulates counters must not
+accept a report with one. Every other problem is a *value* problem. Each consumer decides its own policy: the
+Prometheus exporter rejects a report with count problems at ingest and keeps serving the previous report when
+its gauges have value problems; the CloudWatch exporter and the timeline skip the bad values only.
+
+JSON ``null`` and missing keys are normal (idle latency, absent groups) and are no problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from neuron_monitor.schema import names as N
+
+if TYPE_CHECKING:
+    from neuron_monitor.schema.spec import GroupSpec
+
+T = TypeVar("T")
+MAX_PROBLEMS = 20  # per Problems object: a hostile report cannot make the reader build megabytes of messages
+
+
+class Problems:
+    """Wrong-typed values found while reading: ``counts`` (a per-period count or the envelope) and ``values``."""
+
+    __slots__ = ("counts", "values")
+
+    def __init__(self) -> None:
+        self.counts: list[str] = []
+        self.values: list[str] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.counts or self.values)
+
+    def bad(self, where: str, key: object, value: object, expected: str, counted: bool) -> None:
+        """Record that ``where.key`` holds ``value`` where ``expected`` belongs."""
+        target = self.counts if counted else self.values
+        if len(target) < MAX_PROBLEMS:
+            target.append(f"{where}.{key}: expected {expected}, got {type(value).__name__}")
+
+    def first(self) -> str:
+        """The first problem (count problems first), for a log line; "" when there is none."""
+        return (self.counts or self.values or [""])[0]
+
+
+# ---- primitives: each takes the value, the Problems, and the path of its parent plus its key ----------------
+def number(value: Any, problems: Problems, where: str, key: object, counted: bool = False) -> float | None:
+    """An int or float (not a bool) as float; None for null/missing or a wrong type (recorded)."""
+    cls = value.__class__
+    if cls is float:
+        return value  # type: ignore[no-any-return]
+    if cls is int:
+        return float(value)
+    if value is None:
+        return None
+    if cls is not bool and isinstance(value, int | float):
+        return float(value)
+    problems.bad(where, key, value, "a number", counted)
+    return None
+
+
+def mapping(value: Any, problems: Problems, where: str, key: object, counted: bool = False) -> dict[str, Any] | None:
+    """An object; None for null/missing or a wrong type (recorded)."""
+    if value.__class__ is dict or isinstance(value, dict):
+        return value
+    if value is not None:
+        problems.bad(where, key, value, "an object", counted)
+    return None
+
+
+def sequence(value: Any, problems: Problems, where: str, key: object, counted: bool = False) -> list[Any] | None:
+    """An array; None for null/missing or a wrong type (recorded)."""
+    if isinstance(value, list):
+        return value
+    if value is not None:
+        problems.bad(where, key, value, "an array", counted)
+    return None
+
+
+def text(value: Any, problems: Problems, where: str, key: object, counted: bool = False) -> str:
+    """A label value: strings as is, numbers printed, null as ""; objects and arrays are wrong ("" , recorded)."""
+    if value.__class__ is str or isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    problems.bad(where, key, value, "a string", counted)
+    return ""
+
+
+def numbers(value: Any, problems: Problems, where: str, key: str, counted: bool = False) -> dict[str, float] | None:
+    """An object of numbers (``{"user": 1.5, ...}``): nulls left out, wrong types left out and recorded."""
+    obj = mapping(value, problems, where, key, counted)
+    if obj is None:
+        return None
+    out: dict[str, float] = {}
+    for k, v in obj.items():
+        cls = v.__class__
+        if cls is float:
+            out[k] = v
+        elif cls is int:
+            out[k] = float(v)
+        elif v is not None:
+            n = number(v, problems, f"{where}.{key}", k, counted)
+            if n is not None:
+                out[k] = n
+    return out
+
+
+def index(value: Any) -> int | None:
+    """A non-negative index from an int or a decimal string ("3"), else None (no problem recorded)."""
+    if value.__class__ is int:
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    return None
+
+
+# ---- the envelope -----------------------------------------------------------------------------------------------
+@dataclass(slots=True, eq=False)
+class Group:
+    """One known group object: its envelope read, its body read on demand by the spec's reader."""
+
+    name: str
+    spec: GroupSpec[Any]
+    body: dict[str, Any]
+    where: str
+    period: float | None
+    error: str
+    fresh_flag: bool | None  # the ``fresh`` key as written (None when absent: AWS's daemon)
+    _data: Any = None
+    _problems: Problems | None = None
+
+    @property
+    def fresh(self) -> bool:
+        """Collected for this report (absent ``fresh`` counts as fresh, as AWS's daemon writes none)."""
+        return self.fresh_flag is not False
+
+    @property
+    def usable(self) -> bool:
+        """No ``error``, or a partial one (see ``GroupSpec.partial_errors``) with data beside it."""
+        if not self.error:
+            return True
+        return self.spec.partial_errors and any(k not in N.ENVELOPE_KEYS for k in self.body)
+
+    def read(self) -> tuple[Any, Problems]:
+        """The body as the spec's typed value, with the problems found (read once, then cached)."""
+        problems = self._problems
+        if problems is None:
+            problems = Problems()
+            self._data = self.spec.read(self.body, self.where, problems)
+            self._problems = problems
+        return self._data, problems
+
+    def data(self) -> Any:
+        return self.read()[0]
+
+    def data_as(self, cls: type[T]) -> T | None:
+        """The typed body if it is a ``cls`` (the group's spec reads into ``cls``), else None."""
+        data = self.read()[0]
+        return data if isinstance(data, cls) else None
+
+
+@dataclass(slots=True, eq=False)
+class RuntimeEntry:
+    """One ``neuron_runtime_data`` entry: its identity, its ``error``, and its known groups."""
+
+    where: str
+    pid: int | None  # None when the pid is not an integer
+    pid_label: str  # the pid as a label value ("" when missing)
+    tag: str  # ``neuron_runtime_tag``, the pid when the tag is null/missing (as neuron-monitor does)
+    tag_written: str  # the tag as written ("" when null/missing)
+    error: str
+    groups: dict[str, Group]
+
+
+@dataclass(slots=True, eq=False)
+class Report:
+    """A report with its envelope checked. ``problems`` holds the envelope's (count problems, values)."""
+
+    raw: dict[str, Any]
+    runtimes: list[RuntimeEntry]
+    system: dict[str, Group]
+    instance_info: dict[str, Any] | None
+    hardware_info: dict[str, Any] | None
+    k8s_info: dict[str, Any] | None
+    monitor: dict[str, Any] | None
+    report_time: float | None
+    cores_per_device: int  # 0 when the report does not say
+    problems: Problems = field(default_factory=Problems)
+
+
+def _group(name: str, spec: GroupSpec[Any], obj: Any, where: str, problems: Problems) -> Group | None:
+    body = mapping(obj, problems, where, name, counted=True)
+    if body is None:
+        return None
+    gwhere = f"{where}.{name}"
+    period = body.get(N.PERIOD)
+    if period is not None and period.__class__ is not float:
+        period = number(period, problems, gwhere, N.PERIOD, counted=True)
+    error = body.get(N.ERROR)
+    if error.__class__ is not str:
+        error = text(error, problems, gwhere, N.ERROR, counted=True)
+    fresh = body.get(N.FRESH)
+    return Group(name, spec, body, gwhere, period, error, fresh if fresh.__class__ is bool else None)
+
+
+def _groups(
+    parent: dict[str, Any], specs: dict[str, GroupSpec[Any]], where: str, problems: Problems
+) -> dict[str, Group]:
+    out: dict[str, Group] = {}
+    for name, obj in parent.items():
+        spec = specs.get(name)
+        if spec is not None:  # groups no spec knows are skipped unread
+            group = _group(name, spec, obj, where, problems)
+            if group is not None:
+                out[name] = group
+    return out
+
+
+def read_runtime(entry: dict[str, Any], where: str, problems: Problems) -> RuntimeEntry:
+    """One runtime entry (its groups' bodies unread)."""
+    from neuron_monitor.schema.spec import registry
+
+    raw_pid = entry.get(N.PID)
+    pid = raw_pid if raw_pid.__class__ is int else None
+    pid_label = str(raw_pid) if pid is not None else text(raw_pid, problems, where, N.PID, counted=True)
+    raw_tag = entry.get(N.RUNTIME_TAG)
+    tag_written = text(raw_tag, problems, where, N.RUNTIME_TAG, counted=True)
+    error = text(entry.get(N.ERROR), problems, where, N.ERROR, counted=True)
+    report = mapping(entry.get(N.REPORT), problems, where, N.REPORT, counted=True) or {}
+    groups = _groups(report, registry().runtime, f"{where}.{N.REPORT}", problems)
+    tag = tag_written if raw_tag is not None else pid_label
+    return RuntimeEntry(where, pid, pid_label, tag, tag_written, error, groups)
+
+
+def read_report(raw: dict[str, Any]) -> Report:
+    """Check a report's envelope; group bodies are read later, on demand (``Group.read``)."""
+    from neuron_monitor.schema.spec import registry
+
+    problems = Problems()
+    runtimes: list[RuntimeEntry] = []
+    entries = sequence(raw.get(N.NEURON_RUNTIME_DATA), problems, "report", N.NEURON_RUNTIME_DATA, True) or ()
+    for i, entry in enumerate(entries):
+        where = f"{N.NEURON_RUNTIME_DATA}[{i}]"
+        if entry.__class__ is dict or isinstance(entry, dict):
+            runtimes.append(read_runtime(entry, where, problems))
+        elif entry is not None:
+            problems.bad(N.NEURON_RUNTIME_DATA, f"[{i}]", entry, "an object", True)
+    system_data = mapping(raw.get(N.SYSTEM_DATA), problems, "report", N.SYSTEM_DATA, True) or {}
+    system = _groups(system_data, registry().system, N.SYSTEM_DATA, problems)
+    hardware = mapping(raw.get(N.NEURON_HARDWARE_INFO), problems, "report", N.NEURON_HARDWARE_INFO)
+    per_device = number((hardware or {}).get(N.NEURONCORE_PER_DEVICE_COUNT), problems, "hw", "per_device")
+    return Report(
+        raw=raw,
+        runtimes=runtimes,
+        system=system,
+        instance_info=mapping(raw.get(N.INSTANCE_INFO), problems, "report", N.INSTANCE_INFO),
+        hardware_info=hardware,
+        k8s_info=mapping(raw.get(N.NEURON_K8S_INFO), problems, "report", N.NEURON_K8S_INFO),
+        monitor=mapping(raw.get(N.NEURON_MONITOR), problems, "report", N.NEURON_MONITOR),
+        report_time=number(raw.get(N.REPORT_TIME), problems, "report", N.REPORT_TIME, counted=True),
+        cores_per_device=int(per_device) if per_device and per_device > 0 else 0,
+        problems=problems,
+    )

@@ -1,0 +1,167 @@
+"""Group specs: what each metric group looks like to every consumer, declared once, found without a central list.
+
+A group's spec (``GroupSpec``) names the group, where it sits (``system_data`` or a runtime's ``report``), how its
+body is read into a typed value (``read``), and what each consumer makes of that value:
+
+* Prometheus: the families (``PromFamily``: name, type, help, label scope and extra labels) and two functions:
+  ``gauges(value)`` yields the gauge samples, ``counts(value, period)`` the per-period amounts that counters
+  accumulate. Counter amounts are added only when the group object is fresh (each period exactly once); the
+  consumer still touches the series when it is not, so it exists from the first report on.
+* CloudWatch: the metrics (``CwMetric``: name or name prefix, unit, dimension scope, additive or not) and
+  ``datums(value, period, per_vcpu)``, the values to send.
+* The timeline: its tracks (``Track``: name, category, unit, scope), documentation for the trace writer's
+  placement of them.
+
+A sample names its family/metric and a *key*: the label values after the scope's own labels. For the core
+scope the key starts with the NeuronCore index (the consumer turns it into its core labels or dimensions); for
+the device, vCPU and physical-core CloudWatch scopes it starts with those indexes likewise.
+
+The registry is the package ``neuron_monitor.schema.groups``: every module in it that defines ``SPEC`` is a
+group. Adding a group is adding its module there (and its collector under ``neuron_monitor.groups``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from neuron_monitor.schema.read import Problems
+
+T = TypeVar("T")
+
+# where a group sits in the report
+SYSTEM: Literal["system"] = "system"
+RUNTIME: Literal["runtime"] = "runtime"
+Placement = Literal["system", "runtime"]
+
+# ---- Prometheus -----------------------------------------------------------------------------------------------
+GAUGE = "gauge"
+COUNTER = "counter"
+# label scopes: which labels precede a family's own ``labels``
+INSTANCE_SCOPE = "instance"  # the instance labels
+RUNTIME_SCOPE = "runtime"  # + runtime_tag (+ pod labels)
+CORE_SCOPE = "core"  # + runtime labels, neuroncore, neuron_device_index; the key starts with the core index
+
+
+@dataclass(frozen=True, slots=True)
+class PromFamily:
+    """One Prometheus family a group produces. ``name`` is without ``_total``."""
+
+    name: str
+    kind: str  # GAUGE or COUNTER
+    help: str
+    scope: str
+    labels: tuple[str, ...] = ()
+    drops_unlisted: bool = False  # counters: a key whose first label no sample named is dropped (device gone)
+
+
+# (family, key, value): key = the values of the family's own labels (after the core index for CORE_SCOPE)
+PromSample = tuple[PromFamily, tuple[str, ...], float]
+
+# ---- CloudWatch -----------------------------------------------------------------------------------------------
+PERCENT = "Percent"
+BYTES = "Bytes"
+COUNT = "Count"
+COUNT_PER_SECOND = "Count/Second"
+SECONDS = "Seconds"
+# dimension scopes; the key's leading values are the scope's indexes
+HOST_DIMS = "host"  # InstanceId, InstanceType (or the container-insights set)
+RUNTIME_DIMS = "runtime"  # + RuntimeTag
+CORE_DIMS = "core"  # + NeuronDevice, NeuronCore (+ pod owner): key = (core,)
+PHYSICAL_CORE_DIMS = "physical_core"  # core dimensions + PhysicalNeuronCore: key = (core, physical core)
+DEVICE_DIMS = "device"  # + NeuronDevice (+ pod owner): key = (device,)
+VCPU_DIMS = "vcpu"  # + VCpu: key = (vcpu,)
+
+
+@dataclass(frozen=True, slots=True)
+class CwMetric:
+    """One CloudWatch metric, or a set of them when ``keyed``: then the datum's suffix is appended in CamelCase
+    (``Execution`` + ``completed_with_err`` -> ``ExecutionCompletedWithErr``)."""
+
+    name: str
+    unit: str
+    scope: str
+    keyed: bool = False
+    additive: bool = True  # two datums of one series in one report: summed, else sent as two samples
+
+
+# (metric, key, suffix ("" unless keyed), value)
+CwDatum = tuple[CwMetric, tuple[str, ...], str, float]
+
+# ---- the timeline ---------------------------------------------------------------------------------------------
+CORE_TRACK = "neuroncore"
+DEVICE_TRACK = "device"
+RUNTIME_TRACK = "runtime"
+HOST_TRACK = "host"
+
+
+@dataclass(frozen=True, slots=True)
+class Track:
+    """One counter track of the timeline: its name (after the place prefix), category, unit and scope."""
+
+    name: str
+    category: str
+    unit: str
+    scope: str
+
+
+# ---- the spec -------------------------------------------------------------------------------------------------
+def _none(*_: Any) -> Iterable[Any]:
+    return ()
+
+
+@dataclass(frozen=True)
+class GroupSpec(Generic[T]):
+    """Everything a consumer needs to know about one metric group."""
+
+    name: str
+    placement: Placement
+    read: Callable[[dict[str, Any], str, Problems], T]  # (body, its path, problems) -> typed value
+    doc: str = ""
+    partial_errors: bool = False  # an ``error`` may describe a partial failure with valid data beside it
+    prometheus: tuple[PromFamily, ...] = ()
+    gauges: Callable[[T], Iterable[PromSample]] = _none
+    counts: Callable[[T, float], Iterable[PromSample]] | None = None  # None: the group feeds no counter
+    cloudwatch: tuple[CwMetric, ...] = ()
+    datums: Callable[[T, float, bool], Iterable[CwDatum]] = _none  # (value, period, per_vcpu)
+    tracks: tuple[Track, ...] = ()
+    families_by_name: dict[str, PromFamily] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        self.families_by_name.update((f.name, f) for f in self.prometheus)
+
+    def family(self, name: str) -> PromFamily:
+        return self.families_by_name[name]
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Every known group spec, by placement and name (in the order of their module names)."""
+
+    system: dict[str, GroupSpec[Any]]
+    runtime: dict[str, GroupSpec[Any]]
+
+    def all(self) -> list[GroupSpec[Any]]:
+        return [*self.system.values(), *self.runtime.values()]
+
+    def get(self, name: str) -> GroupSpec[Any] | None:
+        return self.system.get(name) or self.runtime.get(name)
+
+
+@functools.cache
+def registry() -> Registry:
+    """The specs of ``neuron_monitor.schema.groups``: each module there defining ``SPEC`` is one group."""
+    from neuron_monitor.schema import groups
+
+    system: dict[str, GroupSpec[Any]] = {}
+    runtime: dict[str, GroupSpec[Any]] = {}
+    for info in sorted(pkgutil.iter_modules(groups.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{groups.__name__}.{info.name}")
+        spec = getattr(module, "SPEC", None)
+        if isinstance(spec, GroupSpec):
+            (system if spec.placement == SYSTEM else runtime)[spec.name] = spec
+    return Registry(system, runtime)
