@@ -33,8 +33,9 @@ sys.path.insert(0, str(REPO))
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info  # noqa: E402
 from prometheus_client.exposition import generate_latest  # noqa: E402
 
+from neuron_monitor.exporters.prometheus.app import ExporterApp  # noqa: E402
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector  # noqa: E402
-from neuron_monitor.exporters.prometheus.server import ExporterApp, ExporterHTTPServer  # noqa: E402
+from neuron_monitor.exporters.prometheus.server import HTTPFront  # noqa: E402
 from neuron_monitor.exporters.prometheus.state import ExporterState  # noqa: E402
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report  # noqa: E402
 
@@ -230,8 +231,8 @@ def main() -> int:
     ours_series = ours.view().shaped.series  # type: ignore[union-attr]
     base_series = sum(len(m.samples) for m in base.registry.collect())
 
-    server = ExporterHTTPServer(("127.0.0.1", 0), ExporterApp(collector))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = HTTPFront(("127.0.0.1", 0), ExporterApp(collector))
+    server.start()
     feeder_stop = threading.Event()
 
     def feed() -> None:  # reports keep arriving while Prometheus scrapes, once a second as the daemon writes
@@ -243,7 +244,7 @@ def main() -> int:
     threading.Thread(target=feed, daemon=True).start()
     ours_lat = http_latencies(server.server_address[1], args.scrapes)
     feeder_stop.set()
-    server.shutdown()
+    server.stop()
 
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 

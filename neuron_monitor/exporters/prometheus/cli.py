@@ -13,21 +13,26 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
 import sys
 import threading
+import typing
 from types import FrameType
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
 from prometheus_client.registry import Collector
 
+from neuron_monitor import __version__
+from neuron_monitor.exporters.prometheus.app import ExporterApp
+from neuron_monitor.exporters.prometheus.auth import BasicAuth
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
-from neuron_monitor.exporters.prometheus.server import ExporterApp, ExporterHTTPServer
+from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH
+from neuron_monitor.exporters.prometheus.server import HTTPFront
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
-from neuron_monitor.exporters.prometheus.state import ExporterState
+from neuron_monitor.exporters.prometheus.state import DEFAULT_STALE_FLOOR, DEFAULT_STALE_PERIODS, ExporterState
+from neuron_monitor.exporters.prometheus.tls import ReloadingTLS
 from neuron_monitor.exporters.prometheus.webconfig import (
-    BasicAuth,
-    TLSContext,
     TLSServerConfig,
     WebConfig,
     WebConfigError,
@@ -38,8 +43,34 @@ from neuron_monitor.exporters.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> typing.NoReturn:  # one line, exit 2
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def _positive_seconds(text: str) -> float:
+    """A finite, positive number (``nan``, ``inf`` and 0 are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite positive number, got {text}")
+    return value
+
+
+def _label_length(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value != 0 and value < 16:
+        raise argparse.ArgumentTypeError(f"must be 0 (no cap) or at least 16, got {text}")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = _ArgumentParser(
         prog="neuron-monitor-prometheus",
         description="Serve neuron-monitor reports read from stdin as Prometheus metrics.",
     )
@@ -68,9 +99,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--stale-periods",
-        type=float,
-        default=3.0,
-        help="report intervals without a report after which /healthz fails and Neuron series are withdrawn (3)",
+        type=_positive_seconds,
+        default=DEFAULT_STALE_PERIODS,
+        help="report intervals (from the reports' report_time/period) without a report after which /healthz fails"
+        " and Neuron series are withdrawn (3); never less than 2 x the longest group period nor --stale-floor",
+    )
+    p.add_argument(
+        "--stale-floor",
+        type=_positive_seconds,
+        default=DEFAULT_STALE_FLOOR,
+        metavar="SECONDS",
+        help="the staleness window is never shorter than this (10)",
+    )
+    p.add_argument(
+        "--max-label-length",
+        type=_label_length,
+        default=DEFAULT_MAX_LABEL_LENGTH,
+        metavar="CHARS",
+        help=f"cut longer label values to this length, ending in a marker ({DEFAULT_MAX_LABEL_LENGTH}; 0: no cap)",
+    )
+    p.add_argument(
+        "--created-series",
+        action="store_true",
+        help="add <name>_created samples to execution_errors, execution_status and hardware_ecc_events",
     )
     p.add_argument("--exit-on-eof", action="store_true", help="exit with code 1 when stdin closes")
     p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES, help=argparse.SUPPRESS)
@@ -78,8 +129,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not 0 <= args.port <= 65535:
         p.error(f"--port {args.port} is not a TCP port")
-    if args.stale_periods <= 0:
-        p.error("--stale-periods must be positive")
     if bool(args.key_file) != bool(args.cert_file):
         p.error("--key-file and --cert-file go together")
     if args.web_config and args.key_file:
@@ -118,32 +167,41 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         web = web_config_from_args(args)
-        tls = TLSContext(web.tls_server_config) if web and web.tls_server_config else None
+        tls = ReloadingTLS(web.tls_server_config) if web and web.tls_server_config else None
     except WebConfigError as e:
         print(f"neuron-monitor-prometheus: {e}", file=sys.stderr)
         return 2
     options = ShapeOptions(
         instance_labels_everywhere=not args.instance_labels_on_info_only,
         always_k8s_labels=args.enable_k8s_info,
+        max_label_length=args.max_label_length,
     )
-    state = ExporterState(options, stale_periods=args.stale_periods)
+    state = ExporterState(
+        options, stale_periods=args.stale_periods, stale_floor=args.stale_floor, created_series=args.created_series
+    )
     stream = ReportStream(sys.stdin.buffer, max_line_bytes=args.max_line_bytes)
     app = ExporterApp(
         ExporterCollector(state, stream.stats),
         runtime_collectors(),
         BasicAuth(web.basic_auth_users) if web else None,
-        dict(web.http_server_config.headers) if web else None,
     )
     try:
-        server = ExporterHTTPServer((args.bind, args.port), app, tls)
+        server = HTTPFront(
+            (args.bind, args.port),
+            app,
+            tls,
+            server_name=f"neuron-monitor-prometheus/{__version__}",
+            extra_headers=dict(web.http_server_config.headers) if web else None,
+        )
     except OSError as e:
         where = f"{args.bind}:{args.port}"
         print(f"neuron-monitor-prometheus: cannot listen on {where}: {e.strerror or e}", file=sys.stderr)
         return 1
+    app.front = server
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop)
     try:
-        threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+        server.start()
         scheme = "HTTPS" if tls else "HTTP"
         log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
         for report in stream:
@@ -156,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit:  # SIGINT or SIGTERM: a clean stop
         pass
     finally:
-        server.server_close()
+        server.stop()
     return 0
 
 

@@ -1,45 +1,134 @@
-"""The client_python custom collector: fresh metric families from the newest snapshot at every scrape.
+"""The /metrics body: the Neuron families rendered once per report, the per-scrape metrics rendered every time.
 
-One ``collect`` (or ``scrape``) call reads one ``View`` of the exporter state, so the Neuron families and the
-exporter's own metrics of a scrape always describe the same report. ``scrape`` renders the Neuron families with
-the fast encoder of ``exposition`` (byte-identical to client_python's). The Neuron families are left out while
-the data is stale (see ``state``); the ``neuron_exporter_*`` self-metrics are always there.
+A scrape body has three parts, in this order (the Neuron metrics fill the first screen):
+
+1. the Neuron families of the served report: rendered at most once per report and format (text 0.0.4 or
+   OpenMetrics), on the first scrape that needs them, and kept with a gzip stream compressed up to their end;
+2. the ``neuron_exporter_*`` self-metrics, which change between reports (lines read, health, staleness);
+3. client_python's ``process_*``/``python_*`` collectors.
+
+Parts 2 and 3 are small and rendered per scrape; with gzip they are compressed by a copy of part 1's stream, so a
+scrape costs one small render and a compressor copy, never the report's families again. Every scrape reads one
+``View`` of the state, so its parts describe the same report, and a report is never half-applied (``state``
+swaps whole snapshots). ``collect`` offers the same metrics through client_python's collector interface.
 """
 
 from __future__ import annotations
 
+import threading
+import zlib
 from collections.abc import Iterator, Sequence
 
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.registry import Collector
 
 from neuron_monitor import __version__
-from neuron_monitor.exporters.prometheus.exposition import render
-from neuron_monitor.exporters.prometheus.families import Family
+from neuron_monitor.exporters.prometheus.exposition import OPENMETRICS_EOF, render_families
+from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
 from neuron_monitor.exporters.prometheus.state import ExporterState, View
 from neuron_monitor.exporters.stream import StreamStats
 
 PREFIX = "neuron_exporter"
+GZIP_LEVEL = 1  # the text compresses ~15x at level 1; higher levels cost 3-5x the CPU for a few percent
+
+
+class _Metrics:
+    """The ``collect()`` interface client_python's encoders expect, over a list of metrics."""
+
+    def __init__(self, metrics: Sequence[Metric]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Sequence[Metric]:
+        return self._metrics
+
+
+class RenderedReport:
+    """The Neuron part of the scrape body for one served report (or for none), rendered lazily per format."""
+
+    def __init__(self, view: View, families: Sequence[Family]) -> None:
+        self.shaped = view.shaped
+        self.serving = view.serving
+        self.families = families
+        self._text: dict[bool, bytes] = {}
+        self._gzip: dict[bool, tuple[bytes, zlib._Compress]] = {}
+        self._lock = threading.Lock()
+        self.renders = 0
+
+    def matches(self, view: View) -> bool:
+        return self.shaped is view.shaped and self.serving == view.serving
+
+    def text(self, openmetrics: bool) -> bytes:
+        with self._lock:
+            body = self._text.get(openmetrics)
+            if body is None:
+                body = render_families(self.families, openmetrics).encode("utf-8")
+                self._text[openmetrics] = body
+                self.renders += 1
+            return body
+
+    def gzip(self, openmetrics: bool) -> tuple[bytes, zlib._Compress]:
+        """(the gzip bytes so far, the compressor to copy and finish with the per-scrape tail)."""
+        body = self.text(openmetrics)
+        with self._lock:
+            cached = self._gzip.get(openmetrics)
+            if cached is None:
+                compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # wbits 31: a gzip member
+                cached = (compressor.compress(body), compressor)
+                self._gzip[openmetrics] = cached
+            return cached
 
 
 class ExporterCollector(Collector):
     def __init__(self, state: ExporterState, stream_stats: StreamStats | None = None) -> None:
         self.state = state
         self.stream_stats = stream_stats or StreamStats()
+        self._rendered: RenderedReport | None = None
+        self._lock = threading.Lock()
 
     def collect(self) -> Iterator[Metric]:
-        """client_python's collector interface: fresh families from one view of the state."""
+        """client_python's collector interface: the same metrics as ``scrape``, from one view of the state."""
         view = self.state.view()
-        yield from self.self_metrics(view)
-        for family in self.served_families(view):
+        for family in (*self.served_families(view), *self.self_families(view)):
             yield family.to_metric()
 
-    def scrape(self, others: Sequence[Collector], openmetrics: bool) -> bytes:
-        """The /metrics body: ``others`` (process, GC, platform), self-metrics, then the Neuron families."""
-        view = self.state.view()
+    def rendered(self, view: View) -> RenderedReport:
+        """The cached Neuron part for this view, replaced when the served report (or its freshness) changes."""
+        with self._lock:
+            cached = self._rendered
+            if cached is None or not cached.matches(view):
+                cached = RenderedReport(view, self.served_families(view))
+                self._rendered = cached
+            return cached
+
+    def tail(self, view: View, others: Sequence[Collector], openmetrics: bool) -> bytes:
+        """The per-scrape part: self-metrics, then ``others``' metrics, then OpenMetrics' EOF."""
+        text = render_families(self.self_families(view), openmetrics)
         metrics = [m for c in others for m in c.collect()]
-        metrics.extend(self.self_metrics(view))
-        return render(metrics, self.served_families(view), openmetrics)
+        if metrics:
+            if openmetrics:
+                text += generate_openmetrics(_Metrics(metrics)).decode("utf-8").removesuffix(OPENMETRICS_EOF)
+            else:
+                text += generate_latest(_Metrics(metrics)).decode("utf-8")  # type: ignore[arg-type]
+        if openmetrics:
+            text += OPENMETRICS_EOF
+        return text.encode("utf-8")
+
+    def body(self, others: Sequence[Collector], openmetrics: bool, gzipped: bool) -> bytes:
+        """One /metrics body, gzip-compressed (one gzip member) when ``gzipped``."""
+        view = self.state.view()
+        rendered = self.rendered(view)
+        tail = self.tail(view, others, openmetrics)
+        if not gzipped:
+            return rendered.text(openmetrics) + tail
+        head, compressor = rendered.gzip(openmetrics)
+        finish = compressor.copy()
+        return head + finish.compress(tail) + finish.flush()
+
+    def scrape(self, others: Sequence[Collector], openmetrics: bool) -> bytes:
+        """The uncompressed /metrics body."""
+        return self.body(others, openmetrics, False)
 
     @staticmethod
     def served_families(view: View) -> Sequence[Family]:
@@ -47,72 +136,98 @@ class ExporterCollector(Collector):
             return view.shaped.families
         return ()
 
-    def self_metrics(self, view: View) -> Iterator[Metric]:
+    def self_families(self, view: View) -> list[Family]:
+        """The ``neuron_exporter_*`` metrics of this view."""
         state, stats = self.state, self.stream_stats
-        yield InfoMetricFamily(f"{PREFIX}_build", "neuron-monitor-prometheus version", {"version": __version__})
-        yield GaugeMetricFamily(
-            f"{PREFIX}_up",
+        out: list[Family] = []
+
+        def add(name: str, kind: str, help_text: str, value: float) -> None:
+            out.append(Family(f"{PREFIX}_{name}", kind, help_text, (), {(): float(value)}))
+
+        def add_labelled(name: str, kind: str, help_text: str, label: str, values: dict[str, float]) -> None:
+            samples = {(k,): float(v) for k, v in values.items()}
+            out.append(Family(f"{PREFIX}_{name}", kind, help_text, (label,), samples))
+
+        out.append(
+            Family(f"{PREFIX}_build", INFO, "neuron-monitor-prometheus version", ("version",), {(__version__,): 1.0})
+        )
+        add(
+            "up",
+            GAUGE,
             "1 while a report newer than the staleness limit is served and stdin is open, else 0",
-            value=1.0 if view.healthy else 0.0,
+            view.healthy,
         )
-        yield GaugeMetricFamily(
-            f"{PREFIX}_serving",
+        add(
+            "serving",
+            GAUGE,
             "1 while Neuron metrics are served (the newest report is within the staleness limit), else 0",
-            value=1.0 if view.serving else 0.0,
+            view.serving,
         )
-        yield GaugeMetricFamily(
-            f"{PREFIX}_input_closed", "1 after stdin reached end of file", value=1.0 if state.input_closed else 0.0
+        add("input_closed", GAUGE, "1 after stdin reached end of file", state.input_closed)
+        add("input_lines", COUNTER, "Lines read from stdin", stats.lines)
+        add("reports", COUNTER, "Reports accepted and counted", state.accepted_reports)
+        add_labelled(
+            "bad_lines",
+            COUNTER,
+            "Input lines skipped, by reason",
+            "reason",
+            {
+                "invalid": stats.bad_lines - stats.oversize_lines,
+                "oversize": stats.oversize_lines,
+                "malformed_report": state.rejected_reports,
+            },
         )
-        yield CounterMetricFamily(f"{PREFIX}_input_lines", "Lines read from stdin", value=stats.lines)
-        yield CounterMetricFamily(
-            f"{PREFIX}_reports",
-            "Reports accepted and served",
-            value=max(stats.reports - state.rejected_reports, 0),
+        add_labelled(
+            "bad_input",
+            COUNTER,
+            "Values dropped (negative, non_finite or absurd counts) or label values truncated (label_too_long)",
+            "reason",
+            state.bad_input_counts(),
         )
-        bad = CounterMetricFamily(f"{PREFIX}_bad_lines", "Input lines skipped, by reason", labels=["reason"])
-        bad.add_metric(["invalid"], stats.bad_lines - stats.oversize_lines)
-        bad.add_metric(["oversize"], stats.oversize_lines)
-        bad.add_metric(["malformed_report"], state.rejected_reports)
-        yield bad
-        if view.snapshot is not None:
-            yield GaugeMetricFamily(
-                f"{PREFIX}_last_report_timestamp_seconds",
+        snapshot = view.snapshot
+        if snapshot is not None:
+            add(
+                "last_report_timestamp_seconds",
+                GAUGE,
                 "Wall-clock time the newest accepted report was received",
-                value=view.received_wall,
+                view.received_wall,
             )
-            if view.snapshot.report_time is not None:
-                yield GaugeMetricFamily(
-                    f"{PREFIX}_last_report_time_seconds",
+            if snapshot.report_time is not None:
+                add(
+                    "last_report_time_seconds",
+                    GAUGE,
                     "report_time written by the daemon into the newest accepted report",
-                    value=view.snapshot.report_time,
+                    snapshot.report_time,
                 )
-            yield GaugeMetricFamily(
-                f"{PREFIX}_runtimes", "Neuron runtimes in the newest report", value=view.snapshot.runtimes
-            )
-            yield GaugeMetricFamily(
-                f"{PREFIX}_series",
-                "Neuron series built from the newest report",
-                value=view.shaped.series if view.shaped else 0,
-            )
-            success = GaugeMetricFamily(
-                f"{PREFIX}_group_success",
+            add("runtimes", GAUGE, "Neuron runtimes in the newest report", snapshot.runtimes)
+            add("series", GAUGE, "Neuron series built from the newest report", view.shaped.series if view.shaped else 0)
+            add_labelled(
+                "group_success",
+                GAUGE,
                 "1 if no instance of the metric group reported an error in the newest report, else 0",
-                labels=["group"],
+                "group",
+                {g: 0.0 if g in snapshot.groups_failed else 1.0 for g in sorted(snapshot.groups_seen)},
             )
-            for group in sorted(view.snapshot.groups_seen):
-                success.add_metric([group], 0.0 if group in view.snapshot.groups_failed else 1.0)
-            yield success
-        yield GaugeMetricFamily(
-            f"{PREFIX}_report_interval_seconds", "Estimated interval between reports", value=view.interval
+        add(
+            "report_interval_seconds",
+            GAUGE,
+            "Report interval (from the reports' report_time and periods)",
+            view.interval,
         )
-        errors = CounterMetricFamily(
-            f"{PREFIX}_group_errors",
-            "Collections of a metric group that reported an error (runtime entry errors as group=runtime)",
-            labels=["group"],
+        add(
+            "stale_after_seconds",
+            GAUGE,
+            "Age after which the newest report is stale and Neuron series are withdrawn",
+            view.window,
         )
         groups = set(state.group_errors_total)
-        if view.snapshot is not None:
-            groups |= view.snapshot.groups_seen
-        for group in sorted(groups):  # 0 for every group seen, so rate() has a series before the first error
-            errors.add_metric([group], state.group_errors_total.get(group, 0))
-        yield errors
+        if snapshot is not None:
+            groups |= snapshot.groups_seen
+        add_labelled(  # 0 for every group seen, so rate() has a series before the first error
+            "group_errors",
+            COUNTER,
+            "Collections of a metric group that reported an error (runtime entry errors as group=runtime)",
+            "group",
+            {g: state.group_errors_total.get(g, 0) for g in sorted(groups)},
+        )
+        return out

@@ -43,7 +43,11 @@ def render_families(families: Iterable[Family], openmetrics: bool) -> str:
             header, kind = sample_name, ("gauge" if fam.kind == INFO else fam.kind)
         append(f"# HELP {header} {_escape_help(fam.help, openmetrics)}\n# TYPE {header} {kind}\n")
         names = fam.labelnames
+        created = fam.created
         if not names:
+            if created is not None:
+                _created_lines(out, fam, dict.fromkeys(fam.samples, ""), openmetrics)
+                continue
             for value in fam.samples.values():
                 append(f"{sample_name} {fmt(value)}\n")
             continue
@@ -51,10 +55,34 @@ def render_families(families: Iterable[Family], openmetrics: bool) -> str:
         prefixes = [f'{names[i]}="' for i in order]
         pairs = list(zip(prefixes, order, strict=True))
         esc = _escape_value
-        for values, value in fam.samples.items():
-            labels = '",'.join([p + esc(values[i]) for p, i in pairs])
-            append(f'{sample_name}{{{labels}"}} {fmt(value)}\n')
+        if created is None:
+            for values, value in fam.samples.items():
+                labels = '",'.join([p + esc(values[i]) for p, i in pairs])
+                append(f'{sample_name}{{{labels}"}} {fmt(value)}\n')
+            continue
+        label_text = {}
+        for values in fam.samples:
+            label_text[values] = "{" + '",'.join([p + esc(values[i]) for p, i in pairs]) + '"}'
+        _created_lines(out, fam, label_text, openmetrics)
     return "".join(out)
+
+
+def _created_lines(out: list[str], fam: Family, label_text: dict[tuple[str, ...], str], openmetrics: bool) -> None:
+    """A counter's samples with ``_created``, in client_python's order: interleaved in OpenMetrics, a separate
+    gauge block after the family in the Prometheus text format."""
+    assert fam.created is not None
+    fmt, created = floatToGoString, fam.created
+    total, cname = fam.sample_name, fam.name + "_created"
+    if openmetrics:
+        for values, value in fam.samples.items():
+            labels = label_text[values]
+            out.append(f"{total}{labels} {fmt(value)}\n{cname}{labels} {fmt(created[values])}\n")
+        return
+    for values, value in fam.samples.items():
+        out.append(f"{total}{label_text[values]} {fmt(value)}\n")
+    out.append(f"# HELP {cname} {_escape_help(fam.help, False)}\n# TYPE {cname} gauge\n")
+    for values in fam.samples:
+        out.append(f"{cname}{label_text[values]} {fmt(created[values])}\n")
 
 
 class _Metrics:

@@ -28,6 +28,7 @@ class Family:
     help: str
     labelnames: tuple[str, ...]
     samples: dict[tuple[str, ...], float] = field(default_factory=dict)
+    created: dict[tuple[str, ...], float] | None = None  # counters with --created-series: label values -> epoch s
 
     @property
     def sample_name(self) -> str:
@@ -40,6 +41,13 @@ class Family:
         metric.samples = [
             Sample(sname, dict(zip(names, values, strict=True)), value) for values, value in self.samples.items()
         ]
+        if self.created is not None:  # client_python's order: each child's _total, then its _created
+            created, cname = self.created, self.name + "_created"
+            metric.samples = [
+                s
+                for sample, values in zip(metric.samples, self.samples, strict=True)
+                for s in (sample, Sample(cname, sample.labels, created[values]))
+            ]
         return metric
 
 

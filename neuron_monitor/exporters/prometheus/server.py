@@ -1,159 +1,410 @@
-"""The HTTP(S) server: ``/metrics``, ``/healthz`` and a landing page at ``/``.
+"""The HTTP front: one asyncio event loop serves every connection; nothing a client does can stall the others.
 
-``/metrics`` renders the newest report at request time in the format the scraper asks for (Prometheus text or
-OpenMetrics), gzip-compressed when accepted. ``/healthz`` answers 200 ``ok`` while a fresh report is served and
-stdin is open, else 503 with the reason; it needs no credentials, so kubelet probes work with basic auth on.
-With a web config, connections are TLS (handshake in the connection's thread) and ``/`` and ``/metrics`` need
-basic auth when users are configured (401 otherwise).
+Design (issue 15's lean path and issue 20's hostile front are one):
+
+- **One event-loop thread** (``HTTPFront``) runs every connection as a small ``asyncio.Protocol``: no thread per
+  client. The listen backlog is ``backlog`` (1024; the kernel caps it at ``net.core.somaxconn``).
+- **Deadlines.** A request's head (request line and headers, at most ``max_header_bytes``) must arrive completely
+  within ``header_timeout`` seconds of its first byte, and a keep-alive connection may idle ``idle_timeout``
+  seconds between requests; a TLS handshake gets ``header_timeout`` too. A slow (slowloris) client is dropped
+  when its deadline passes, before anything is parsed or rendered. A response that the client does not read
+  within ``write_timeout`` seconds is dropped too.
+- **Bounded connections.** At most ``max_connections`` are open; a new one beyond that evicts the oldest
+  connection that is not sending a response, so idle or dripping sockets cannot lock scrapers out.
+- **Bounded work.** Handlers run on the loop thread and are cheap (``collector`` renders once per report); the
+  only blocking work, bcrypt, runs on a pool of ``auth.max_concurrent`` threads with at most
+  ``max_auth_pending`` requests waiting (more get ``503`` at once). Pipelined requests are answered in order;
+  reading pauses while a response is pending, so a client cannot queue unbounded work.
+- **HTTP/1.1** with keep-alive (HTTP/1.0 with ``Connection: keep-alive``), ``HEAD`` (the headers a ``GET``
+  would get, no body), ``405`` for other methods, ``400`` for a malformed head, ``431`` for a head too large.
+  Request bodies are not read: a request announcing one is answered and the connection closed.
+- **TLS** through ``tls.ReloadingTLS``: certificates and keys are re-read when their files change, checked every
+  ``tls.check_interval`` seconds on the loop.
 """
 
 from __future__ import annotations
 
-import gzip
-import html
+import asyncio
+import concurrent.futures
+import contextlib
 import logging
 import socket
-import ssl
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
-from prometheus_client.exposition import choose_encoder
-from prometheus_client.registry import Collector
-
-from neuron_monitor import __version__
-from neuron_monitor.exporters.prometheus.collector import ExporterCollector
-from neuron_monitor.exporters.prometheus.state import ExporterState
-from neuron_monitor.exporters.prometheus.webconfig import BasicAuth, TLSContext
+from neuron_monitor.exporters.prometheus.tls import ReloadingTLS
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus.server")
 
-LANDING = """<!DOCTYPE html>
-<html><head><title>neuron-monitor-prometheus</title></head>
-<body><h1>neuron-monitor-prometheus</h1>
-<p>Serves neuron-monitor reports read from stdin as Prometheus metrics. Version {version}.</p>
-<p>Status: {status}</p>
-<ul><li><a href="metrics">Metrics</a></li><li><a href="healthz">Health</a></li></ul>
-</body></html>
-"""
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+    505: "HTTP Version Not Supported",
+}
 
 
-class ExporterApp:
-    """What the handler needs: the collectors to render, the state for health, auth and extra headers."""
+@dataclass(frozen=True)
+class ServerLimits:
+    backlog: int = 1024
+    max_connections: int = 512
+    header_timeout: float = 10.0
+    idle_timeout: float = 60.0
+    write_timeout: float = 30.0
+    max_header_bytes: int = 16384
+    max_auth_pending: int = 64
+
+
+@dataclass
+class Request:
+    method: str
+    target: str
+    version: str
+    headers: dict[str, str]  # names lower-cased; a repeated header keeps its first value
+
+    @property
+    def path(self) -> str:
+        return self.target.split("?", 1)[0]
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+    headers: dict[str, str] = field(default_factory=dict)
+    close: bool = False
+
+
+Handler = Callable[[Request], "Response | Awaitable[Response]"]
+
+
+def plain(status: int, text: str, **headers: str) -> Response:
+    return Response(status, (text + "\n").encode(), headers=dict(headers))
+
+
+def parse_head(head: bytes) -> Request | Response:
+    """A request head (without the final blank line) as a ``Request``, or the error ``Response`` to send."""
+    try:
+        text = head.decode("latin-1")
+    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
+        return plain(400, "Bad Request")
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[0].isalpha() or not parts[1]:
+        return plain(400, "Bad Request")
+    method, target, version = parts
+    if version not in ("HTTP/1.1", "HTTP/1.0"):
+        return plain(505, "HTTP Version Not Supported") if version.startswith("HTTP/") else plain(400, "Bad Request")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            return plain(400, "Bad Request")
+        headers.setdefault(name.lower(), value.strip())
+    return Request(method, target, version, headers)
+
+
+def wants_keep_alive(request: Request) -> bool:
+    tokens = {t.strip().lower() for t in request.headers.get("connection", "").split(",")}
+    if request.version == "HTTP/1.0":
+        return "keep-alive" in tokens
+    return "close" not in tokens
+
+
+class Connection(asyncio.Protocol):
+    """One client connection (see the module docstring for its states and deadlines)."""
+
+    def __init__(self, front: HTTPFront) -> None:
+        self.front = front
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.busy = False  # a request is being answered (handler running or response not yet sent)
+        self.writing_paused = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.closed = False
+
+    # --- asyncio callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.front.opened(self)
+        self._arm(self.front.limits.idle_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._disarm()
+        self.front.lost(self)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.buffer and not self.busy:
+            self._arm(self.front.limits.header_timeout)  # the head's deadline runs from its first byte
+        self.buffer += data
+        if not self.busy:
+            self._next_request()
+        elif len(self.buffer) > self.front.limits.max_header_bytes and self.transport is not None:
+            self.transport.pause_reading()  # pipelining: read on once the pending response is out
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        if self.busy:
+            self._sent()
+
+    # --- timers
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self.timer = self.front.loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _expired(self) -> None:
+        self.timer = None
+        self.front.count("timeout")
+        self.abort()
+
+    def abort(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.abort()
+
+    # --- requests
+    def _next_request(self) -> None:
+        end = self.buffer.find(b"\r\n\r\n")
+        limit = self.front.limits.max_header_bytes
+        if end < 0:
+            if len(self.buffer) > limit:
+                self._respond(plain(431, "Request Header Fields Too Large"), keep_alive=False)
+            return
+        if end > limit:
+            self._respond(plain(431, "Request Header Fields Too Large"), keep_alive=False)
+            return
+        head = bytes(self.buffer[:end])
+        del self.buffer[: end + 4]
+        parsed = parse_head(head.lstrip(b"\r\n"))
+        if isinstance(parsed, Response):
+            self._respond(parsed, keep_alive=False)
+            return
+        self.busy = True
+        self._disarm()
+        keep_alive = wants_keep_alive(parsed)
+        if "content-length" in parsed.headers or "transfer-encoding" in parsed.headers:
+            keep_alive = keep_alive and parsed.headers.get("content-length", "") in ("0", "")
+            keep_alive = keep_alive and "transfer-encoding" not in parsed.headers
+        if parsed.method not in ("GET", "HEAD"):
+            self._respond(plain(405, "Method Not Allowed", Allow="GET, HEAD"), keep_alive, parsed)
+            return
+        try:
+            result = self.front.handler(parsed)
+        except Exception:
+            log.exception("handler failed for %s", parsed.path)
+            self._respond(plain(500, "Internal Server Error"), False, parsed)
+            return
+        if isinstance(result, Response):
+            self._respond(result, keep_alive, parsed)
+        else:
+            task = self.front.loop.create_task(result)  # type: ignore[arg-type]
+            task.add_done_callback(lambda t: self._finished(t, keep_alive, parsed))
+
+    def _finished(self, task: asyncio.Task[Response], keep_alive: bool, request: Request) -> None:
+        if self.closed:
+            return
+        try:
+            response = task.result()
+        except Exception:
+            log.exception("handler failed for %s", request.path)
+            response = plain(500, "Internal Server Error")
+            keep_alive = False
+        self._respond(response, keep_alive, request)
+
+    def _respond(self, response: Response, keep_alive: bool, request: Request | None = None) -> None:
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        self.busy = True
+        keep_alive = keep_alive and not response.close
+        lines = [
+            f"HTTP/1.1 {response.status} {REASONS.get(response.status, 'Unknown')}",
+            f"Content-Type: {response.content_type}",
+            f"Content-Length: {len(response.body)}",
+            f"Server: {self.front.server_name}",
+        ]
+        lines.extend(f"{k}: {v}" for k, v in {**self.front.extra_headers, **response.headers}.items())
+        if not keep_alive:
+            lines.append("Connection: close")
+        elif request is not None and request.version == "HTTP/1.0":
+            lines.append("Connection: keep-alive")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        head_only = request is not None and request.method == "HEAD"
+        transport.write(head if head_only or not response.body else head + response.body)
+        self.front.count(str(response.status))
+        if not keep_alive:
+            transport.close()
+            return
+        self._arm(self.front.limits.write_timeout)
+        if not self.writing_paused:
+            self._sent()
+
+    def _sent(self) -> None:
+        """The response left the buffer: wait for the next request (or answer one already received)."""
+        self.busy = False
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+        if self.buffer:
+            self._arm(self.front.limits.header_timeout)
+            self._next_request()
+        else:
+            self._arm(self.front.limits.idle_timeout)
+
+
+class HTTPFront:
+    """Binds at construction (so a busy port fails before anything starts); ``start`` runs the loop thread."""
 
     def __init__(
         self,
-        exporter: ExporterCollector,
-        others: list[Collector] | None = None,
-        auth: BasicAuth | None = None,
-        headers: dict[str, str] | None = None,
+        address: tuple[str, int],
+        handler: Handler,
+        tls: ReloadingTLS | None = None,
+        limits: ServerLimits | None = None,
+        server_name: str = "neuron-monitor-prometheus",
+        extra_headers: dict[str, str] | None = None,
+        auth_threads: int = 2,
     ) -> None:
-        self.exporter = exporter
-        self.others = others or []
-        self.state: ExporterState = exporter.state
-        self.auth = auth or BasicAuth({})
-        self.headers = headers or {}
-
-
-class ExporterHandler(BaseHTTPRequestHandler):
-    server: ExporterHTTPServer
-    protocol_version = "HTTP/1.1"
-    timeout = 30
-    disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms delayed-ACK stall
-    server_version = f"neuron-monitor-prometheus/{__version__}"
-
-    def setup(self) -> None:
-        super().setup()
-        if isinstance(self.request, ssl.SSLSocket):
-            self.request.do_handshake()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
-
-    def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in {**self.server.app.headers, **(extra or {})}.items():
-            self.send_header(name, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _authorized(self) -> bool:
-        if self.server.app.auth.check(self.headers.get("Authorization")):
-            return True
-        self._send(
-            401,
-            b"Unauthorized\n",
-            "text/plain; charset=utf-8",
-            {"WWW-Authenticate": 'Basic realm="neuron-monitor-prometheus"'},
-        )
-        return False
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        app = self.server.app
-        if path == "/healthz":
-            view = app.state.view()
-            self._send(200 if view.healthy else 503, (view.reason + "\n").encode(), "text/plain; charset=utf-8")
-        elif path == "/metrics":
-            if self._authorized():
-                self._metrics()
-        elif path == "/":
-            if self._authorized():
-                status = html.escape(app.state.view().reason)
-                body = LANDING.format(version=__version__, status=status).encode()
-                self._send(200, body, "text/html; charset=utf-8")
-        else:
-            self._send(404, b"Not Found\n", "text/plain; charset=utf-8")
-
-    do_HEAD = do_GET
-
-    def _metrics(self) -> None:
-        _, content_type = choose_encoder(self.headers.get("Accept"))
-        openmetrics = content_type.startswith("application/openmetrics-text")
-        app = self.server.app
-        body = app.exporter.scrape(app.others, openmetrics)
-        extra = {}
-        if "gzip" in (self.headers.get("Accept-Encoding") or ""):
-            body = gzip.compress(body, compresslevel=1)
-            extra["Content-Encoding"] = "gzip"
-        self._send(200, body, content_type, extra)
-
-
-class ExporterHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], app: ExporterApp, tls: TLSContext | None = None) -> None:
-        self.app = app
+        self.handler = handler
         self.tls = tls
-        self.address_family = _family(address[0])
-        super().__init__(address, ExporterHandler)
+        self.limits = limits or ServerLimits()
+        self.server_name = server_name
+        self.extra_headers = dict(extra_headers or {})
+        self.loop = asyncio.new_event_loop()
+        self.auth_pool = concurrent.futures.ThreadPoolExecutor(auth_threads, thread_name_prefix="bcrypt")
+        self.auth_pending = 0
+        self.connections: dict[Connection, None] = {}  # insertion order: oldest first
+        self.counts: dict[str, int] = {}
+        self.sock = self._listen(address)
+        self.server_address: tuple[str, int] = self.sock.getsockname()[:2]
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.Server | None = None
 
-    def server_bind(self) -> None:
-        if self.address_family == socket.AF_INET6:
-            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        super().server_bind()
+    def _listen(self, address: tuple[str, int]) -> socket.socket:
+        host, port = address
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            sock.bind((host, port))
+            sock.listen(self.limits.backlog)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        return sock
 
-    def get_request(self) -> tuple[socket.socket, Any]:
-        sock, addr = super().get_request()
+    def count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    # --- connection bookkeeping (loop thread)
+    def opened(self, conn: Connection) -> None:
+        self.connections[conn] = None
+        if len(self.connections) > self.limits.max_connections:
+            for old in self.connections:
+                if not old.busy:
+                    self.count("evicted")
+                    old.abort()
+                    self.connections.pop(old, None)
+                    break
+            else:  # every connection is sending a response: refuse the newcomer
+                self.count("refused")
+                conn.abort()
+
+    def lost(self, conn: Connection) -> None:
+        self.connections.pop(conn, None)
+
+    # --- bcrypt off the loop, bounded
+    async def run_auth(self, check: Callable[[], bool]) -> bool | None:
+        """``check()`` on the bcrypt pool; None (answer 503) when too many checks are already waiting."""
+        if self.auth_pending >= self.limits.max_auth_pending:
+            self.count("auth_busy")
+            return None
+        self.auth_pending += 1
+        try:
+            return await self.loop.run_in_executor(self.auth_pool, check)
+        finally:
+            self.auth_pending -= 1
+
+    # --- lifecycle
+    def start(self) -> None:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            try:
+                self._server = self.loop.run_until_complete(self._serve())
+            except BaseException as e:  # surfaced to start()'s caller
+                failure.append(e)
+                ready.set()
+                return
+            ready.set()
+            self.loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="http", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+
+    async def _serve(self) -> asyncio.Server:
+        ssl_context = self.tls.context if self.tls else None
+        server = await self.loop.create_server(
+            lambda: Connection(self),
+            sock=self.sock,
+            ssl=ssl_context,
+            backlog=self.limits.backlog,
+            ssl_handshake_timeout=self.limits.header_timeout if ssl_context else None,
+        )
         if self.tls is not None:
-            if self.tls.maybe_reload(time.monotonic()):
-                log.info("Refreshing TLS certificates")
-            sock = self.tls.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        return sock, addr
+            self.loop.call_later(self.tls.check_interval, self._check_tls)
+        return server
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A failed connection (bad TLS handshake, reset, timeout) is logged in one line, never a traceback."""
-        import sys
+    def _check_tls(self) -> None:
+        assert self.tls is not None
+        try:
+            self.tls.maybe_reload()
+        finally:
+            self.loop.call_later(self.tls.check_interval, self._check_tls)
 
-        err = sys.exc_info()[1]
-        log.debug("connection from %s failed: %s", client_address, err)
+    def call(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the loop thread."""
+        self.loop.call_soon_threadsafe(fn)
 
+    def stop(self, timeout: float = 2.0) -> None:
+        """Close the listener and every connection; returns within ``timeout`` seconds."""
+        if self._thread is None:
+            self.sock.close()
+            return
 
-def _family(host: str) -> socket.AddressFamily:
-    if ":" in host:
-        return socket.AF_INET6
-    return socket.AF_INET
+        def shutdown() -> None:
+            if self._server is not None:
+                self._server.close()
+            for conn in list(self.connections):
+                conn.abort()
+            self.loop.stop()
+
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            self.loop.call_soon_threadsafe(shutdown)
+        self._thread.join(timeout)
+        self.auth_pool.shutdown(wait=False, cancel_futures=True)
+        self.sock.close()

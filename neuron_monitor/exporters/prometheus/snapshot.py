@@ -18,6 +18,7 @@ from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.counting import count_report
 from neuron_monitor.exporters.prometheus.daemon_metrics import shape_daemon
 from neuron_monitor.exporters.prometheus.families import Family, FamilySet
+from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH, cap_strings
 from neuron_monitor.exporters.prometheus.labels import PodMap, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import CounterLedger, Totals
 from neuron_monitor.exporters.prometheus.runtime_metrics import RuntimeShaper
@@ -29,6 +30,7 @@ from neuron_monitor.exporters.prometheus.values import mapping, number, sequence
 class ShapeOptions:
     instance_labels_everywhere: bool = True  # AWS-compatible default; False keeps them on instance_info only
     always_k8s_labels: bool = False  # --enable-k8s-info: pod labels even before a report carries k8s info
+    max_label_length: int = DEFAULT_MAX_LABEL_LENGTH  # --max-label-length; 0: no cap
 
 
 @dataclass
@@ -45,16 +47,22 @@ class Snapshot:
     runtimes: int
     min_period: float  # the shortest group period in the report (its cadence), 0 if none
     report_time: float | None
+    max_period: float = 0.0  # the longest group period in the report, 0 if none
+    bad_input: Counter[str] = field(default_factory=Counter)  # impossible counted values dropped, by reason
     groups_seen: frozenset[str] = frozenset()
     groups_failed: frozenset[str] = frozenset()
     group_errors: Counter[str] = field(default_factory=Counter)
+    truncated_labels: int = 0  # strings shortened to the label cap when shaped
     _shaped: Shaped | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def shaped(self) -> Shaped:
-        """The families of this report, shaped on first use (raises ``MalformedReport``)."""
+        """The families of this report, shaped on first use (raises ``MalformedReport``). Strings longer than
+        the label cap are shortened first (see ``labelcap``; the ledger caps its keys the same way)."""
         with self._lock:
             if self._shaped is None:
+                if self.options.max_label_length > 0:
+                    self.truncated_labels = cap_strings(self.report, self.options.max_label_length)
                 fams = shape(self.report, self.totals, self.options)
                 self._shaped = Shaped(tuple(fams.families()), fams.series_count())
             return self._shaped
@@ -97,7 +105,7 @@ class SnapshotBuilder:
     def ingest(self, report: dict[str, Any]) -> Snapshot:
         """Count a report; raises ``MalformedReport`` (and changes nothing) if a counted value is mistyped."""
         update = self.ledger.begin()
-        counted = count_report(report, update)
+        counted = count_report(report, update, self.options.max_label_length)
         report_time = number(report.get("report_time"), "report_time")
         update.commit()
         return Snapshot(
@@ -107,6 +115,8 @@ class SnapshotBuilder:
             runtimes=counted.runtimes,
             min_period=counted.min_period,
             report_time=report_time,
+            max_period=counted.max_period,
+            bad_input=counted.bad,
             groups_seen=frozenset(counted.groups_seen),
             groups_failed=frozenset(counted.groups_failed),
             group_errors=counted.group_errors,

@@ -1,18 +1,26 @@
-"""The exporter's state between the reader thread and the HTTP threads.
+"""The exporter's state between the reader thread and the HTTP front.
 
-``ExporterState.apply(report)`` counts a report into a snapshot and swaps it in with one reference assignment (the
-reader is the only writer). Readers call ``view()`` and get one consistent ``View``: the newest snapshot that
-shapes without error (its families built on first use; a malformed newer one is counted and passed over, so the
-previous report keeps being served whole), whether it may be served, and the health verdict. Data is served while
-the newest report is younger than ``stale_periods`` report intervals; after that (or never) only the exporter's own
-metrics are served, so Prometheus marks the Neuron series stale instead of repeating old values. Health also fails
-once stdin has closed.
+``ExporterState.apply(report)`` counts a report into a snapshot (label values capped, see ``labelcap``) and
+swaps that in with one reference assignment (the reader is the only writer), so a scrape sees a report whole or
+not at all. Readers call ``view()`` and get one consistent ``View``: the newest snapshot that shapes without error
+(its families built on first use; a malformed newer one is counted and passed over, so the previous report keeps
+being served whole), whether it may be served, and the health verdict.
+
+Staleness comes from the reports, not from arrival times (a replayed or bursty stream arrives faster than it was
+written): the report interval is the median gap between the ``report_time`` of recent reports (the shortest group
+``period`` until there are two), and the newest report is served until it is older than the staleness window::
+
+    window = max(stale_periods x interval, 2 x longest group period, stale_floor)
+
+After that (or before any report) only the exporter's own metrics are served, so Prometheus marks the Neuron
+series stale instead of repeating old values. Health also fails once stdin has closed.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 import statistics
 import threading
 import time
@@ -21,13 +29,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from neuron_monitor.exporters.prometheus.created import CreatedClock
 from neuron_monitor.exporters.prometheus.snapshot import Shaped, ShapeOptions, Snapshot, SnapshotBuilder
 from neuron_monitor.exporters.prometheus.values import MalformedReport
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 
 DEFAULT_INTERVAL = 5.0  # neuron-monitor's default period, used until reports tell otherwise
-MIN_INTERVAL = 0.5
+DEFAULT_STALE_PERIODS = 3.0
+DEFAULT_STALE_FLOOR = 10.0
+BAD_INPUT_REASONS = ("negative", "non_finite", "absurd", "label_too_long")
 
 
 @dataclass(frozen=True)
@@ -39,18 +50,24 @@ class View:
     reason: str
     received_wall: float
     interval: float
+    window: float = 0.0
+    age: float | None = None
 
 
 class ExporterState:
     def __init__(
         self,
         options: ShapeOptions | None = None,
-        stale_periods: float = 3.0,
+        stale_periods: float = DEFAULT_STALE_PERIODS,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        stale_floor: float = DEFAULT_STALE_FLOOR,
+        created_series: bool = False,
     ) -> None:
         self.builder = SnapshotBuilder(options)
         self.stale_periods = stale_periods
+        self.stale_floor = stale_floor
+        self.created = CreatedClock() if created_series else None
         self._clock = clock
         self._wall = wall_clock
         self._snapshot: Snapshot | None = None  # newest accepted report
@@ -58,28 +75,51 @@ class ExporterState:
         self._received_wall = 0.0
         self._good: tuple[Snapshot, Shaped, float, float] | None = None  # newest report that shaped well
         self._shape_lock = threading.Lock()
-        self._arrivals: deque[float] = deque(maxlen=9)
+        self._report_times: deque[float] = deque(maxlen=9)
+        self.accepted_reports = 0
         self.rejected_reports = 0
         self.group_errors_total: Counter[str] = Counter()
+        self.bad_input_total: Counter[str] = Counter()
         self.input_closed = False
         self._lock = threading.Lock()  # guards the counters above against a concurrent view()
         self._last_reject_log = -1e18
+        self._last_bad_log = -1e18
 
     def apply(self, report: dict[str, Any]) -> bool:
-        """Shape and publish a report; False (and the previous report stays) when it is malformed."""
+        """Count and publish a report; False (and the previous report stays) when it is malformed."""
         try:
             snapshot = self.builder.ingest(report)
         except MalformedReport as e:
             self._reject(e)
             return False
         now = self._clock()
+        bad = snapshot.bad_input
         with self._lock:
-            self._arrivals.append(now)
+            if snapshot.report_time is not None and math.isfinite(snapshot.report_time):
+                times = self._report_times
+                if times and snapshot.report_time <= times[-1]:
+                    times.clear()  # time went backwards: a restarted or replayed stream; start over
+                times.append(snapshot.report_time)
             self.group_errors_total.update(snapshot.group_errors)
+            self.accepted_reports += 1
             self._received = now
             self._received_wall = self._wall()
             self._snapshot = snapshot
+        if bad:
+            self._count_bad(bad)
         return True
+
+    def _count_bad(self, bad: Counter[str]) -> None:
+        with self._lock:
+            self.bad_input_total.update(bad)
+        now = self._clock()
+        if now - self._last_bad_log >= 60.0:
+            log.warning("dropped or truncated bad input values: %s", ", ".join(f"{k}={v}" for k, v in bad.items()))
+            self._last_bad_log = now
+
+    def bad_input_counts(self) -> dict[str, float]:
+        with self._lock:
+            return {reason: float(self.bad_input_total.get(reason, 0)) for reason in BAD_INPUT_REASONS}
 
     def _reject(self, e: MalformedReport) -> None:
         with self._lock:
@@ -107,6 +147,10 @@ class ExporterState:
                         if good:
                             self._received, self._received_wall = good[2], good[3]
                 return good
+            if snapshot.truncated_labels:
+                self._count_bad(Counter({"label_too_long": snapshot.truncated_labels}))
+            if self.created is not None:
+                self.created.stamp(shaped.families, received_wall)
             self._good = (snapshot, shaped, received, received_wall)
             return self._good
 
@@ -114,29 +158,39 @@ class ExporterState:
         self.input_closed = True
 
     def interval(self) -> float:
-        """The report interval: the larger of the median gap between recent reports and the shortest group period."""
-        arrivals = list(self._arrivals)
+        """The report interval: the median gap between recent ``report_time`` values, else the shortest period."""
+        times = list(self._report_times)
+        gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
+        if gaps:
+            return statistics.median(gaps)
         snap = self._snapshot
-        period = snap.min_period if snap is not None else 0.0
-        if len(arrivals) >= 3:
-            gaps = [b - a for a, b in itertools.pairwise(arrivals)]
-            return max(statistics.median(gaps), period, MIN_INTERVAL)
-        return max(period, MIN_INTERVAL) if period > 0 else DEFAULT_INTERVAL
+        if snap is not None and snap.min_period > 0:
+            return snap.min_period
+        return DEFAULT_INTERVAL
+
+    def window(self) -> float:
+        """How old the newest report may get before it is stale (see the module docstring)."""
+        snap = self._snapshot
+        longest = snap.max_period if snap is not None else 0.0
+        return max(self.stale_periods * self.interval(), 2.0 * longest, self.stale_floor)
 
     def view(self) -> View:
         served = self._served()
         with self._lock:
             interval = self.interval()
+            window = self.window()
         if served is None:
             reason = "stdin closed before any report" if self.input_closed else "no report received yet"
-            return View(None, None, False, False, reason, 0.0, interval)
+            return View(None, None, False, False, reason, 0.0, interval, window)
         snapshot, shaped, received, received_wall = served
         age = self._clock() - received
-        fresh = age <= self.stale_periods * interval
+        fresh = age <= window
         if not fresh:
-            reason = f"last report {age:.1f}s ago (more than {self.stale_periods:g} x {interval:.1f}s)"
+            reason = f"last report {age:.1f}s ago (stale after {window:.1f}s)"
         elif self.input_closed:
             reason = "stdin closed"
         else:
             reason = "ok"
-        return View(snapshot, shaped, fresh, fresh and not self.input_closed, reason, received_wall, interval)
+        return View(
+            snapshot, shaped, fresh, fresh and not self.input_closed, reason, received_wall, interval, window, age
+        )

@@ -8,21 +8,18 @@ Reads YAML like::
     basic_auth_users: {prometheus: "$2b$12$..."}         # bcrypt hashes
 
 and returns a validated ``WebConfig`` (relative paths resolved against the file's directory, as exporter-toolkit
-does), an ``ssl.SSLContext`` for it and a ``BasicAuth`` checker. Every problem is a ``WebConfigError`` with a
-one-line message. Keys exporter-toolkit knows but this exporter does not implement are refused by name.
+does); ``tls`` builds the SSL context from it and ``auth`` checks basic auth. Every problem is a
+``WebConfigError`` with a one-line message. Keys exporter-toolkit knows but this exporter does not implement
+are refused by name.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import ssl
-import threading
 from pathlib import Path
 from typing import Literal
 
-import bcrypt
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -37,7 +34,6 @@ CLIENT_AUTH = {
     "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
     "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
 }
-_DUMMY_HASH = bcrypt.hashpw(b"not a password", bcrypt.gensalt(rounds=4))
 
 
 class WebConfigError(Exception):
@@ -110,91 +106,3 @@ def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
         if tls.client_auth_type != "NoClientCert" and not tls.client_ca_file:
             raise WebConfigError(f"web config {p}: client_auth_type {tls.client_auth_type} needs client_ca_file")
     return config
-
-
-class TLSContext:
-    """An SSL context that reloads its certificate and key when their files change (checked every 5 s)."""
-
-    def __init__(self, tls: TLSServerConfig) -> None:
-        self.tls = tls
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.minimum_version = TLS_VERSIONS[tls.min_version]
-        if tls.max_version:
-            self.context.maximum_version = TLS_VERSIONS[tls.max_version]
-        self.context.verify_mode = CLIENT_AUTH[tls.client_auth_type]
-        if tls.client_ca_file:
-            try:
-                self.context.load_verify_locations(cafile=tls.client_ca_file)
-            except (OSError, ssl.SSLError) as e:
-                raise WebConfigError(f"cannot load client_ca_file {tls.client_ca_file}: {e}") from None
-        self._stamp = self._file_stamp()
-        self._load()
-        self._checked = 0.0
-        self._lock = threading.Lock()
-
-    def _file_stamp(self) -> tuple[tuple[int, int], ...]:
-        try:
-            return tuple((s.st_mtime_ns, s.st_size) for s in map(os.stat, (self.tls.cert_file, self.tls.key_file)))
-        except OSError:
-            return ()
-
-    def _load(self) -> None:
-        try:
-            self.context.load_cert_chain(certfile=self.tls.cert_file, keyfile=self.tls.key_file)
-        except (OSError, ssl.SSLError) as e:
-            raise WebConfigError(f"cannot load TLS certificate/key ({self.tls.cert_file}): {e}") from None
-
-    def maybe_reload(self, now: float) -> bool:
-        """Reload the certificate if its files changed; keeps the old one if the new pair does not load."""
-        with self._lock:
-            if now - self._checked < 5.0:
-                return False
-            self._checked = now
-            stamp = self._file_stamp()
-            if not stamp or stamp == self._stamp:
-                return False
-            self._stamp = stamp
-            try:
-                self._load()
-            except WebConfigError:
-                return False
-            return True
-
-
-class BasicAuth:
-    """Checks ``Authorization: Basic`` headers against bcrypt hashes; verified pairs are cached in memory."""
-
-    def __init__(self, users: dict[str, str]) -> None:
-        self.users = {u: h.encode() for u, h in users.items()}
-        self._verified: set[bytes] = set()
-        self._lock = threading.Lock()
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.users)
-
-    def check(self, header: str | None) -> bool:
-        if not self.users:
-            return True
-        if not header or not header.startswith("Basic "):
-            return False
-        try:
-            user, _, password = base64.b64decode(header[6:], validate=True).decode("utf-8").partition(":")
-        except (ValueError, UnicodeDecodeError):
-            return False
-        key = hashlib.sha256(f"{user}\0{password}".encode()).digest()
-        with self._lock:
-            if key in self._verified:
-                return True
-        hashed = self.users.get(user)
-        try:  # an unknown user costs a bcrypt check too, so timing does not tell which users exist
-            ok = bcrypt.checkpw(password.encode(), hashed if hashed is not None else _DUMMY_HASH)
-        except ValueError:
-            ok = False
-        ok = ok and hashed is not None
-        if ok:
-            with self._lock:
-                if len(self._verified) > 1024:
-                    self._verified.clear()
-                self._verified.add(key)
-        return ok

@@ -46,8 +46,10 @@ def test_wrong_gauge_type_keeps_serving_the_last_whole_report() -> None:
     after = parse(scrape(state))
     assert one(after, "neuron_exporter_bad_lines_total", reason="malformed_report") == 1
     # the previous report is served whole: nothing of the bad one leaks in, neither gauges nor counters
-    strip = {k: v for k, v in before.items() if not k[0].startswith("neuron_exporter_bad")}
+    # (neuron_exporter_reports_total counts it: its well-typed counts were counted)
+    strip = {k: v for k, v in before.items() if not k[0].startswith(("neuron_exporter_bad", "neuron_exporter_reports"))}
     assert {k: v for k, v in after.items() if k in strip} == strip
+    assert one(after, "neuron_exporter_reports_total") == one(before, "neuron_exporter_reports_total") + 1
     assert one(after, "neuron_runtime_memory_used_bytes", runtime_tag="a", memory_location="host") != 123
     state.apply(_small())
     after = parse(scrape(state))  # the bad report's valid counts are not lost
@@ -136,12 +138,13 @@ def test_stale_data_is_withdrawn_and_health_follows() -> None:
     state = ExporterState(stale_periods=3, clock=clock)
     view = state.view()
     assert (view.healthy, view.serving, view.reason) == (False, False, "no report received yet")
-    for _ in range(4):
-        state.apply(trn2_report([runtime(1, "a", [0])], period=2.0))
-        clock.now += 2.0
-    assert state.interval() == 2.0
+    for i in range(4):  # reports written every 5 s (report_time), groups collected every 5 s
+        state.apply(trn2_report([runtime(1, "a", [0], period=5.0)], period=5.0, report_time=1.7e9 + 5 * i))
+        clock.now += 5.0
+    assert state.interval() == 5.0
+    assert state.window() == 15.0  # 3 x 5 s, above the 10 s floor and 2 x the longest period
     assert state.view().healthy
-    clock.now += 3.9  # 5.9 s since the last report < 3 x 2 s
+    clock.now += 9.9  # 14.9 s since the last report
     assert state.view().serving
     clock.now += 0.2
     view = state.view()
@@ -149,9 +152,51 @@ def test_stale_data_is_withdrawn_and_health_follows() -> None:
     series = parse(scrape(state))
     assert not [k for k in series if not k[0].startswith("neuron_exporter")]
     assert one(series, "neuron_exporter_up") == 0
-    state.apply(trn2_report([runtime(1, "a", [0])], period=2.0))
+    assert one(series, "neuron_exporter_stale_after_seconds") == 15.0
+    state.apply(trn2_report([runtime(1, "a", [0], period=5.0)], period=5.0, report_time=1.7e9 + 100))
     assert state.view().healthy
     state.close_input()
     view = state.view()
     assert view.serving and not view.healthy and view.reason == "stdin closed"
     assert one(parse(scrape(state)), "neuron_exporter_input_closed") == 1
+
+
+def test_staleness_comes_from_the_reports_not_from_arrival_bursts() -> None:
+    """Five reports written 1 s apart but replayed in a burst, then a pause: served until the 10 s floor."""
+    clock = _Clock()
+    state = ExporterState(clock=clock)
+    for i in range(5):
+        state.apply(trn2_report([runtime(1, "a", [0])], report_time=1.7e9 + i))
+        clock.now += 0.01
+    assert state.interval() == 1.0
+    assert state.window() == 10.0
+    clock.now += 9.5
+    assert state.view().serving
+    clock.now += 1.0
+    assert not state.view().serving
+
+
+def test_staleness_window_is_at_least_twice_the_longest_group_period() -> None:
+    clock = _Clock()
+    state = ExporterState(clock=clock, stale_floor=1.0)
+    report = trn2_report([runtime(1, "a", [0], period=1.0)], period=1.0)
+    report["system_data"]["memory_info"]["period"] = 30.0  # one slow group
+    for i in range(3):
+        report["report_time"] = 1.7e9 + i
+        state.apply(report)
+    assert state.interval() == 1.0
+    assert state.window() == 60.0
+    clock.now += 59.0
+    assert state.view().serving
+    floor = ExporterState(clock=clock, stale_periods=1.0, stale_floor=25.0)
+    floor.apply(trn2_report([runtime(1, "a", [0])]))
+    assert floor.window() == 25.0
+
+
+def test_reports_without_report_time_use_the_shortest_period() -> None:
+    state = ExporterState()
+    report = trn2_report([runtime(1, "a", [0], period=5.0)], period=5.0)
+    del report["report_time"]
+    state.apply(report)
+    assert state.interval() == 5.0
+    assert state.window() == 15.0

@@ -1,0 +1,87 @@
+"""What the exporter answers: ``/metrics``, ``/healthz``, the landing page ``/`` and ``/dashboard.json``.
+
+``/metrics`` serves the collector's body in the negotiated format (Prometheus text 0.0.4 or OpenMetrics), gzip
+when ``Accept-Encoding`` allows it (q-values honoured). ``/healthz`` answers ``200 ok`` while a fresh report is
+served and stdin is open, else ``503`` with the reason; it needs no credentials, so kubelet probes work with basic
+auth on. With basic auth users configured, every other path needs them: a cached verdict answers at once, anything
+else waits for the bounded bcrypt pool (``auth``, ``server``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from pathlib import Path
+
+from prometheus_client.registry import Collector
+
+from neuron_monitor.exporters.prometheus.auth import BasicAuth
+from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.landing import landing_page
+from neuron_monitor.exporters.prometheus.negotiation import exposition_format, gzip_accepted
+from neuron_monitor.exporters.prometheus.server import HTTPFront, Request, Response, plain
+from neuron_monitor.exporters.prometheus.state import ExporterState
+
+DASHBOARD = Path(__file__).resolve().parents[3] / "dashboards" / "neuron-monitor.json"  # in a source checkout
+UNAUTHORIZED = plain(401, "Unauthorized", **{"WWW-Authenticate": 'Basic realm="neuron-monitor-prometheus"'})
+
+
+class ExporterApp:
+    """The request handler of ``server.HTTPFront``: routes, auth, and the /metrics body."""
+
+    def __init__(
+        self,
+        exporter: ExporterCollector,
+        others: list[Collector] | None = None,
+        auth: BasicAuth | None = None,
+        headers: dict[str, str] | None = None,
+        dashboard: Path | None = DASHBOARD,
+    ) -> None:
+        self.exporter = exporter
+        self.others = others or []
+        self.state: ExporterState = exporter.state
+        self.auth = auth or BasicAuth({})
+        self.headers = headers or {}
+        self.dashboard = dashboard if dashboard is not None and dashboard.is_file() else None
+        self.front: HTTPFront | None = None  # set by the front that serves this app (for the bcrypt pool)
+
+    def __call__(self, request: Request) -> Response | Awaitable[Response]:
+        path = request.path
+        if path == "/healthz":
+            view = self.state.view()
+            return plain(200 if view.healthy else 503, view.reason)
+        if path not in ("/metrics", "/", "/dashboard.json"):
+            return plain(404, "Not Found")
+        verdict = self.auth.cached(request.headers.get("authorization"))
+        if verdict is None:
+            return self._after_bcrypt(request)
+        return self._route(request) if verdict else UNAUTHORIZED
+
+    async def _after_bcrypt(self, request: Request) -> Response:
+        header = request.headers.get("authorization")
+        if self.front is None:
+            ok: bool | None = self.auth.verify(header)
+        else:
+            ok = await self.front.run_auth(lambda: self.auth.verify(header))
+        if ok is None:
+            return plain(503, "authentication busy, retry", **{"Retry-After": "1"})
+        return self._route(request) if ok else UNAUTHORIZED
+
+    def _route(self, request: Request) -> Response:
+        path = request.path
+        if path == "/metrics":
+            return self.metrics(request)
+        if path == "/dashboard.json" and self.dashboard is not None:
+            return Response(200, self.dashboard.read_bytes(), "application/json")
+        if path == "/":
+            page = landing_page(self.exporter, self.dashboard is not None)
+            return Response(200, page.encode("utf-8"), "text/html; charset=utf-8")
+        return plain(404, "Not Found")
+
+    def metrics(self, request: Request) -> Response:
+        openmetrics, content_type = exposition_format(request.headers.get("accept"))
+        gzipped = gzip_accepted(request.headers.get("accept-encoding"))
+        body = self.exporter.body(self.others, openmetrics, gzipped)
+        headers = {"Vary": "Accept-Encoding"}
+        if gzipped:
+            headers["Content-Encoding"] = "gzip"
+        return Response(200, body, content_type, headers)
