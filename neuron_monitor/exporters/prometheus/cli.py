@@ -98,6 +98,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         " default: on every series, as AWS's exporter does",
     )
     p.add_argument(
+        "--core-labels",
+        choices=("device", "aws"),
+        default="device",
+        help="labels of per-core series: 'device' (default) adds neuron_device_index to AWS's set; 'aws' gives"
+        " exactly AWS's set, as the CloudWatch agent needs (the device stays on neuroncore_info)",
+    )
+    p.add_argument(
         "--stale-periods",
         type=_positive_seconds,
         default=DEFAULT_STALE_PERIODS,
@@ -175,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         instance_labels_everywhere=not args.instance_labels_on_info_only,
         always_k8s_labels=args.enable_k8s_info,
         max_label_length=args.max_label_length,
+        core_device_label=args.core_labels == "device",
     )
     state = ExporterState(
         options, stale_periods=args.stale_periods, stale_floor=args.stale_floor, created_series=args.created_series

@@ -18,6 +18,7 @@ class ShapeContext:
     k8s: bool
     pods: PodMap
     cores_per_device: int
+    core_device_label: bool = True  # False (--core-labels aws): per-core series carry AWS's label set exactly
 
     @property
     def runtime_names(self) -> tuple[str, ...]:
@@ -25,7 +26,9 @@ class ShapeContext:
 
     @property
     def core_names(self) -> tuple[str, ...]:
-        return (*self.runtime_names, "neuroncore", "neuron_device_index")
+        if self.core_device_label:
+            return (*self.runtime_names, "neuroncore", "neuron_device_index")
+        return (*self.runtime_names, "neuroncore")
 
     def device_of(self, core: str) -> str:
         if self.cores_per_device > 0 and core.isdigit():

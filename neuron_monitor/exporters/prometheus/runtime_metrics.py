@@ -64,7 +64,10 @@ class RuntimeShaper:
         if labels is None:
             ctx = self.ctx
             pod = ctx.pods.core(core) if ctx.k8s else ()
-            labels = (*ctx.inst_values, self.tag, *pod, core, ctx.device_of(core))
+            if ctx.core_device_label:
+                labels = (*ctx.inst_values, self.tag, *pod, core, ctx.device_of(core))
+            else:
+                labels = (*ctx.inst_values, self.tag, *pod, core)
             self._core_labels[core] = labels
         return labels
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuron_monitor.exporters.prometheus.context import ShapeContext
+from neuron_monitor.exporters.prometheus.core_info import shape_core_info
 from neuron_monitor.exporters.prometheus.counting import count_report
 from neuron_monitor.exporters.prometheus.daemon_metrics import shape_daemon
 from neuron_monitor.exporters.prometheus.families import Family, FamilySet
@@ -31,6 +32,7 @@ class ShapeOptions:
     instance_labels_everywhere: bool = True  # AWS-compatible default; False keeps them on instance_info only
     always_k8s_labels: bool = False  # --enable-k8s-info: pod labels even before a report carries k8s info
     max_label_length: int = DEFAULT_MAX_LABEL_LENGTH  # --max-label-length; 0: no cap
+    core_device_label: bool = True  # --core-labels device (default); False: --core-labels aws
 
 
 @dataclass
@@ -85,9 +87,11 @@ def shape(report: dict[str, Any], totals: Totals, options: ShapeOptions) -> Fami
         k8s=k8s_info is not None or options.always_k8s_labels,
         pods=PodMap(k8s_info),
         cores_per_device=int(per_device) if per_device and per_device > 0 else 0,
+        core_device_label=options.core_device_label,
     )
     shape_system(ctx, mapping(report.get("system_data"), "system_data") or {})
     shape_info(ctx, instance_info, hardware_info)
+    shape_core_info(ctx, hardware_info)
     shape_daemon(ctx, mapping(report.get("neuron_monitor"), "neuron_monitor"))
     for i, entry in enumerate(sequence(report.get("neuron_runtime_data"), "neuron_runtime_data") or []):
         where = f"neuron_runtime_data[{i}]"
