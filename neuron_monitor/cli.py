@@ -24,6 +24,7 @@ from neuron_monitor.config_watch import ConfigFileWatcher
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT, InstanceInfoSource
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.backend import open_backend
+from neuron_monitor.neuron.ultraserver import InstanceInfoWithUltraServer, UltraServerSource
 from neuron_monitor.output import LineWriter, ReaderGone
 from neuron_monitor.scheduler import Collector, Scheduler
 
@@ -156,7 +157,8 @@ class Daemon:
 
             recorder = Recorder(args.record, max_bytes=args.record_max_bytes, keep=args.record_keep)
         self.writer = LineWriter(1, recorder)
-        self.collector = Collector(root, plan, self.backend.apps, self.backend.hardware_info, self.instance.get, extras)
+        instance_info = InstanceInfoWithUltraServer(self.instance.get, UltraServerSource(root))
+        self.collector = Collector(root, plan, self.backend.apps, self.backend.hardware_info, instance_info, extras)
         self.scheduler = Scheduler(self.collector, self.writer.write)
         self.collector.add_extra("neuron_monitor", self.scheduler.self_report)
         self.stop = asyncio.Event()

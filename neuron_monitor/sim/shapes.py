@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 GIB = 1024**3
+SERIAL_BASE = 0x9FF5434815C8BD80  # info/serial_number of simulated device 0 (device N: + N)
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,19 @@ class Shape:
     lnc: int = 1  # logical NeuronCore config (physical cores per logical core)
     has_ecc_files: bool = True  # stats/hardware exists (not on v1/Inf1)
     has_serial: bool = True
+    ultraserver: bool = False  # a member of a Trn2 UltraServer: the driver's class attributes name the pod
+
+    @property
+    def ultraserver_files(self) -> dict[str, str]:
+        """The driver's class attributes under sys/class/neuron_device/ (see neuron/ultraserver.py for the
+        formats). An UltraServer member reports node 0 of a 4-node pod whose id is the first device's serial
+        number (the driver uses node 0's serial); the supported modes (X4, X2H, X1) are an assumption."""
+        if not self.ultraserver:
+            return {"node_id_4": "-1\n", "server_id_4": f"{0:016x}\n", "node_id_2": "-1\n",
+                    "server_id_2": f"{0:016x}\n", "ultraserver_mode": "\n"}  # fmt: skip
+        pod = f"{SERIAL_BASE:016x}\n"
+        return {"node_id_4": "0\n", "server_id_4": pod, "node_id_2": "0\n", "server_id_2": pod,
+                "ultraserver_mode": "1,2,4\n"}  # fmt: skip
 
     @property
     def logical_cores(self) -> int:
@@ -47,8 +61,9 @@ def _trn1(name: str, devices: int, vcpus: int, mem_gib: int) -> Shape:
     return Shape(name, devices, 2, "NDv2", "NCv2", "Trn1", "Trainium1", 32 * GIB, vcpus, mem_gib * GIB)
 
 
-def _trn2(name: str) -> Shape:
-    return Shape(name, 16, 8, "NDv3", "NCv3", "Trn2", "Trainium2", 96 * GIB, 192, 2048 * GIB, lnc=2)
+def _trn2(name: str, ultraserver: bool = False) -> Shape:
+    return Shape(name, 16, 8, "NDv3", "NCv3", "Trn2", "Trainium2", 96 * GIB, 192, 2048 * GIB, lnc=2,
+                 ultraserver=ultraserver)  # fmt: skip
 
 
 SHAPES: dict[str, Shape] = {
@@ -66,7 +81,7 @@ SHAPES: dict[str, Shape] = {
         _trn1("trn1.32xlarge", 16, 128, 512),
         _trn1("trn1n.32xlarge", 16, 128, 512),
         _trn2("trn2.48xlarge"),
-        _trn2("trn2u.48xlarge"),
+        _trn2("trn2u.48xlarge", ultraserver=True),  # a Trn2 UltraServer is 4 of these
         # Trn3 Gen1 UltraServer member: 16 devices per server, 192 vCPUs, 2 TiB (per-server share of the
         # UltraServer figures; the instance name is one the 2.30.2 driver recognises, launchability unconfirmed).
         Shape("trn3.48xlarge", 16, 8, "NDv4", "NCv4", "Trn3", "Trainium3", 144 * GIB, 192, 2048 * GIB, lnc=2),

@@ -12,7 +12,9 @@ What is created (all paths below the root), for a `Shape` and a driver version:
 - ``dev/neuronN``: a sparse regular file holding the device's 16 NDS slabs back to back (slot s at s x 256 KiB,
   exactly the mmap offsets the ACQUIRE ioctl returns), and ``dev/neuron-sim/neuronN.ioctl`` (see layout.py).
 - ``proc/stat``, ``proc/meminfo``, ``proc/uptime`` for the shape, ``proc/<pid>`` links to real worker processes.
-- ``sys/class/dmi/id/product_name``; ``opt/aws/neuron/logical_nc_config`` when the LNC differs from the default.
+- ``sys/class/dmi/id/product_name``; ``opt/aws/neuron/logical_nc_config`` when the LNC differs from the default;
+  the driver's UltraServer class attributes ``sys/class/neuron_device/{server_id,node_id}_{2,4}``,
+  ``ultraserver_mode`` (a member of a 4-node pod for trn2u shapes, "not in a pod" otherwise).
 
 Files that change are rewritten in place (pwrite at offset 0, then truncate), never replaced, because readers keep
 their descriptors open.
@@ -24,7 +26,7 @@ import os
 from pathlib import Path
 
 from neuron_monitor.neuron import layout as L
-from neuron_monitor.sim.shapes import Shape
+from neuron_monitor.sim.shapes import SERIAL_BASE, Shape
 
 SYSFS_DEVICES = "sys/devices/virtual/neuron_device"
 SYSFS_CLASS = "sys/class/neuron_device"
@@ -80,7 +82,7 @@ class DeviceTree:
         _write(arch / "instance_type", shape.instance_family + "\n")
         _write(arch / "device_name", shape.device_name + "\n")
         if shape.has_serial:
-            _write(self.dir / "info/serial_number", f"{0x9FF5434815C8BD80 + index:016x}\n")
+            _write(self.dir / "info/serial_number", f"{SERIAL_BASE + index:016x}\n")
         self.ecc: dict[str, InPlaceFile] = {}
         if shape.has_ecc_files:
             hw = stats_parent / "stats/hardware"
@@ -128,7 +130,7 @@ class DeviceTree:
 def write_host_files(root: Path, shape: Shape, driver: str, default_lnc: int) -> None:
     _write(root / "sys/module/neuron/version", driver + "\n")
     _write(root / "sys/class/dmi/id/product_name", shape.name + "\n")
-    for name, value in (("node_id_2", "-1\n"), ("server_id_2", "0000000000000000\n"), ("ultraserver_mode", "\n")):
+    for name, value in shape.ultraserver_files.items():
         _write(root / SYSFS_CLASS / name, value)
     if shape.lnc != default_lnc:
         _write(root / "opt/aws/neuron/logical_nc_config", f"NEURON_LOGICAL_NC_CONFIG={shape.lnc}\n")

@@ -5,6 +5,8 @@ Two presets. ``default``: InstanceId, InstanceType (+ RuntimeTag for runtime met
 InstanceType, NodeName, NeuronDevice, NeuronCore, and Namespace/PodName/ContainerName when the report carries
 ``neuron_k8s_info``), so dashboards and alarms built on Container Insights can be pointed at our namespace.
 In that preset per-core and per-device metrics carry no RuntimeTag, exactly like Container Insights.
+Both presets add ``UltraServer`` (``instance_info.ultraserver_id``, the CloudWatch agent's name for it) to the host
+dimensions of a Trn2 UltraServer member.
 
 A dimension whose value is empty (e.g. no instance metadata) is left out: CloudWatch rejects empty values.
 """
@@ -74,14 +76,16 @@ class DimensionScheme:
 
     def host(self, instance_info: dict[str, Any]) -> Dims:
         iid, itype = instance_info.get("instance_id"), instance_info.get("instance_type")
+        ultraserver = instance_info.get("ultraserver_id")  # only on UltraServer members: no dimension elsewhere
         if self.container_insights:
             return _dims(
                 ("ClusterName", self.cluster_name),
                 ("InstanceId", iid),
                 ("InstanceType", itype),
                 ("NodeName", self.node_name),
+                ("UltraServer", ultraserver),
             )
-        return _dims(("InstanceId", iid), ("InstanceType", itype))
+        return _dims(("InstanceId", iid), ("InstanceType", itype), ("UltraServer", ultraserver))
 
     def runtime(self, host: Dims, tag: object) -> Dims:
         return host + _dims(("RuntimeTag", tag))

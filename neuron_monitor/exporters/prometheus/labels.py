@@ -26,6 +26,12 @@ INSTANCE_INFO_EXTRA_KEYS: tuple[tuple[str, str], ...] = (
     ("availability_zone_id", "instance_availability_zone_id"),
     ("ami_id", "ami_id"),
 )
+# on instance_info only, when the report has ultraserver_id (additive; see neuron/ultraserver.py)
+ULTRASERVER_INFO_KEYS: tuple[tuple[str, str], ...] = (
+    ("ultraserver_node_id", "ultraserver_node_id"),
+    ("ultraserver_node_count", "ultraserver_node_count"),
+    ("ultraserver_modes", "ultraserver_modes"),
+)
 K8S_LABELS: tuple[str, ...] = ("pod_name", "namespace", "container_name")
 NO_POD: tuple[str, str, str] = ("", "", "")
 
@@ -42,9 +48,13 @@ def instance_labels(info: dict[str, Any] | None) -> tuple[tuple[str, ...], tuple
 
 
 def instance_info_extras(info: dict[str, Any] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The additive ``instance_info`` labels; the UltraServer node keys only on UltraServer members."""
     info = info or {}
-    names = tuple(n for n, _ in INSTANCE_INFO_EXTRA_KEYS)
-    values = tuple(text(info.get(k), f"instance_info.{k}") for _, k in INSTANCE_INFO_EXTRA_KEYS)
+    keys = INSTANCE_INFO_EXTRA_KEYS
+    if info.get("ultraserver_id") is not None:
+        keys = keys + ULTRASERVER_INFO_KEYS
+    names = tuple(n for n, _ in keys)
+    values = tuple(text(info.get(k), f"instance_info.{k}") for _, k in keys)
     return names, values
 
 
