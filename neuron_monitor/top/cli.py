@@ -1,0 +1,198 @@
+"""`neuron-monitor-top`: arguments, choice of the report source, `--once` snapshots and exit codes.
+
+Sources: the collection in this process (default; 1 s period unless ``-c``), report lines on stdin (``--stdin``,
+or when stdin is a pipe and no collection option is given), or a recording (``--replay FILE``).
+Exit codes: 0 after q, SIGTERM, SIGINT or a `--once` snapshot; 1 when `--once` found no report; 2 for bad arguments,
+a bad configuration or an unreadable recording (one line on stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import stat
+import sys
+import time
+from typing import Any, NoReturn
+
+from neuron_monitor import __version__
+from neuron_monitor.config import ConfigError
+from neuron_monitor.host.imds import DEFAULT_ENDPOINT
+from neuron_monitor.top.controls import ViewState
+from neuron_monitor.top.layout import Frame, plain, render
+from neuron_monitor.top.model import screen_from_report
+from neuron_monitor.top.sources import CollectSource, Replay, StreamSource, host_root, top_plan
+
+PROG = "neuron-monitor-top"
+ONCE_WIDTH = 120  # columns of a --once snapshot written to a pipe or file (COLUMNS overrides)
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog=PROG, description="Live terminal view of Neuron devices, NeuronCores and runtimes.")
+    src = p.add_argument_group("report source (default: collect in this process every 1 s)")
+    src.add_argument("-c", "--config-file", metavar="FILE", help="neuron-monitor configuration to collect with")
+    src.add_argument("--root", default=None, metavar="DIR", help="read every host file below DIR (e.g. /host)")
+    src.add_argument("--simulate", metavar="SHAPE", help="collect from a temporary simulated host (e.g. trn2.48xlarge)")
+    src.add_argument("--sim-runtimes", type=_positive_int, default=None, metavar="N", help="simulated runtimes")
+    src.add_argument("--seed", type=int, default=0, help="simulator seed")
+    src.add_argument("--no-imds", action="store_true", help="do not query EC2 instance metadata")
+    src.add_argument(
+        "--imds-endpoint",
+        default=os.environ.get("NEURON_MONITOR_IMDS_ENDPOINT", DEFAULT_ENDPOINT),
+        metavar="URL",
+        help="EC2 instance metadata endpoint",
+    )
+    src.add_argument("--imds-timeout", type=float, default=1.0, metavar="S", help=argparse.SUPPRESS)
+    src.add_argument("--stdin", action="store_true", help="read report lines from stdin (automatic for a pipe)")
+    src.add_argument("--replay", metavar="FILE", help="play a recording (neuron-monitor --record FILE)")
+    out = p.add_argument_group("display")
+    out.add_argument("--once", action="store_true", help="print one plain-text snapshot and exit")
+    out.add_argument("--view", choices=("d", "c", "r"), default="d", help="first view: devices, cores or runtimes")
+    out.add_argument("--filter", default="", metavar="REGEX", help="show only runtimes whose tag matches REGEX")
+    out.add_argument("--width", type=_positive_int, default=None, metavar="N", help="--once: columns (default 120)")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    return p
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"{PROG}: {message}\n")
+    sys.stderr.flush()
+    return code
+
+
+def _stdin_is_pipe() -> bool:
+    try:
+        return stat.S_ISFIFO(os.fstat(0).st_mode)
+    except OSError:
+        return False
+
+
+def choose_source(args: argparse.Namespace) -> str:
+    """ "replay", "stdin" or "collect"."""
+    collect_options = args.config_file or args.root or args.simulate
+    if args.replay:
+        if args.stdin or collect_options:
+            raise ConfigError("--replay cannot be combined with --stdin or the collection options")
+        return "replay"
+    if args.stdin:
+        if collect_options:
+            raise ConfigError("--stdin cannot be combined with -c, --root or --simulate")
+        return "stdin"
+    if _stdin_is_pipe() and not collect_options:
+        return "stdin"
+    return "collect"
+
+
+def _keys_fd() -> int | None:
+    """The terminal to read keys from: stdin when it is one, else the controlling terminal (stdin is a pipe)."""
+    if os.isatty(0):
+        return 0
+    try:
+        return os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return None
+
+
+def _print_once(report: dict[str, Any], state: ViewState, width: int | None, problems: list[str]) -> None:
+    screen = screen_from_report(report, state.tag_filter)
+    frame = Frame(screen=screen, now=time.time(), messages=tuple(problems), filter_text=state.filter_text)
+    if sys.stdout.isatty():
+        from neuron_monitor.top.terminal import print_snapshot
+
+        cols = width or os.get_terminal_size(sys.stdout.fileno()).columns
+        print_snapshot(render(frame, cols, None))
+        return
+    cols = width or int(os.environ.get("COLUMNS", "0") or 0) or ONCE_WIDTH
+    sys.stdout.write(plain(render(frame, cols, None)))
+    sys.stdout.flush()
+
+
+def _once(args: argparse.Namespace, kind: str, state: ViewState) -> int:
+    problems: list[str] = []
+    report: dict[str, Any] | None
+    if kind == "replay":
+        replay = Replay.load(args.replay)
+        replay.last()
+        report, problems = replay.current(), list(replay.problems)
+    elif kind == "stdin":
+        report, problems = StreamSource(sys.stdin.buffer).first()
+    else:
+        plan = top_plan(args.config_file)
+        with host_root(args) as root:
+            source = CollectSource(args, plan, root)
+            try:
+                report = asyncio.run(source.once(min(plan.smallest_period(), 1.0)))
+            finally:
+                source.close()
+    if report is None:
+        for p in problems:
+            sys.stderr.write(f"{PROG}: {p}\n")
+        return _fail("no report to show", 1)
+    _print_once(report, state, args.width, problems)
+    return 0
+
+
+def _live(args: argparse.Namespace, kind: str, state: ViewState) -> int:
+    from neuron_monitor.top.app import Viewer, run_live
+
+    if not sys.stdout.isatty():
+        return _fail("stdout is not a terminal: use --once for a plain-text snapshot", 2)
+    keys = _keys_fd()
+    if kind == "replay":
+        replay = Replay.load(args.replay)
+        viewer = Viewer(f"replay of {args.replay}", state, replay)
+        return asyncio.run(run_live(viewer, None, keys))
+    if kind == "stdin":
+        stream = StreamSource(sys.stdin.buffer)
+        return asyncio.run(run_live(Viewer("report lines on stdin", state), stream.run, keys))
+    plan = top_plan(args.config_file)
+    with host_root(args) as root:
+        source = CollectSource(args, plan, root)
+        try:
+            label = f"simulated {args.simulate}" if args.simulate else f"collecting below {root}"
+            return asyncio.run(run_live(Viewer(label, state), source.run, keys))
+        finally:
+            source.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    state = ViewState(view=args.view)
+    if args.filter and not state.set_filter(args.filter):
+        return _fail(f"--filter: {state.notice}", 2)
+    if args.root is None:
+        args.root = ""
+    try:
+        kind = choose_source(args)
+        args.root = args.root or "/"
+        return _once(args, kind, state) if args.once else _live(args, kind, state)
+    except ConfigError as e:
+        return _fail(str(e), 2)
+    except OSError as e:
+        return _fail(str(e), 2)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

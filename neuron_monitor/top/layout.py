@@ -1,0 +1,453 @@
+"""Layout: a `Frame` (screen model + view state) -> lines of styled text that fit a terminal of a given size.
+
+A line is a list of `(text, style)` spans; a style is a Rich style string ("" for none), which only the terminal
+module interprets, so the whole layout is plain Python and unit-testable as text (`plain`). `render` never
+returns more than ``height`` lines nor a line wider than ``width`` characters; ``height=None`` (the `--once`
+snapshot) lays out every section in full.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from neuron_monitor.top.model import MEMORY_CATEGORIES, Core, Device, Runtime, Screen
+
+Span = tuple[str, str]
+Line = list[Span]
+
+VIEWS = {"d": "Devices", "c": "Cores", "r": "Runtimes"}
+CATEGORY_LETTERS = {
+    "model_code": "M",
+    "tensors": "T",
+    "constants": "C",
+    "model_shared_scratchpad": "S",
+    "runtime_memory": "R",
+}
+CATEGORY_STYLES = {"M": "cyan", "T": "green", "C": "magenta", "S": "yellow", "R": "blue"}
+HELP = (
+    ("d / c / r", "devices, NeuronCores, runtimes view"),
+    ("f", "filter runtimes by tag (a regular expression; empty clears)"),
+    ("Up/Down, PgUp/PgDn", "scroll the view"),
+    ("space", "replay: pause / play"),
+    ("Left/Right", "replay: one report back / forward"),
+    ("[ / ]", "replay: 60 s back / forward"),
+    ("Home / End", "replay: first / last report"),
+    ("?", "this help (any key closes it)"),
+    ("q", "quit"),
+)
+MEMORY_LEGEND = "memory: M model code, T tensors, C constants, S shared scratchpad, R runtime"
+
+
+@dataclass
+class Frame:
+    """Everything one screen shows: the newest report's model plus the viewer's state."""
+
+    screen: Screen | None
+    view: str = "d"
+    source: str = ""
+    now: float | None = None  # wall clock for the report's age; None: do not show an age (replay)
+    position: str = ""  # replay position, e.g. "report 12/300 (paused)"
+    messages: tuple[str, ...] = ()  # problems of the input (broken lines, vanished runtimes, ended input)
+    filter_text: str = ""
+    prompt: str | None = None  # the tag filter being typed
+    help: bool = False
+    scroll: int = 0
+    stale_after: float = 5.0  # seconds without a new report before the age turns into a warning
+
+
+def plain(lines: list[Line]) -> str:
+    """The text of rendered lines, without styles (for --once on a pipe and for tests)."""
+    return "\n".join("".join(t for t, _ in line).rstrip() for line in lines) + "\n"
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    v = float(n)
+    for unit in ("B", "K", "M", "G", "T"):
+        if abs(v) < 1024 or unit == "T":
+            return f"{v:.0f}{unit}" if unit == "B" else f"{v:.1f}{unit}"
+        v /= 1024
+    return f"{v:.1f}T"
+
+
+def percent_text(v: float | None) -> str:
+    return "   -  " if v is None else f"{v:5.1f}%"
+
+
+def _style_for(pct: float | None) -> str:
+    if pct is None:
+        return "dim"
+    return "red" if pct >= 90 else "yellow" if pct >= 60 else "green"
+
+
+def bar(pct: float | None, width: int) -> list[Span]:
+    """A ``[|||||    ]`` bar ``width`` characters wide (brackets included)."""
+    inner = max(1, width - 2)
+    filled = 0 if pct is None else min(inner, round(inner * max(0.0, pct) / 100.0))
+    return [("[", "dim"), ("|" * filled, _style_for(pct)), (" " * (inner - filled), ""), ("]", "dim")]
+
+
+def memory_bar(memory: dict[str, int], total: int | None, width: int) -> list[Span]:
+    """A bar of letters, one run per memory category, against the device total (or the used sum)."""
+    inner = max(1, width - 2)
+    used = sum(memory.values())
+    scale = total if total else used
+    spans: list[Span] = [("[", "dim")]
+    filled = 0
+    if scale:
+        for cat in MEMORY_CATEGORIES:
+            n = round(inner * memory.get(cat, 0) / scale)
+            n = min(n, inner - filled)
+            if n > 0:
+                letter = CATEGORY_LETTERS[cat]
+                spans.append((letter * n, CATEGORY_STYLES[letter]))
+                filled += n
+    spans += [(" " * (inner - filled), ""), ("]", "dim")]
+    return spans
+
+
+def core_ranges(cores: tuple[int, ...]) -> str:
+    """0,1,2,3,8 -> "0-3,8"."""
+    out: list[str] = []
+    start = prev = None
+    for c in cores:
+        if start is None:
+            start = prev = c
+        elif prev is not None and c == prev + 1:
+            prev = c
+        else:
+            out.append(f"{start}-{prev}" if start != prev else f"{start}")
+            start = prev = c
+    if start is not None:
+        out.append(f"{start}-{prev}" if start != prev else f"{start}")
+    return ",".join(out) or "-"
+
+
+def _fit(text: str, width: int) -> str:
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def _clip(line: Line, width: int) -> Line:
+    out: Line = []
+    room = width
+    for text, style in line:
+        if room <= 0:
+            break
+        if len(text) > room:
+            text = text[:room]
+        out.append((text, style))
+        room -= len(text)
+    return out
+
+
+def _latency(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v * 1000:.2f}ms" if v < 10 else f"{v:.1f}s"
+
+
+def _clock(t: float | None) -> str:
+    return "-" if t is None else time.strftime("%H:%M:%S", time.localtime(t))
+
+
+# ---- sections -------------------------------------------------------------------------------------------------
+
+
+def _title(frame: Frame, width: int) -> list[Line]:
+    s = frame.screen
+    left = "neuron-monitor-top"
+    parts: list[str] = []
+    if s is not None:
+        if s.instance_type:
+            parts.append(s.instance_type)
+        if s.device_count:
+            kind = f" {s.device_type}" if s.device_type else " devices"
+            lnc = f" LNC{s.lnc}" if s.lnc and s.lnc > 1 else ""
+            parts.append(f"{s.device_count}x{kind} {len(s.cores)} NC{lnc}")
+        if s.instance_id:
+            parts.append(s.instance_id)
+    right_spans: list[Span] = []
+    if s is not None:
+        right_spans.append((_clock(s.report_time), ""))
+        if frame.now is not None and s.report_time is not None:
+            age = max(0.0, frame.now - s.report_time)
+            style = "bold red" if age > frame.stale_after else ""
+            right_spans.append((f" ({age:.1f}s ago)", style))
+    if frame.position:
+        right_spans.append((f"  {frame.position}", "bold"))
+    right = "".join(t for t, _ in right_spans)
+    while parts and len(left) + len("  ".join(parts)) + 2 + len(right) + 1 > width:
+        parts.pop()  # the instance id goes first, then the devices
+    what = ("  " + "  ".join(parts)) if parts else ""
+    pad = width - len(left) - len(what) - len(right)
+    line: Line = [(left, "bold"), (what, "")]
+    line += [(" " * max(1, pad), ""), *right_spans]
+    lines = [_clip(line, width)]
+    if frame.source and s is None:
+        lines.append([(_fit(f"source: {frame.source}", width), "dim")])
+    return lines
+
+
+def _host(s: Screen, width: int) -> Line:
+    h = s.host
+    cpu_label = f"host CPU ({h.vcpu_count} vCPU) " if h.vcpu_count else "host CPU "
+    mem_text = f" {human_bytes(h.memory_used)}/{human_bytes(h.memory_total)}"
+    swap = f"  swap {human_bytes(h.swap_used)}" if h.swap_total else ""
+    fixed = len(cpu_label) + 7 + len("  mem ") + len(mem_text) + len(swap)
+    bw = max(6, min(30, (width - fixed) // 2))
+    mem_pct = 100.0 * h.memory_used / h.memory_total if h.memory_used is not None and h.memory_total else None
+    line: Line = [(cpu_label, "bold"), *bar(h.vcpu_busy, bw), (" " + percent_text(h.vcpu_busy), "")]
+    line += [("  mem ", "bold"), *bar(mem_pct, bw), (mem_text, ""), (swap, "")]
+    return _clip(line, width)
+
+
+def _tabs(frame: Frame, width: int) -> Line:
+    line: Line = []
+    for key, name in VIEWS.items():
+        style = "reverse bold" if frame.view == key else ""
+        line.append((f" {key} {name} ", style))
+        line.append((" ", ""))
+    if frame.prompt is not None:
+        line.append((f" filter (regex, Enter/Esc): {frame.prompt}_", "bold yellow"))
+    else:
+        hidden = frame.screen.hidden_runtimes if frame.screen else 0
+        ftext = f"f filter /{frame.filter_text}/ ({hidden} hidden)" if frame.filter_text else "f filter"
+        line.append((f" {ftext}", "yellow" if frame.filter_text else "dim"))
+        line.append(("  ? help  q quit", "dim"))
+    return _clip(line, width)
+
+
+def _device_lines(s: Screen, width: int) -> list[Line]:
+    show_tel = s.has_telemetry
+    wide = width >= 150
+    cat_cols = 8 * len(MEMORY_CATEGORIES) if wide else 0
+    tel = 22 if show_tel else 0
+    ecc = 8
+    mem_text_w = 14
+    fixed = 4 + 1 + 7 + 2 + 1 + mem_text_w + ecc + tel + cat_cols
+    bw = max(6, (width - fixed) // 2)
+    header = f"{'dev':>3} " + f"{'utilization':<{bw + 7}}" + "  " + f"{'device memory':<{bw + 1 + mem_text_w}}"
+    header += f"{'ecc':>{ecc}}"
+    if show_tel:
+        header += f"{'power':>8}  {'health':<12}"
+    if wide:
+        header += "".join(f"{c[:7]:>8}" for c in MEMORY_CATEGORIES)
+    lines: list[Line] = [[(_fit(header, width), "bold underline")]]
+    for d in s.devices:
+        lines.append(_clip(_device_row(d, bw, mem_text_w, ecc, show_tel, wide), width))
+    return lines
+
+
+def _device_row(d: Device, bw: int, mem_text_w: int, ecc_w: int, show_tel: bool, wide: bool) -> Line:
+    line: Line = [(f"{d.index:>3} ", "bold"), *bar(d.utilization, bw), (" " + percent_text(d.utilization), "")]
+    mem = (
+        f" {human_bytes(d.memory_used)}/{human_bytes(d.memory_total)}"
+        if d.memory_total
+        else f" {human_bytes(d.memory_used)}"
+    )
+    line += [("  ", ""), *memory_bar(d.memory, d.memory_total, bw), (f"{mem:<{mem_text_w}}", "")]
+    ecc_total = sum(d.ecc.values())
+    uncorrected = sum(v for k, v in d.ecc.items() if "uncorrected" in k)
+    ecc_style = "bold red" if uncorrected else "yellow" if ecc_total else "dim"
+    line.append((f"{ecc_total if d.ecc else '-':>{ecc_w}}", ecc_style))
+    if show_tel:
+        t = d.telemetry
+        if t is None:
+            line.append((f"{'-':>8}  {'-':<12}", "dim"))
+        else:
+            if t.power_avg is not None and (t.power_status in (None, "VALID")):
+                power, pstyle = f"{t.power_avg:.0f}%", ""
+            else:
+                power, pstyle = (t.power_status or "-").lower(), "yellow"
+            line.append((f"{power:>8}  ", pstyle))
+            if t.unhealthy is None:
+                line.append((f"{'-':<12}", "dim"))
+            elif not t.unhealthy:
+                line.append((f"{'ok':<12}", "green"))
+            else:
+                line.append((_fit("UNHEALTHY " + ",".join(t.unhealthy), 40), "bold red"))
+    if wide and not (show_tel and d.telemetry and d.telemetry.unhealthy):
+        line.append(("".join(f"{human_bytes(d.memory.get(c, 0)):>8}" for c in MEMORY_CATEGORIES), "dim"))
+    return line
+
+
+def _core_lines(s: Screen, width: int) -> list[Line]:
+    if not s.cores:
+        return [[("no NeuronCores in this report", "dim")]]
+    per = s.cores_per_device
+    cell_min = 18
+    cols = max(1, (width - 4) // cell_min)
+    if per and per <= cols:
+        cols = (cols // per) * per  # whole devices per row
+    label_w = 4 if cols <= per else 7  # "d15 " or "d14-15 "
+    cols = max(1, min(cols, (width - label_w) // cell_min))
+    cell_w = (width - label_w) // cols
+    bw = max(5, min(30, cell_w - 11))
+    lines: list[Line] = [
+        [(_fit("NeuronCore utilization (sum over the runtimes on each core)", width), "bold underline")]
+    ]
+    for row_start in range(0, len(s.cores), cols):
+        row = s.cores[row_start : row_start + cols]
+        first, last = row[0].device, row[-1].device
+        label = f"d{first}" if first == last else f"d{first}-{last}"
+        line: Line = [(f"{label:<{label_w}}" if per else " " * label_w, "dim")]
+        for c in row:
+            line += _core_cell(c, bw, cell_w)
+        lines.append(_clip(line, width))
+    return lines
+
+
+def _core_cell(c: Core, bw: int, cell_w: int) -> Line:
+    pct = "   -" if c.utilization is None else f"{c.utilization:3.0f}%"
+    style = "" if c.tags else "dim"
+    cell: Line = [(f"{c.index:>3} ", style), *bar(c.utilization, bw), (f"{pct:>5}", style)]
+    used = 4 + bw + 5
+    return [*cell, (" " * max(1, cell_w - used), "")]
+
+
+def _runtime_lines(s: Screen, width: int, limit: int | None = None) -> list[Line]:
+    show_dev_mem = width >= 96
+    tag_w = max(8, min(24, width - 74 - (8 if show_dev_mem else 0)))
+    cols = [
+        ("tag", tag_w, "<"),
+        ("pid", 7, ">"),
+        ("cores", 9, "<"),
+        ("vCPU%", 6, ">"),
+        ("host", 7, ">"),
+    ]
+    if show_dev_mem:
+        cols.append(("device", 8, ">"))
+    cols += [("exec/s", 8, ">"), ("errors", 7, ">"), ("p50", 9, ">"), ("p99", 9, ">")]
+    used = sum(w + 1 for _, w, _ in cols)
+    note_w = width - used
+    header = " ".join(f"{n:{a}{w}}" for n, w, a in cols) + (" note" if note_w > 6 else "")
+    title = f"runtimes ({len(s.runtimes)}"
+    title += f", {s.hidden_runtimes} hidden by the filter)" if s.hidden_runtimes else ")"
+    lines: list[Line] = [[(_fit(title, width), "bold")], [(_fit(header, width), "bold underline")]]
+    if not s.runtimes:
+        lines.append([("no runtime in this report" + (" matches the filter" if s.hidden_runtimes else ""), "dim")])
+    shown = s.runtimes if limit is None else s.runtimes[: max(0, limit)]
+    for r in shown:
+        lines.append(_clip(_runtime_row(r, cols, note_w), width))
+    if len(shown) < len(s.runtimes):
+        lines.append([(f"... {len(s.runtimes) - len(shown)} more runtimes (press r)", "dim")])
+    return lines
+
+
+def _runtime_row(r: Runtime, cols: list[tuple[str, int, str]], note_w: int) -> Line:
+    values = {
+        "tag": r.tag,
+        "pid": "-" if r.pid is None else str(r.pid),
+        "cores": core_ranges(r.cores),
+        "vCPU%": "-" if r.vcpu is None else f"{r.vcpu:.1f}",
+        "host": human_bytes(r.host_memory),
+        "device": human_bytes(r.device_memory),
+        "exec/s": "-" if r.executions_per_s is None else f"{r.executions_per_s:.1f}",
+        "errors": "-" if r.errors is None else str(r.errors),
+        "p50": _latency(r.latency_p50),
+        "p99": _latency(r.latency_p99),
+    }
+    line: Line = []
+    for name, w, align in cols:
+        text = _fit(values[name], w)
+        style = "bold red" if name == "errors" and r.errors else "bold" if name == "tag" else ""
+        line.append((f"{text:{align}{w}} ", style))
+    if r.error and note_w > 6:
+        line.append((_fit(r.error, note_w), "red"))
+    return line
+
+
+def _error_lines(s: Screen, width: int, limit: int | None) -> list[Line]:
+    if not s.errors:
+        return []
+    lines: list[Line] = [[(f"errors in the newest report ({len(s.errors)}):", "bold red")]]
+    shown = s.errors if limit is None else s.errors[: max(0, limit - 1)]
+    for e in shown:
+        lines.append([(_fit("  " + e, width), "red")])
+    if len(shown) < len(s.errors):
+        lines.append([(f"  ... {len(s.errors) - len(shown)} more (neuron-monitor-top --once shows all)", "red")])
+    return lines
+
+
+def _help_lines(width: int) -> list[Line]:
+    lines: list[Line] = [[("keys", "bold underline")]]
+    for keys, what in HELP:
+        lines.append(_clip([(f"  {keys:<20}", "bold"), (what, "")], width))
+    lines.append([(_fit("  " + MEMORY_LEGEND, width), "dim")])
+    return lines
+
+
+def _window(lines: list[Line], avail: int, scroll: int) -> list[Line]:
+    """At most ``avail`` lines of a section, from ``scroll`` (clamped), with a marker when there is more."""
+    if len(lines) <= avail:
+        return lines
+    if avail <= 1:
+        return lines[:avail]
+    head = lines[0]
+    body = lines[1:]
+    room = avail - 2
+    start = max(0, min(scroll, len(body) - room))
+    shown = body[start : start + room]
+    below = len(body) - start - len(shown)
+    marker = f"-- {start} above, {below} below (Up/Down, PgUp/PgDn) --"
+    return [head, *shown, [(marker, "dim")]]
+
+
+# ---- screens --------------------------------------------------------------------------------------------------
+
+
+def render(frame: Frame, width: int, height: int | None) -> list[Line]:
+    """Lay out ``frame`` for a ``width`` x ``height`` terminal (``height=None``: everything, for --once)."""
+    width = max(20, width)
+    return [_clip(line, width) for line in _render(frame, width, height)]
+
+
+def _render(frame: Frame, width: int, height: int | None) -> list[Line]:
+    top = _title(frame, width)
+    s = frame.screen
+    if s is None:
+        body = [[("waiting for the first report...", "bold")]]
+        bottom = [[(_fit(m, width), "yellow")] for m in frame.messages]
+        lines = top + body + bottom
+        return lines if height is None else (lines + [[]] * height)[:height]
+    if height is None:
+        return _full(frame, s, width, top)
+    top.append(_host(s, width))
+    top.append(_tabs(frame, width))
+    messages = [[(_fit(m, width), "bold yellow")] for m in frame.messages[-3:]]
+    errors = _error_lines(s, width, max(2, height // 6))
+    room = height - len(top) - len(messages) - len(errors)
+    if room < 4:  # a tiny terminal: the errors yield to the view
+        errors = errors[: max(0, len(errors) - (4 - room))]
+        room = height - len(top) - len(messages) - len(errors)
+    if frame.help:
+        main = _window(_help_lines(width), room, 0)
+    elif frame.view == "r":
+        main = _window(_runtime_lines(s, width)[1:], room, frame.scroll)
+    else:
+        primary = _device_lines(s, width) if frame.view == "d" else _core_lines(s, width)
+        main = _window(primary, room, frame.scroll)
+        spare = room - len(main) - 1
+        if spare >= 4:
+            main = [*main, [], *_runtime_lines(s, width, limit=spare - 3)]
+    lines = top + main
+    lines += [[]] * max(0, height - len(lines) - len(messages) - len(errors))
+    return (lines + messages + errors)[:height]
+
+
+def _full(frame: Frame, s: Screen, width: int, top: list[Line]) -> list[Line]:
+    lines = [*top, _host(s, width), []]
+    if s.devices:
+        lines += [*_device_lines(s, width), [(_fit(MEMORY_LEGEND, width), "dim")], []]
+        lines += [*_core_lines(s, width), []]
+    lines += _runtime_lines(s, width)
+    errors = _error_lines(s, width, None)
+    if errors:
+        lines += [[], *errors]
+    if frame.messages:
+        lines += [[], *[[(_fit(m, width), "bold yellow")] for m in frame.messages]]
+    return lines

@@ -1,0 +1,78 @@
+"""Keys: terminal bytes -> key names, and key names -> the viewer's state."""
+
+from __future__ import annotations
+
+from neuron_monitor.top.controls import ViewState, decode
+
+
+def test_decode_plain_keys_and_escape_sequences() -> None:
+    assert decode(b"q") == ["q"]
+    assert decode(b"dcr?f") == ["d", "c", "r", "?", "f"]
+    assert decode(b"\x1b[A\x1b[B\x1b[C\x1b[D") == ["up", "down", "right", "left"]
+    assert decode(b"\x1bOA\x1b[5~\x1b[6~\x1b[H\x1b[F\x1b[1~\x1b[4~") == [
+        "up",
+        "pgup",
+        "pgdn",
+        "home",
+        "end",
+        "home",
+        "end",
+    ]
+    assert decode(b"\x1b") == ["esc"]
+    assert decode(b"\r\n\x7f\x08 \x0c") == ["enter", "enter", "backspace", "backspace", "space", "redraw"]
+    assert decode(b"\x1b[99~x") == ["x"]  # an unknown sequence is dropped, the rest kept
+    assert decode("é".encode()) == ["é"]
+
+
+def test_views_help_and_quit() -> None:
+    st = ViewState()
+    assert st.view == "d"
+    assert st.press("c") == "" and st.view == "c"
+    st.press("down")
+    st.press("pgdn")
+    assert st.scroll == 11
+    assert st.press("r") == "" and st.view == "r" and st.scroll == 0  # a new view starts at the top
+    st.press("up")
+    assert st.scroll == 0
+    assert st.press("?") == "" and st.help
+    assert st.press("x") == "" and not st.help  # any key closes the help
+    assert st.press("q") == "quit"
+
+
+def test_filter_prompt() -> None:
+    st = ViewState()
+    st.press("f")
+    assert st.prompt == ""
+    for k in ["j", "o", "b", "-", "0", "x", "backspace", "[", "1", "2", "]"]:
+        assert st.press(k) == ""  # q, d, ... are text while typing
+    assert st.prompt == "job-0[12]" and st.view == "d"
+    st.press("enter")
+    assert st.prompt is None and st.filter_text == "job-0[12]"
+    assert st.tag_filter is not None and st.tag_filter.search("job-01") and not st.tag_filter.search("job-03")
+    st.press("f")
+    st.press("q")
+    st.press("esc")  # cancelled: the filter stays
+    assert st.filter_text == "job-0[12]"
+    st.press("f")
+    for _ in range(20):
+        st.press("backspace")
+    st.press("enter")
+    assert st.filter_text == "" and st.tag_filter is None
+
+
+def test_bad_filter_is_refused_with_a_notice() -> None:
+    st = ViewState()
+    st.press("f")
+    st.press("(")
+    st.press("enter")
+    assert st.filter_text == "" and "not a valid regular expression" in st.notice
+    st.press("d")
+    assert st.notice == ""
+
+
+def test_replay_keys_are_passed_on() -> None:
+    st = ViewState()
+    assert st.press("space") == "toggle"
+    assert st.press("left") == "back" and st.press("right") == "forward"
+    assert st.press("[") == "seek-back" and st.press("]") == "seek-forward"
+    assert st.press("home") == "first" and st.press("end") == "last"

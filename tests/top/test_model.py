@@ -1,0 +1,182 @@
+"""The screen model and its text layout, from AWS's real reports and from hand-made report variants."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neuron_monitor.top.layout import Frame, core_ranges, human_bytes, plain, render
+from neuron_monitor.top.model import Telemetry, screen_from_report
+
+REPORTS = Path(__file__).resolve().parent.parent / "fixtures" / "reports"
+
+
+def cwagent() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((REPORTS / "cwagent-test_trn1n32xl_report_line.json").read_text())
+    return data
+
+
+def wandb(n: int = 0) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((REPORTS / "wandb_trn1-2xl_reports.jsonl").read_text().splitlines()[n])
+    return data
+
+
+def text(report: dict[str, Any], width: int = 120, height: int | None = None, **frame: Any) -> str:
+    screen = screen_from_report(report, frame.pop("tag_filter", None))
+    return plain(render(Frame(screen=screen, **frame), width, height))
+
+
+def test_trn1n_report_devices_cores_and_runtimes() -> None:
+    report = cwagent()
+    s = screen_from_report(report)
+    assert (s.instance_type, s.device_count, s.cores_per_device) == ("trn1n.32xlarge", 16, 2)
+    assert len(s.cores) == 32 and len(s.devices) == 16
+    # core 6 is used by runtime "367" only; its utilization is the report's own figure
+    raw = report["neuron_runtime_data"][0]["report"]["neuroncore_counters"]["neuroncores_in_use"]["6"]
+    core6 = s.cores[6]
+    assert core6.utilization == pytest.approx(raw["neuroncore_utilization"])
+    assert core6.device == 3 and "367" in core6.tags
+    # device 3 holds cores 6 and 7: its utilization is their mean
+    assert s.devices[3].utilization == pytest.approx((raw["neuroncore_utilization"] + 0.0) / 2)
+    assert s.devices[3].ecc["mem_ecc_corrected"] == 2
+    # device memory by category: the sum of both runtimes' categories on the device's two cores
+    expect: dict[str, int] = {}
+    for rt in report["neuron_runtime_data"]:
+        per_core = rt["report"]["memory_used"]["neuron_runtime_used_bytes"]["usage_breakdown"][
+            "neuroncore_memory_usage"
+        ]
+        for core in ("6", "7"):
+            for cat, v in per_core.get(core, {}).items():
+                expect[cat] = expect.get(cat, 0) + v
+    assert s.devices[3].memory == expect
+    assert s.devices[3].memory_total is None  # this report predates neuron_device_memory_size
+    tags = [r.tag for r in s.runtimes]
+    assert tags == ["367", "123"]
+    r367 = s.runtimes[0]
+    assert r367.pid == 457402 and r367.host_memory == 9043968
+    assert r367.executions_per_s == pytest.approx(
+        2 / report["neuron_runtime_data"][0]["report"]["execution_stats"]["period"]
+    )
+    assert r367.errors == 2 and r367.latency_p50 is None
+    assert "nosuchfileordirectory" in r367.error
+    assert any("neuron_runtime_vcpu_usage" in e for e in s.errors)
+
+
+def test_trn1n_report_as_text() -> None:
+    out = text(cwagent(), width=120, now=None)
+    assert "trn1n.32xlarge" in out and "16x" in out and "32 NC" in out
+    lines = out.splitlines()
+    dev3 = next(line for line in lines if re.match(r"\s+3 \[", line))
+    assert "20.7%" in dev3  # (41.4 + 0) / 2
+    rt = next(line for line in lines if line.startswith("367 "))
+    assert "457402" in rt and "8.6M" in rt  # host memory 9043968 bytes
+    assert "errors in the newest report" in out
+    assert "open/proc/457402/stat" in out
+
+
+def test_trn1_report_latency_and_errors() -> None:
+    s = screen_from_report(wandb(0))
+    (r,) = s.runtimes
+    stats = wandb(0)["neuron_runtime_data"][0]["report"]["execution_stats"]
+    assert r.latency_p50 == stats["latency_stats"]["total_latency"]["p50"]
+    assert r.latency_p99 == stats["latency_stats"]["total_latency"]["p99"]
+    assert r.errors == sum(stats["error_summary"].values())
+    assert r.executions_per_s == pytest.approx(stats["execution_summary"]["completed"] / stats["period"])
+    out = text(wandb(0), width=100)
+    row = next(line for line in out.splitlines() if line.startswith("1337 "))
+    assert "0.10ms" in row and "0.13ms" in row and "23654" in row and "260.2" in row
+    assert s.host.vcpu_count == 8 and s.host.memory_total == 33117732864
+
+
+def test_tag_filter_keeps_matching_runtimes_and_their_cores() -> None:
+    s = screen_from_report(cwagent(), re.compile("^123$"))
+    assert [r.tag for r in s.runtimes] == ["123"] and s.hidden_runtimes == 1
+    assert s.cores[6].utilization == 0.0  # runtime 367's load is filtered out
+    out = text(cwagent(), tag_filter=re.compile("^123$"), filter_text="^123$", width=100, height=30)
+    assert "1 hidden" in out
+
+
+def test_several_runtimes_on_one_core_add_up_capped() -> None:
+    report = cwagent()
+    second = report["neuron_runtime_data"][1]["report"]["neuroncore_counters"]["neuroncores_in_use"]
+    second["6"] = {"neuroncore_utilization": 70.0}
+    s = screen_from_report(report)
+    assert s.cores[6].utilization == 100.0
+    assert set(s.cores[6].tags) == {"367", "123"}
+
+
+def test_malformed_report_parts_read_as_absent() -> None:
+    report = cwagent()
+    report["system_data"]["vcpu_usage"] = "garbage"
+    report["neuron_runtime_data"].append(42)
+    report["neuron_runtime_data"][0]["report"]["execution_stats"] = None
+    report["neuron_hardware_info"]["neuron_device_count"] = "sixteen"
+    s = screen_from_report(report)
+    assert s.host.vcpu_busy is None
+    assert s.runtimes[0].executions_per_s is None
+    assert len(s.cores) == 32  # the device count is derived from the cores seen
+    text(report, width=80, height=24)
+    assert screen_from_report({}).runtimes == ()
+    text({}, width=80, height=24)
+
+
+def test_telemetry_lights_up_when_the_group_is_present() -> None:
+    report = copy.deepcopy(cwagent())
+    assert not screen_from_report(report).has_telemetry
+    out = text(report, width=120)
+    assert "power" not in out.splitlines()[3]
+    report["system_data"]["neuron_device_telemetry"] = {
+        "period": 1.0,
+        "neuron_devices": [
+            {
+                "neuron_device_index": 0,
+                "power": {"status": "VALID", "min": 10, "max": 60, "avg": 42.0},
+                "health": {"unhealthy_components": []},
+            },
+            {"neuron_device_index": 1, "power": {"status": "NO_DATA"}, "health": {"unhealthy_components": ["hbm0"]}},
+        ],
+        "error": "",
+    }
+    s = screen_from_report(report)
+    assert s.has_telemetry
+    assert s.devices[0].telemetry == Telemetry("VALID", 42.0, 60.0, ())
+    assert s.devices[1].telemetry is not None and s.devices[1].telemetry.unhealthy == ("hbm0",)
+    lines = text(report, width=120).splitlines()
+    header = next(line for line in lines if line.startswith("dev "))
+    assert "power" in header and "health" in header
+    dev0 = next(line for line in lines if re.match(r"\s+0 \[", line))
+    dev1 = next(line for line in lines if re.match(r"\s+1 \[", line))
+    assert "42%" in dev0 and " ok" in dev0
+    assert "no_data" in dev1 and "UNHEALTHY hbm0" in dev1
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (200, 60), (40, 10)])
+@pytest.mark.parametrize("view", ["d", "c", "r"])
+def test_every_view_fits_the_terminal(width: int, height: int, view: str) -> None:
+    screen = screen_from_report(cwagent())
+    for help_ in (False, True):
+        lines = render(Frame(screen=screen, view=view, help=help_, messages=("a problem",)), width, height)
+        assert len(lines) == height
+        assert all(sum(len(t) for t, _ in line) <= width for line in lines)
+        out = plain(lines)
+        assert "neuron-monitor-top" in out and "a problem" in out
+
+
+def test_scrolling_shows_a_window_and_a_marker() -> None:
+    screen = screen_from_report(cwagent())
+    out = plain(render(Frame(screen=screen, view="d", scroll=5), 80, 12))
+    assert "5 above" in out and re.search(r"^\s+5 \[", out, re.M)
+    assert not re.search(r"^\s+0 \[", out, re.M)
+
+
+def test_waiting_screen_and_helpers() -> None:
+    out = plain(render(Frame(screen=None, source="stdin", messages=("stdin ended",)), 80, 24))
+    assert "waiting for the first report" in out and "stdin ended" in out
+    assert core_ranges((0, 1, 2, 3, 8, 10, 11)) == "0-3,8,10-11"
+    assert core_ranges(()) == "-"
+    assert human_bytes(9043968) == "8.6M" and human_bytes(None) == "-" and human_bytes(512) == "512B"

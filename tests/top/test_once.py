@@ -1,0 +1,74 @@
+"""`neuron-monitor-top --once` on every simulator shape, and on report lines piped in: plain text, no escapes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from neuron_monitor.sim.shapes import SHAPES
+
+pytestmark = pytest.mark.e2e
+REPORTS = Path(__file__).resolve().parent.parent / "fixtures" / "reports"
+
+
+def top_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "neuron_monitor.top.cli", *args]
+
+
+def test_once_on_every_simulator_shape() -> None:
+    procs = {
+        name: subprocess.Popen(
+            top_cmd("--simulate", name, "--no-imds", "--once", "--sim-runtimes", "2"),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for name in SHAPES
+    }
+    for name, proc in procs.items():
+        out_b, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, (name, err.decode())
+        out = out_b.decode()
+        assert "\x1b" not in out, name  # stdout is a pipe: no escape codes
+        shape = SHAPES[name]
+        assert name in out.splitlines()[0]
+        assert f"{shape.devices}x" in out.splitlines()[0]
+        assert f"{shape.devices * shape.logical_cores} NC" in out.splitlines()[0]
+        dev_rows = [line for line in out.splitlines() if re.match(r"\s+\d+ \[", line)]
+        assert len(dev_rows) == shape.devices, name
+        assert "NeuronCore utilization" in out
+        assert re.search(r"^runtimes \(2\)", out, re.M), name
+        assert len(re.findall(r"^job-0[01] ", out, re.M)) == 2, name
+        assert all(len(line) <= 120 for line in out.splitlines())
+
+
+def test_once_reads_the_first_report_of_piped_lines() -> None:
+    lines = (REPORTS / "wandb_trn1-2xl_reports.jsonl").read_bytes()
+    proc = subprocess.run(
+        top_cmd("--once", "--width", "90"), input=b"not json\n" + lines, capture_output=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.decode()
+    assert "trn1.2xlarge" in out and re.search(r"^1337 ", out, re.M)  # the first report's runtime
+    assert "skipped a broken line on stdin" in out
+    assert max(len(line) for line in out.splitlines()) <= 90
+
+
+def test_once_with_nothing_to_show_exits_1_and_bad_arguments_exit_2(tmp_path: Path) -> None:
+    proc = subprocess.run(top_cmd("--once", "--stdin"), input=b"garbage\n", capture_output=True, timeout=120)
+    assert proc.returncode == 1 and b"no report to show" in proc.stderr
+    conf = tmp_path / "monitor.conf"
+    conf.write_text(json.dumps({"perod": "1s"}))
+    proc = subprocess.run(top_cmd("--once", "-c", str(conf)), capture_output=True, timeout=120)
+    assert proc.returncode == 2 and b"perod" in proc.stderr and b"Traceback" not in proc.stderr
+    proc = subprocess.run(top_cmd("--once", "--replay", str(tmp_path / "missing.gz")), capture_output=True, timeout=120)
+    assert proc.returncode == 2 and b"missing.gz" in proc.stderr and b"Traceback" not in proc.stderr
+    proc = subprocess.run(top_cmd("--filter", "("), capture_output=True, timeout=120)
+    assert proc.returncode == 2 and b"--filter" in proc.stderr
+    proc = subprocess.run(top_cmd("--simulate", "trn1.2xlarge"), capture_output=True, timeout=120)
+    assert proc.returncode == 2 and b"not a terminal" in proc.stderr

@@ -1,0 +1,215 @@
+"""End to end in a real terminal: tmux runs neuron-monitor-top; we read the screen a person sees and press keys.
+
+Every check waits for a condition with a deadline (the machine may be loaded); nothing sleeps and then asserts.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from neuron_monitor.sim.temporary import TemporarySimulator
+from neuron_monitor.timeline.recording import Recorder
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make test-tools installs it)"),
+]
+DEADLINE = 60.0
+REPO = Path(__file__).resolve().parent.parent.parent
+REPORTS = REPO / "tests" / "fixtures" / "reports"
+
+
+class Tmux:
+    """One tmux server (its own socket) with one session of a fixed size running a shell command."""
+
+    def __init__(self, tmp: Path, width: int, height: int) -> None:
+        self.socket = str(tmp / "tmux.sock")
+        self.width, self.height = width, height
+
+    def tmux(self, *args: str) -> str:
+        out = subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", *args], capture_output=True, timeout=30)
+        return out.stdout.decode(errors="replace")
+
+    def start(self, command: str) -> None:
+        # after the program exits the shell reports its status and the terminal's modes, then waits to be read
+        script = f"trap : INT; {command}; echo EXIT=$?; stty -a; sleep 600"
+        env = f"cd {shlex.quote(str(REPO))} && PYTHONPATH={shlex.quote(str(REPO))} exec sh -c {shlex.quote(script)}"
+        self.tmux("new-session", "-d", "-x", str(self.width), "-y", str(self.height), env)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p")
+
+    def flag(self, name: str) -> str:
+        return self.tmux("display-message", "-p", f"#{{{name}}}").strip()
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", *keys)
+
+    def wait(self, what: str, cond: Callable[[str], bool]) -> str:
+        deadline = time.monotonic() + DEADLINE
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if cond(screen):
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}; the screen shows:\n{screen}")
+
+    def wait_for(self, *texts: str) -> str:
+        return self.wait(" and ".join(map(repr, texts)), lambda s: all(t in s for t in texts))
+
+    def program_pid(self) -> int:
+        shell = int(self.flag("pane_pid"))
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline:
+            children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+            if children:
+                return int(children[0])
+            time.sleep(0.1)
+        raise AssertionError("the program did not start")
+
+    def close(self) -> None:
+        self.tmux("kill-server")
+
+
+@pytest.fixture
+def term(tmp_path: Path) -> Iterator[Callable[[int, int], Tmux]]:
+    made: list[Tmux] = []
+
+    def make(width: int, height: int) -> Tmux:
+        t = Tmux(tmp_path, width, height)
+        made.append(t)
+        return t
+
+    yield make
+    for t in made:
+        t.close()
+
+
+def top(*args: str) -> str:
+    return " ".join(shlex.quote(a) for a in [sys.executable, "-m", "neuron_monitor.top.cli", *args])
+
+
+def assert_restored(t: Tmux, code: int = 0) -> None:
+    screen = t.wait_for(f"EXIT={code}", "speed")
+    assert " icanon" in screen and " echo " in screen  # the keyboard is back in line mode with echo
+    assert "neuron-monitor-top" not in screen  # the alternate screen was left: the shell's screen is back
+    assert t.flag("alternate_on") == "0"
+    assert t.flag("cursor_flag") == "1"  # the cursor is visible again
+
+
+def test_trn2_at_80x24_views_keys_and_quit(term: Callable[[int, int], Tmux]) -> None:
+    t = term(80, 24)
+    t.start(top("--simulate", "trn2.48xlarge", "--no-imds", "--sim-runtimes", "4"))
+    screen = t.wait_for("trn2.48xlarge", "64 NC", " 15 [", "ago)")
+    lines = screen.splitlines()
+    assert lines[2].lstrip().startswith("d Devices")
+    t.wait(
+        "a busy device", lambda s: any(line.startswith("  ") and "%" in line and "|" in line for line in s.splitlines())
+    )
+    t.keys("c")
+    t.wait_for("NeuronCore utilization", "d15", " 63 [")
+    t.keys("r")
+    screen = t.wait_for("exec/s", "job-00", "job-03")
+    t.keys("f")
+    t.wait_for("filter (regex, Enter/Esc)")
+    t.keys("job-0[12]", "Enter")
+    screen = t.wait("the filter applied", lambda s: "/job-0[12]/" in s and "job-01" in s and "job-00" not in s)
+    assert "2 hidden" in screen and "job-03" not in screen
+    t.keys("?")
+    t.wait_for("keys", "filter runtimes by tag")
+    t.keys("x")
+    t.wait("help closed", lambda s: "filter runtimes by tag" not in s and "job-01" in s)
+    t.keys("d")
+    t.wait_for("utilization", "device memory")
+    t.keys("q")
+    assert_restored(t)
+
+
+def test_trn2_at_200x60_shows_devices_and_runtimes_and_ends_on_sigterm(term: Callable[[int, int], Tmux]) -> None:
+    t = term(200, 60)
+    t.start(top("--simulate", "trn2.48xlarge", "--no-imds", "--sim-runtimes", "16"))
+    screen = t.wait_for("trn2.48xlarge", " 15 [", "runtimes (16)", "job-15", "model_c")
+    assert max(len(line) for line in screen.splitlines()) <= 200
+    t.keys("c")
+    t.wait_for("d14-15", " 63 [")
+    os.kill(t.program_pid(), signal.SIGTERM)
+    assert_restored(t)
+
+
+def test_ctrl_c_restores_the_terminal(term: Callable[[int, int], Tmux]) -> None:
+    t = term(100, 30)
+    t.start(top("--simulate", "trn1.2xlarge", "--no-imds"))
+    t.wait_for("trn1.2xlarge", "  0 [")
+    t.keys("C-c")
+    assert_restored(t)
+
+
+def test_a_runtime_that_vanishes_is_named_on_screen(term: Callable[[int, int], Tmux]) -> None:
+    with TemporarySimulator("trn1.32xlarge", runtimes=2, seed=3) as sim:
+        t = term(120, 40)
+        t.start(top("--root", str(sim.root), "--no-imds", "--view", "r"))
+        t.wait_for("job-00", "job-01")
+        sim.command("stop_runtime", tag="job-01")
+        t.wait_for("runtime job-01 (pid", "is gone")
+        t.keys("q")
+        assert_restored(t)
+
+
+def _wandb_lines() -> list[bytes]:
+    return (REPORTS / "wandb_trn1-2xl_reports.jsonl").read_bytes().splitlines(keepends=True)
+
+
+def test_piped_report_lines_broken_line_and_stopped_daemon(term: Callable[[int, int], Tmux], tmp_path: Path) -> None:
+    first, second, third = _wandb_lines()
+    part1 = tmp_path / "part1.jsonl"
+    part1.write_bytes(first + second + b'{"neuron_runtime_data": [tru\n')
+    part2 = tmp_path / "part2.jsonl"
+    part2.write_bytes(third)
+    go = tmp_path / "go"
+    # the "daemon": two reports and a broken line, then (once the test says so) a last report, then it stops
+    producer = f"cat {part1}; while [ ! -e {go} ]; do sleep 0.1; done; cat {part2}"
+    t = term(100, 30)
+    t.start(f"{{ {producer}; }} | {top()}")
+    t.wait_for("16851", "runtime 1337 (pid 1337) is gone", "skipped a broken line on stdin")
+    go.touch()
+    t.wait_for("stdin ended after 3 report(s), 1 broken line(s) skipped")
+    t.keys("q")
+    assert_restored(t)
+
+
+def test_replay_with_pause_and_seek(term: Callable[[int, int], Tmux], tmp_path: Path) -> None:
+    base = json.loads(_wandb_lines()[1])
+    rec = tmp_path / "rec.gz"
+    with Recorder(rec) as r:
+        for i in range(10):
+            report = copy.deepcopy(base)
+            report["report_time"] = 1_800_000_000.0 + i
+            report["neuron_runtime_data"][0]["pid"] = 100 + i
+            r.append(orjson.dumps(report) + b"\n")
+    t = term(100, 30)
+    t.start(top("--replay", str(rec), "--view", "r"))
+    t.wait_for("replay", "/10")
+    t.keys("End")
+    t.wait_for("replay 10/10", "109 ")
+    t.keys("Left")
+    t.wait_for("replay 9/10 paused", "108 ")
+    t.keys("Home")
+    t.wait_for("replay 1/10 paused", "100 ")
+    t.keys("Space")
+    t.wait("playback to move on", lambda s: "playing" in s and "replay 1/10" not in s)
+    t.keys("q")
+    assert_restored(t)
