@@ -22,7 +22,7 @@ from neuron_monitor.top.layout import Frame, render
 from neuron_monitor.top.model import Screen, screen_from_report
 from neuron_monitor.top.sources import Feed, Replay
 
-MESSAGE_SECONDS = 20.0  # how long a problem stays on screen
+MESSAGE_SECONDS = 30.0  # how long a problem stays on screen
 REDRAW_INTERVAL = 0.5  # the age ticks at least this often
 MIN_STALE = 5.0  # seconds without a report before it is called stale (or 3 report intervals, if longer)
 

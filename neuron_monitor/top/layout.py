@@ -33,6 +33,7 @@ HELP = (
     ("Left/Right", "replay: one report back / forward"),
     ("[ / ]", "replay: 60 s back / forward"),
     ("Home / End", "replay: first / last report"),
+    ("+ / -", "replay: faster / slower"),
     ("?", "this help (any key closes it)"),
     ("q", "quit"),
 )

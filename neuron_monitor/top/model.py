@@ -1,8 +1,9 @@
 """The screen model: one neuron-monitor report -> what `neuron-monitor-top` shows, with no terminal involved.
 
-`screen_from_report` reads a report (a parsed JSON object, AWS's format plus our additive keys) and returns a
-`Screen`: host, per-device and per-core rows, runtimes and the errors the report carries. It never raises on a
-malformed report: a missing or mistyped part reads as absent. A tag filter keeps only matching runtimes, and the
+`screen_from_report` reads a report (a parsed JSON object, AWS's format plus our additive keys) through the
+project's typed read layer (`neuron_monitor.schema.read`) and returns a `Screen`: host, per-device and per-core
+rows, runtimes, and the errors the report carries (with the read layer's problems: a value of the wrong type is
+left out and named, never raised on). A tag filter keeps only matching runtimes, and the
 device and core figures are then those of the matching runtimes.
 
 Figures: a core's utilization is the sum over the runtimes using it (capped at 100 %); a device's is the mean over
@@ -18,9 +19,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-MEMORY_CATEGORIES = ("model_code", "tensors", "constants", "model_shared_scratchpad", "runtime_memory")
-ECC_KINDS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
-TELEMETRY_GROUP = "neuron_device_telemetry"
+from neuron_monitor.schema import names as N
+from neuron_monitor.schema.groups.execution_stats import ExecutionStats
+from neuron_monitor.schema.groups.memory_info import MemoryInfo
+from neuron_monitor.schema.groups.memory_used import MemoryUsed
+from neuron_monitor.schema.groups.neuron_hw_counters import NeuronHwCounters
+from neuron_monitor.schema.groups.neuron_runtime_vcpu_usage import RuntimeVcpuUsage
+from neuron_monitor.schema.groups.neuroncore_counters import NeuroncoreCounters
+from neuron_monitor.schema.groups.vcpu_usage import VcpuUsage
+from neuron_monitor.schema.read import Group, Report, RuntimeEntry, index, read_report
+
+# the order of the memory bar's runs; categories a newer report adds follow these
+MEMORY_CATEGORIES = (
+    N.MEMORY_MODEL_CODE,
+    N.MEMORY_TENSORS,
+    N.MEMORY_CONSTANTS,
+    N.MEMORY_MODEL_SHARED_SCRATCHPAD,
+    N.MEMORY_RUNTIME_MEMORY,
+)
+TELEMETRY_GROUP = "neuron_device_telemetry"  # issue 12's group: shown once the schema has a spec for it
+# neuron_hardware_info and instance_info keys (the schema's names cover the groups only)
+DEVICE_COUNT = "neuron_device_count"
+DEVICE_MEMORY_SIZE = "neuron_device_memory_size"
+DEVICE_TYPE = "neuron_device_type"
+LNC = "logical_neuroncore_config"
 
 
 @dataclass(frozen=True)
@@ -104,9 +126,67 @@ class Screen:
     has_telemetry: bool = False
 
 
-def _obj(parent: Any, key: str) -> dict[str, Any]:
-    v = parent.get(key) if isinstance(parent, Mapping) else None
-    return v if isinstance(v, dict) else {}
+def _data(groups: Mapping[str, Group], name: str, cls: type[Any]) -> Any:
+    group = groups.get(name)
+    return group.data_as(cls) if group is not None else None
+
+
+def _host(report: Report) -> Host:
+    cpu = _data(report.system, N.VCPU_USAGE, VcpuUsage)
+    avg = (cpu.average if cpu is not None else None) or {}
+    idle = avg.get(N.CPU_IDLE)
+    mem_data = _data(report.system, N.MEMORY_INFO, MemoryInfo)
+    mem = mem_data.fields if mem_data is not None else {}
+
+    def whole(key: str) -> int | None:
+        v = mem.get(key)
+        return None if v is None else int(v)
+
+    return Host(
+        vcpu_count=(cpu.vcpu_count or 0) if cpu is not None else 0,
+        vcpu_busy=None if idle is None else max(0.0, 100.0 - idle),
+        vcpu_user=avg.get(N.CPU_USER),
+        vcpu_system=avg.get(N.CPU_SYSTEM),
+        memory_used=whole(N.MEMORY_USED_BYTES),
+        memory_total=whole(N.MEMORY_TOTAL_BYTES),
+        swap_used=whole(N.SWAP_USED_BYTES),
+        swap_total=whole(N.SWAP_TOTAL_BYTES),
+    )
+
+
+def _core_keys(keys: Any) -> list[int]:
+    return [i for i in (index(k) for k in keys) if i is not None]
+
+
+def _runtime(entry: RuntimeEntry) -> Runtime:
+    counters = _data(entry.groups, N.NEURONCORE_COUNTERS, NeuroncoreCounters)
+    memory = _data(entry.groups, N.MEMORY_USED, MemoryUsed)
+    cores = set(_core_keys(counters.cores if counters is not None else ()))
+    cores |= set(_core_keys((memory.per_core or {}) if memory is not None else ()))
+    vcpu = _data(entry.groups, N.NEURON_RUNTIME_VCPU_USAGE, RuntimeVcpuUsage)
+    usage = (vcpu.usage if vcpu is not None else None) or {}
+    stats_group = entry.groups.get(N.EXECUTION_STATS)
+    stats = stats_group.data_as(ExecutionStats) if stats_group is not None else None
+    period = stats_group.period if stats_group is not None else None
+    completed = (stats.execution_summary or {}).get(N.STATUS_COMPLETED) if stats is not None else None
+    errors = stats.error_summary if stats is not None else None
+    total = stats.latency.get(N.TOTAL_LATENCY, {}) if stats is not None else {}
+    error = entry.error
+    if not error:
+        error = next((f"{name}: {g.error}" for name, g in entry.groups.items() if g.error), "")
+    return Runtime(
+        pid=entry.pid,
+        tag=entry.tag or "?",
+        cores=tuple(sorted(cores)),
+        vcpu=sum(usage.get(m, 0.0) for m in N.RUNTIME_CPU_MODES) if usage else None,
+        host_memory=int(memory.host) if memory is not None and memory.host is not None else None,
+        device_memory=int(memory.neuron_device) if memory is not None and memory.neuron_device is not None else None,
+        executions_per_s=completed / period if completed is not None and period else None,
+        errors=int(sum(errors.values())) if errors is not None else None,
+        latency_p50=total.get("p50"),
+        latency_p99=total.get("p99"),
+        error=error,
+    )
 
 
 def _num(parent: Any, key: str) -> float | None:
@@ -116,191 +196,109 @@ def _num(parent: Any, key: str) -> float | None:
     return float(v)
 
 
-def _int(parent: Any, key: str) -> int | None:
-    v = _num(parent, key)
-    return int(v) if v is not None else None
-
-
 def _str(parent: Any, key: str) -> str:
     v = parent.get(key) if isinstance(parent, Mapping) else None
     return v if isinstance(v, str) else ""
 
 
-def _core_index(key: str) -> int | None:
-    try:
-        return int(key)
-    except ValueError:
-        return None
+def _telemetry(report: Report) -> dict[int, Telemetry]:
+    """Per-device power and health from the `neuron_device_telemetry` group, once the schema knows the group.
 
-
-def _host(system: dict[str, Any]) -> Host:
-    cpu = _obj(system, "vcpu_usage")
-    avg = _obj(cpu, "average_usage")
-    idle = _num(avg, "idle")
-    mem = _obj(system, "memory_info")
-    return Host(
-        vcpu_count=len(_obj(cpu, "usage_data")),
-        vcpu_busy=None if idle is None else max(0.0, 100.0 - idle),
-        vcpu_user=_num(avg, "user"),
-        vcpu_system=_num(avg, "system"),
-        memory_used=_int(mem, "memory_used_bytes"),
-        memory_total=_int(mem, "memory_total_bytes"),
-        swap_used=_int(mem, "swap_used_bytes"),
-        swap_total=_int(mem, "swap_total_bytes"),
-    )
-
-
-def _percentile(latency: dict[str, Any], key: str) -> float | None:
-    total = _obj(latency, "total_latency")
-    return _num(total, key)
-
-
-def _runtime(entry: dict[str, Any]) -> Runtime:
-    rep = _obj(entry, "report")
-    pid = _int(entry, "pid")
-    tag = _str(entry, "neuron_runtime_tag") or (str(pid) if pid is not None else "?")
-    cores = sorted(
-        i
-        for i in (_core_index(k) for k in _obj(_obj(rep, "neuroncore_counters"), "neuroncores_in_use"))
-        if i is not None
-    )
-    memory = _obj(rep, "memory_used")
-    used = _obj(memory, "neuron_runtime_used_bytes")
-    for k in _obj(_obj(used, "usage_breakdown"), "neuroncore_memory_usage"):
-        i = _core_index(k)
-        if i is not None and i not in cores:
-            cores.append(i)
-    vcpu = _obj(_obj(rep, "neuron_runtime_vcpu_usage"), "vcpu_usage")
-    user, system = _num(vcpu, "user"), _num(vcpu, "system")
-    stats = _obj(rep, "execution_stats")
-    period = _num(stats, "period")
-    completed = _num(_obj(stats, "execution_summary"), "completed")
-    summary = _obj(stats, "error_summary")
-    errors = [v for v in (_num(summary, k) for k in summary) if v is not None]
-    error = _str(entry, "error")
-    if not error:
-        for name, group in rep.items():
-            text = _str(group, "error")
-            if text:
-                error = f"{name}: {text}"
-                break
-    return Runtime(
-        pid=pid,
-        tag=tag,
-        cores=tuple(sorted(cores)),
-        vcpu=None if user is None and system is None else (user or 0.0) + (system or 0.0),
-        host_memory=_int(used, "host"),
-        device_memory=_int(used, "neuron_device"),
-        executions_per_s=completed / period if completed is not None and period else None,
-        errors=int(sum(errors)) if stats and summary else None,
-        latency_p50=_percentile(_obj(stats, "latency_stats"), "p50"),
-        latency_p99=_percentile(_obj(stats, "latency_stats"), "p99"),
-        error=error,
-    )
-
-
-def _telemetry(system: dict[str, Any]) -> dict[int, Telemetry]:
-    """Per-device telemetry from the `neuron_device_telemetry` group, read leniently until its schema is fixed."""
-    group = _obj(system, TELEMETRY_GROUP)
-    devices = group.get("neuron_devices")
+    The group's typed value is not settled yet (issue 12), so its body is read here, leniently: a list
+    ``neuron_devices`` of objects with ``neuron_device_index``, ``power`` {``status``, ``avg``/``avg_percent``,
+    ``max``/``max_percent``} and ``unhealthy_components`` (also under ``health``)."""
+    group = report.system.get(TELEMETRY_GROUP)
+    devices = group.body.get("neuron_devices") if group is not None else None
     out: dict[int, Telemetry] = {}
-    if not isinstance(devices, list):
-        return out
-    for d in devices:
-        index = _int(d, "neuron_device_index")
-        if index is None:
+    for d in devices if isinstance(devices, list) else ():
+        i = index(d.get("neuron_device_index")) if isinstance(d, dict) else None
+        if i is None:
             continue
-        power = _obj(d, "power")
-        health = _obj(d, "health") or d
+        power = d.get("power") if isinstance(d.get("power"), dict) else {}
+        health = d.get("health") if isinstance(d.get("health"), dict) else d
         components = health.get("unhealthy_components")
-        unhealthy = tuple(str(c) for c in components) if isinstance(components, list) else None
-        out[index] = Telemetry(
+        out[i] = Telemetry(
             power_status=_str(power, "status") or None,
             power_avg=_num(power, "avg_percent") if "avg_percent" in power else _num(power, "avg"),
             power_max=_num(power, "max_percent") if "max_percent" in power else _num(power, "max"),
-            unhealthy=unhealthy,
+            unhealthy=tuple(str(c) for c in components) if isinstance(components, list) else None,
         )
     return out
 
 
-def _errors(report: dict[str, Any], runtimes: list[dict[str, Any]]) -> list[str]:
+def _errors(report: Report) -> list[str]:
     out: list[str] = []
-    for key in ("neuron_monitor", "neuron_hardware_info", "instance_info", "neuron_k8s_info"):
-        text = _str(_obj(report, key), "error")
+    for key, part in (
+        (N.NEURON_MONITOR, report.monitor),
+        (N.NEURON_HARDWARE_INFO, report.hardware_info),
+        (N.INSTANCE_INFO, report.instance_info),
+        (N.NEURON_K8S_INFO, report.k8s_info),
+    ):
+        text = _str(part, N.ERROR)
         if text:
             out.append(f"{key}: {text}")
-    for name, group in _obj(report, "system_data").items():
-        text = _str(group, "error")
-        if text:
-            out.append(f"{name}: {text}")
-    for entry in runtimes:
-        who = f"runtime {_str(entry, 'neuron_runtime_tag') or '?'} (pid {_int(entry, 'pid')})"
-        text = _str(entry, "error")
-        if text:
-            out.append(f"{who}: {text}")
-        for name, group in _obj(entry, "report").items():
-            text = _str(group, "error")
-            if text:
-                out.append(f"{who} {name}: {text}")
+    if report.problems:
+        out.append(f"malformed report: {report.problems.first()}")
+    for name, group in report.system.items():
+        if group.error:
+            out.append(f"{name}: {group.error}")
+        problems = group.read()[1]
+        if problems:
+            out.append(f"{name}: malformed: {problems.first()}")
+    for entry in report.runtimes:
+        who = f"runtime {entry.tag} (pid {entry.pid_label})"
+        if entry.error:
+            out.append(f"{who}: {entry.error}")
+        for name, group in entry.groups.items():
+            if group.error:
+                out.append(f"{who} {name}: {group.error}")
+            problems = group.read()[1]
+            if problems:
+                out.append(f"{who} {name}: malformed: {problems.first()}")
     return out
 
 
-def _tag_matches(tag_filter: re.Pattern[str] | None, entry: dict[str, Any]) -> bool:
-    return tag_filter is None or bool(tag_filter.search(_str(entry, "neuron_runtime_tag")))
-
-
-def screen_from_report(report: Mapping[str, Any], tag_filter: re.Pattern[str] | None = None) -> Screen:
+def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | None = None) -> Screen:
     """Build the screen model of one report; runtimes whose tag does not match ``tag_filter`` are left out."""
-    report = dict(report)
-    hw = _obj(report, "neuron_hardware_info")
-    system = _obj(report, "system_data")
-    all_entries = [e for e in report.get("neuron_runtime_data") or [] if isinstance(e, dict)]
-    entries = [e for e in all_entries if _tag_matches(tag_filter, e)]
-    device_count = _int(hw, "neuron_device_count") or 0
-    per_device = _int(hw, "neuroncore_per_device_count") or 0
+    report = read_report(dict(raw))
+    hw = report.hardware_info or {}
+    entries = [e for e in report.runtimes if tag_filter is None or tag_filter.search(e.tag_written)]
+    device_count = index(hw.get(DEVICE_COUNT)) or 0
+    per_device = report.cores_per_device
 
     core_util: dict[int, float] = {}
     core_phys: dict[int, list[float]] = {}
     core_tags: dict[int, list[str]] = {}
     core_mem: dict[int, dict[str, int]] = {}
     for e in entries:
-        tag = _str(e, "neuron_runtime_tag") or str(_int(e, "pid"))
-        rep = _obj(e, "report")
-        for k, c in _obj(_obj(rep, "neuroncore_counters"), "neuroncores_in_use").items():
-            i = _core_index(k)
+        counters = _data(e.groups, N.NEURONCORE_COUNTERS, NeuroncoreCounters)
+        for key, c in (counters.cores if counters is not None else {}).items():
+            i = index(key)
             if i is None:
                 continue
-            core_tags.setdefault(i, []).append(tag)
-            u = _num(c, "neuroncore_utilization")
-            if u is not None:
-                core_util[i] = core_util.get(i, 0.0) + u
-            for sub in c.values():  # LNC=2: {"v3d": {"nc_v3.0": {...}, "nc_v3.1": {...}}}
-                if isinstance(sub, dict):
-                    phys = [_num(p, "neuroncore_utilization") for p in sub.values()]
-                    old = core_phys.get(i, [])
-                    core_phys[i] = [
-                        (old[j] if j < len(old) else 0.0) + (v or 0.0) for j, v in enumerate(phys) if v is not None
-                    ]
-        used = _obj(_obj(rep, "memory_used"), "neuron_runtime_used_bytes")
-        for k, cats in _obj(_obj(used, "usage_breakdown"), "neuroncore_memory_usage").items():
-            i = _core_index(k)
+            core_tags.setdefault(i, []).append(e.tag)
+            if c.utilization is not None:
+                core_util[i] = core_util.get(i, 0.0) + c.utilization
+            if c.physical:
+                old = core_phys.get(i, [])
+                core_phys[i] = [(old[j] if j < len(old) else 0.0) + v for j, v in enumerate(c.physical.values())]
+        memory = _data(e.groups, N.MEMORY_USED, MemoryUsed)
+        for key, cats in ((memory.per_core or {}) if memory is not None else {}).items():
+            i = index(key)
             if i is None:
                 continue
             mem = core_mem.setdefault(i, {})
-            for cat in cats if isinstance(cats, dict) else ():
-                n = _int(cats, cat)
-                if n is not None:
-                    mem[cat] = mem.get(cat, 0) + n
-            core_tags.setdefault(i, [])
-            if tag not in core_tags[i]:
-                core_tags[i].append(tag)
+            for cat, n in cats.items():
+                mem[cat] = mem.get(cat, 0) + int(n)
+            tags = core_tags.setdefault(i, [])
+            if e.tag not in tags:
+                tags.append(e.tag)
 
     seen = set(core_tags) | set(core_util)
     if not per_device and seen:  # old reports without the count: one device holds every core
         per_device = max(seen) + 1
     if not device_count and seen and per_device:
         device_count = max(seen) // per_device + 1
-    total_cores = device_count * per_device
     cores = tuple(
         Core(
             index=i,
@@ -310,53 +308,53 @@ def screen_from_report(report: Mapping[str, Any], tag_filter: re.Pattern[str] | 
             memory_used=sum(core_mem.get(i, {}).values()),
             physical=tuple(min(100.0, p) for p in core_phys.get(i, ())),
         )
-        for i in sorted(set(range(total_cores)) | seen)
+        for i in sorted(set(range(device_count * per_device)) | seen)
     )
 
     ecc: dict[int, dict[str, int]] = {}
-    hw_devices = _obj(system, "neuron_hw_counters").get("neuron_devices")
-    for d in hw_devices if isinstance(hw_devices, list) else ():
-        index = _int(d, "neuron_device_index")
-        if index is not None:
-            ecc[index] = {k: _int(d, k) or 0 for k in ECC_KINDS if k in d}
-    telemetry = _telemetry(system)
-    memory_size = _int(hw, "neuron_device_memory_size")
+    hw_counters = _data(report.system, N.NEURON_HW_COUNTERS, NeuronHwCounters)
+    for d in hw_counters.devices if hw_counters is not None else ():
+        if d.index is not None:
+            ecc[d.index] = {k: int(v) for k, v in d.events.items()}
+    telemetry = _telemetry(report)
+    size = _num(hw, DEVICE_MEMORY_SIZE)
     devices = []
     for dev in range(device_count):
         mine = [c for c in cores if c.device == dev]
-        memory: dict[str, int] = {}
+        memory_by_cat: dict[str, int] = {}
         for c in mine:
             for cat, n in core_mem.get(c.index, {}).items():
-                memory[cat] = memory.get(cat, 0) + n
+                memory_by_cat[cat] = memory_by_cat.get(cat, 0) + n
         utils = [c.utilization for c in mine if c.utilization is not None]
         devices.append(
             Device(
                 index=dev,
                 utilization=sum(utils) / len(mine) if utils else None,
                 cores=tuple(c.index for c in mine),
-                memory=memory,
-                memory_total=memory_size,
+                memory=memory_by_cat,
+                memory_total=int(size) if size else None,
                 ecc=ecc.get(dev, {}),
                 telemetry=telemetry.get(dev),
             )
         )
 
-    instance = _obj(report, "instance_info")
-    daemon = _obj(report, "neuron_monitor")
+    instance = report.instance_info or {}
+    lnc = _num(hw, LNC)
+    skipped = _num(report.monitor, "skipped_collections")
     return Screen(
         instance_type=_str(instance, "instance_type"),
         instance_id=_str(instance, "instance_id"),
-        device_type=_str(hw, "neuron_device_type"),
+        device_type=_str(hw, DEVICE_TYPE),
         device_count=device_count,
         cores_per_device=per_device,
-        lnc=_int(hw, "logical_neuroncore_config"),
-        report_time=_num(report, "report_time"),
-        host=_host(system),
+        lnc=int(lnc) if lnc is not None else None,
+        report_time=report.report_time,
+        host=_host(report),
         devices=tuple(devices),
         cores=cores,
         runtimes=tuple(_runtime(e) for e in entries),
-        hidden_runtimes=len(all_entries) - len(entries),
-        errors=tuple(_errors(report, all_entries)),
-        skipped_collections=_int(daemon, "skipped_collections"),
+        hidden_runtimes=len(report.runtimes) - len(entries),
+        errors=tuple(_errors(report)),
+        skipped_collections=int(skipped) if skipped is not None else None,
         has_telemetry=bool(telemetry),
     )
