@@ -26,7 +26,7 @@ run: $(VENV)/.installed
 	$(VENV)/bin/neuron-monitor -c $(CONFIG) $$src | $(VENV)/bin/neuron-monitor-prometheus --port $(PORT)
 
 test-tools:
-	@missing=""; command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	@missing=""; { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
 	if [ -n "$$missing" ]; then \
