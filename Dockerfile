@@ -1,6 +1,8 @@
 # neuron-monitor image: the daemon and both exporters, for the DaemonSet in deploy/kubernetes/ or for
 #   docker run --privileged -v /proc:/host/proc:ro -v /sys:/host/sys:ro -v /dev:/host/dev \
 #     neuron-monitor:0.1.0 neuron-monitor --root /host
+# or, as AWS's image is started (daemon | exporter in one container, HTTPS when given a certificate):
+#   docker run --privileged -p 8000:8000 neuron-monitor:0.1.0 /opt/bin/entrypoint.sh --port 8000
 # Build: docker build -t neuron-monitor:0.1.0 .
 FROM python:3.11-slim AS build
 WORKDIR /src
@@ -12,6 +14,9 @@ RUN python -m venv /opt/neuron-monitor \
 FROM python:3.11-slim
 COPY --from=build /opt/neuron-monitor /opt/neuron-monitor
 COPY configs/monitor.conf /etc/neuron-monitor/monitor.conf
+# AWS's entrypoint, same flags: a DaemonSet made for public.ecr.aws/neuron/neuron-monitor (e.g. the CloudWatch
+# observability add-on's) runs this image with only the image changed. See docs/migrating-from-aws.md.
+COPY deploy/image/entrypoint.sh /opt/bin/entrypoint.sh
 ENV PATH=/opt/neuron-monitor/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1

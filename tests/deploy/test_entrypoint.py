@@ -1,0 +1,169 @@
+"""The image entrypoint (deploy/image/entrypoint.sh -> neuron_monitor.entrypoint) run for real: AWS's command line
+on a simulated trn2u.48xlarge, scraped over HTTPS with a CA; its exit on a signal, on a dying child, on bad flags."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from neuron_monitor.sim.temporary import TemporarySimulator
+from tests.deploy.cloudwatch_agent import make_ca_and_server_cert, scrape
+
+REPO = Path(__file__).resolve().parents[2]
+ENTRYPOINT = REPO / "deploy" / "image" / "entrypoint.sh"
+pytestmark = pytest.mark.e2e
+
+CONFIG = {  # the add-on's monitorConfig, at a 1 s period
+    "period": "1s",
+    "neuron_runtimes": [
+        {
+            "tag_filter": ".*",
+            "metrics": [{"type": "neuroncore_counters"}, {"type": "memory_used"}, {"type": "execution_stats"}],
+        }
+    ],
+    "system_metrics": [{"period": "1s", "type": "neuron_hw_counters"}],
+}
+
+
+class Entrypoint:
+    """``entrypoint.sh ARGS`` as a process; its stderr is collected by a thread, the port read from it."""
+
+    def __init__(self, args: list[str], root: Path | None = None, **env: str) -> None:
+        full_env = dict(os.environ, NEURON_MONITOR_PYTHON=sys.executable, NEURON_MONITOR_BIND="127.0.0.1", **env)
+        if root is not None:
+            full_env["NEURON_MONITOR_ROOT"] = str(root)
+        full_env.setdefault("NEURON_MONITOR_DAEMON_ARGS", "--no-imds")
+        self.proc = subprocess.Popen(
+            [str(ENTRYPOINT), *args], env=full_env, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
+        )
+        self.log: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line.decode(errors="replace"))
+
+    def port(self, timeout: float = 60.0) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.log):
+                m = re.search(r"server at \S+ port (\d+)", line)
+                if m:
+                    return int(m.group(1))
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"the exporter never said its port: {''.join(self.log)[-2000:]}")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(60)
+        self._reader.join(10)
+        return code
+
+
+def pipeline_pids(parent: int) -> list[int]:
+    """The entrypoint's children (daemon and exporter), from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                out.append(int(entry))
+    return out
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[TemporarySimulator]:
+    with TemporarySimulator("trn2u.48xlarge", runtimes=2, seed=5) as s:
+        yield s
+
+
+def test_awss_command_line_serves_https_checked_against_the_ca(tmp_path: Path, sim: TemporarySimulator) -> None:
+    ca, cert, key = make_ca_and_server_cert(tmp_path / "tls")
+    conf = tmp_path / "monitor.json"
+    conf.write_bytes(orjson.dumps(CONFIG))
+    args = ["--cert-file", str(cert), "--key-file", str(key), "--port", "0", "--neuron-monitor-config", str(conf)]
+    ep = Entrypoint(args, root=sim.root)
+    try:
+        port = ep.port()
+        deadline = time.monotonic() + 60
+        body = ""
+        while time.monotonic() < deadline:
+            status, _, body = scrape(port, ca)
+            if status == 200 and "neuroncore_utilization_ratio{" in body:
+                break
+            time.sleep(0.2)
+        assert "neuroncore_utilization_ratio{" in body, body[-2000:]
+        assert 'ultraserver_id="u-9ff5434815c8bd80"' in body  # the simulated UltraServer reached the exporter
+        assert "neuron_device_index" not in re.search(r"neuroncore_utilization_ratio\{[^}]*\}", body).group(0)
+        status, _, health = scrape(port, ca, path="/healthz")
+        assert status == 200, health
+        children = pipeline_pids(ep.proc.pid)
+        assert len(children) == 2
+    finally:
+        code = ep.stop()
+    assert code == 0, "".join(ep.log)[-2000:]
+    for pid in children:  # both processes are gone, not orphaned
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_plain_http_and_a_wrong_name_are_refused_by_the_agents_check(tmp_path: Path, sim: TemporarySimulator) -> None:
+    import ssl
+
+    ca, cert, key = make_ca_and_server_cert(tmp_path / "tls")
+    other_ca, _, _ = make_ca_and_server_cert(tmp_path / "other")
+    ep = Entrypoint(["--cert-file", str(cert), "--key-file", str(key), "--port", "0"], root=sim.root)
+    try:
+        port = ep.port()
+        with pytest.raises(ssl.SSLCertVerificationError):
+            scrape(port, other_ca)  # a certificate the agent's CA did not sign
+        with pytest.raises(ssl.SSLCertVerificationError):
+            scrape(port, ca, server_name="some-other-service")
+        assert scrape(port, ca)[0] in (200, 503)  # the right CA and name: served (data may still be on its way)
+    finally:
+        assert ep.stop() == 0
+
+
+def test_a_bad_configuration_stops_the_container_with_the_daemons_message(tmp_path: Path) -> None:
+    conf = tmp_path / "monitor.json"
+    conf.write_text('{"period": "soon"}')
+    ep = Entrypoint(["--port", "0", "--neuron-monitor-config", str(conf)], root=tmp_path)
+    code = ep.proc.wait(60)
+    ep._reader.join(10)
+    log = "".join(ep.log)
+    assert code == 2, log
+    assert str(conf) in log and "Traceback" not in log
+    assert "neuron-monitor exited with code 2" in log
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--port", "70000"], ["--cert-file", "/x.crt"], ["--neuron-monitor-conf"], ["--core-labels", "gpu"]],
+)
+def test_bad_flags_exit_2_with_one_line(args: list[str]) -> None:
+    run = subprocess.run(
+        [str(ENTRYPOINT), *args],
+        env=dict(os.environ, NEURON_MONITOR_PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
