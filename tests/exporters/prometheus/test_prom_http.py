@@ -1,0 +1,161 @@
+"""The HTTP front in process: keep-alive, HEAD, gzip negotiation, errors, auth scheme, render-once caching."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import http.client
+import socket
+from collections.abc import Iterator
+
+import bcrypt
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+
+from neuron_monitor.exporters.prometheus.app import ExporterApp
+from neuron_monitor.exporters.prometheus.auth import BasicAuth, parse_basic
+from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.negotiation import gzip_accepted
+from neuron_monitor.exporters.prometheus.server import HTTPFront, ServerLimits
+from neuron_monitor.exporters.prometheus.state import ExporterState
+from tests.exporters.prometheus.prom_helpers import one, parse
+from tests.exporters.prometheus.prom_reports import runtime, trn2_report
+
+
+def _report(i: int = 0) -> dict[str, object]:
+    return trn2_report([runtime(1, "a", [0, 1], completed=10 + i), runtime(2, "b", [2])], report_time=1.7e9 + i)
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[HTTPFront, ExporterCollector]]:
+    state = ExporterState()
+    state.apply(_report())
+    collector = ExporterCollector(state)
+    front = HTTPFront(("127.0.0.1", 0), ExporterApp(collector), limits=ServerLimits(header_timeout=2.0))
+    front.start()
+    yield front, collector
+    front.stop()
+
+
+def _get(conn: http.client.HTTPConnection, path: str, method: str = "GET", **headers: str) -> tuple[int, dict, bytes]:
+    conn.request(method, path, headers=headers)
+    resp = conn.getresponse()
+    return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+
+
+def test_keep_alive_head_and_gzip(served: tuple[HTTPFront, ExporterCollector]) -> None:
+    front, collector = served
+    conn = http.client.HTTPConnection("127.0.0.1", front.server_address[1], timeout=30)
+    status, headers, plain_body = _get(conn, "/metrics")
+    assert status == 200 and "content-encoding" not in headers
+    status, headers, body = _get(conn, "/metrics", **{"Accept-Encoding": "gzip"})  # same connection
+    assert status == 200 and headers["content-encoding"] == "gzip"
+    assert (
+        gzip.decompress(body).split(b"# HELP neuron_exporter_input_lines")[0]
+        == plain_body.split(b"# HELP neuron_exporter_input_lines")[0]
+    )
+    parse(gzip.decompress(body).decode())
+    status, headers, body = _get(conn, "/metrics", "HEAD", **{"Accept-Encoding": "gzip;q=0"})
+    assert status == 200 and body == b"" and "content-encoding" not in headers
+    assert int(headers["content-length"]) > 1000
+    status, _, body = _get(conn, "/healthz")
+    assert (status, body) == (200, b"ok\n")
+    conn.close()
+    assert collector.rendered(collector.state.view()).renders == 1  # one report, one text render
+
+
+def test_neuron_metrics_come_first_and_openmetrics_parses(served: tuple[HTTPFront, ExporterCollector]) -> None:
+    front, _collector = served
+    conn = http.client.HTTPConnection("127.0.0.1", front.server_address[1], timeout=30)
+    _, _, body = _get(conn, "/metrics")
+    assert not body.startswith(b"# HELP process_") and not body.startswith(b"# HELP neuron_exporter")
+    _, headers, body = _get(conn, "/metrics", Accept="application/openmetrics-text; version=1.0.0")
+    assert headers["content-type"].startswith("application/openmetrics-text")
+    assert body.endswith(b"# EOF\n")
+    assert list(parse_openmetrics(body.decode()))
+
+
+def test_bad_requests_get_clear_statuses(served: tuple[HTTPFront, ExporterCollector]) -> None:
+    front, _ = served
+    port = front.server_address[1]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    assert _get(conn, "/metrics", "POST")[0] == 405
+    conn.close()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    assert _get(conn, "/nope")[0] == 404
+    conn.close()
+    for raw, status in ((b"garbage\r\n\r\n", b"400"), (b"GET / HTTP/2.0\r\n\r\n", b"505")):
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(raw)
+            assert s.recv(100).split(b" ")[1] == status
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nX: " + b"y" * 40000 + b"\r\n\r\n")
+        assert s.recv(100).split(b" ")[1] == b"431"
+
+
+def test_scrapes_render_once_per_report_and_see_new_reports() -> None:
+    state = ExporterState()
+    collector = ExporterCollector(state)
+    state.apply(_report(0))
+    bodies = {collector.body([], False, False) for _ in range(5)}
+    first = collector.rendered(state.view())
+    assert first.renders == 1
+    for _ in range(3):
+        collector.body([], True, True)
+        collector.body([], False, True)
+    assert first.renders == 2  # text and OpenMetrics, each once
+    assert len(bodies) == 1
+    state.apply(_report(5))  # a new report: nothing is rendered until a scrape asks
+    assert first.renders == 2
+    series = parse(collector.body([], False, False).decode())
+    assert one(series, "execution_status_total", runtime_tag="a", status_type="completed") == 10 + 15
+    assert collector.rendered(state.view()) is not first
+
+
+def test_gzip_body_is_one_valid_member_equal_to_the_plain_body() -> None:
+    state = ExporterState()
+    state.apply(_report())
+    collector = ExporterCollector(state)
+    for openmetrics in (False, True):
+        plain = collector.body([], openmetrics, False)
+        packed = collector.body([], openmetrics, True)
+        assert gzip.decompress(packed) == plain
+        import zlib
+
+        d = zlib.decompressobj(31)
+        assert d.decompress(packed) == plain and d.eof and d.unused_data == b""
+
+
+@pytest.mark.parametrize(
+    ("header", "accepted"),
+    [
+        ("gzip", True),
+        ("GZip", True),
+        ("gzip;q=0", False),
+        ("gzip; q=0.000", False),
+        ("nogzip", False),
+        ("br, *;q=0.1", True),
+        ("*;q=0", False),
+        ("gzip;q=0, *", False),
+        ("", False),
+        ("deflate, x-gzip", True),
+    ],
+)
+def test_accept_encoding_q_values(header: str, accepted: bool) -> None:
+    assert gzip_accepted(header) is accepted
+
+
+def test_basic_scheme_is_case_insensitive_and_credentials_cached() -> None:
+    hashed = bcrypt.hashpw(b"secret", bcrypt.gensalt(rounds=4)).decode()
+    auth = BasicAuth({"prom": hashed})
+    token = base64.b64encode(b"prom:secret").decode()
+    for scheme in ("Basic", "basic", "BASIC"):
+        assert parse_basic(f"{scheme} {token}") == ("prom", "secret")
+    assert auth.cached(f"basic {token}") is None  # not verified yet
+    assert auth.verify(f"basic {token}")
+    assert auth.cached(f"BASIC {token}") is True
+    assert auth.bcrypt_checks == 1
+    wrong = base64.b64encode(b"prom:nope").decode()
+    assert not auth.verify(f"Basic {wrong}") and not auth.verify(f"Basic {wrong}")
+    assert auth.bcrypt_checks == 2  # a repeated wrong password is answered from the cache
+    assert auth.cached("Bearer abc") is False and auth.cached("Basic !!!") is False
