@@ -9,8 +9,9 @@ else waits for the bounded bcrypt pool (``auth``, ``server``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.registry import Collector
 
@@ -44,7 +45,7 @@ class ExporterApp:
         self.dashboard = dashboard if dashboard is not None and dashboard.is_file() else None
         self.front: HTTPFront | None = None  # set by the front that serves this app (for the bcrypt pool)
 
-    def __call__(self, request: Request) -> Response | Awaitable[Response]:
+    def __call__(self, request: Request) -> Response | Coroutine[Any, Any, Response]:
         path = request.path
         if path == "/healthz":
             view = self.state.view()

@@ -19,29 +19,17 @@ import threading
 import zlib
 from collections.abc import Iterator, Sequence
 
-from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
-from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.registry import Collector
 
 from neuron_monitor import __version__
-from neuron_monitor.exporters.prometheus.exposition import OPENMETRICS_EOF, render_families
+from neuron_monitor.exporters.prometheus.exposition import OPENMETRICS_EOF, render_families, render_metrics
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
 from neuron_monitor.exporters.prometheus.state import ExporterState, View
 from neuron_monitor.exporters.stream import StreamStats
 
 PREFIX = "neuron_exporter"
 GZIP_LEVEL = 1  # the text compresses ~15x at level 1; higher levels cost 3-5x the CPU for a few percent
-
-
-class _Metrics:
-    """The ``collect()`` interface client_python's encoders expect, over a list of metrics."""
-
-    def __init__(self, metrics: Sequence[Metric]) -> None:
-        self._metrics = metrics
-
-    def collect(self) -> Sequence[Metric]:
-        return self._metrics
 
 
 class RenderedReport:
@@ -105,12 +93,7 @@ class ExporterCollector(Collector):
     def tail(self, view: View, others: Sequence[Collector], openmetrics: bool) -> bytes:
         """The per-scrape part: self-metrics, then ``others``' metrics, then OpenMetrics' EOF."""
         text = render_families(self.self_families(view), openmetrics)
-        metrics = [m for c in others for m in c.collect()]
-        if metrics:
-            if openmetrics:
-                text += generate_openmetrics(_Metrics(metrics)).decode("utf-8").removesuffix(OPENMETRICS_EOF)
-            else:
-                text += generate_latest(_Metrics(metrics)).decode("utf-8")  # type: ignore[arg-type]
+        text += render_metrics([m for c in others for m in c.collect()], openmetrics)
         if openmetrics:
             text += OPENMETRICS_EOF
         return text.encode("utf-8")
@@ -145,7 +128,7 @@ class ExporterCollector(Collector):
             out.append(Family(f"{PREFIX}_{name}", kind, help_text, (), {(): float(value)}))
 
         def add_labelled(name: str, kind: str, help_text: str, label: str, values: dict[str, float]) -> None:
-            samples = {(k,): float(v) for k, v in values.items()}
+            samples: dict[tuple[str, ...], float] = {(k,): float(v) for k, v in values.items()}
             out.append(Family(f"{PREFIX}_{name}", kind, help_text, (label,), samples))
 
         out.append(

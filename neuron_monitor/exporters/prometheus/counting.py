@@ -61,7 +61,8 @@ def _count(value: Any, where: str, key: str, bad: Counter[str], limit: float = M
     (counted in ``bad``); any other type rejects the report."""
     cls = value.__class__
     if (cls is int or cls is float) and 0 <= value <= limit:
-        return value
+        amount: float = value
+        return amount
     number_value = number(value, f"{where}.{key}")
     return None if number_value is None else check_amount(number_value, limit, bad)
 
@@ -162,10 +163,10 @@ def _count_runtime(entry: dict[str, Any], where: str, update: LedgerUpdate, resu
             for core, data in (mapping(obj.get("neuroncores_in_use"), cwhere) or {}).items():
                 if data.__class__ is not dict:
                     data = mapping(data, f"{cwhere}.{core}") or {}
-                for key, family in FLOP_COUNTERS.items():
-                    value = data.get(key)
+                for flop_key, family in FLOP_COUNTERS.items():
+                    value = data.get(flop_key)
                     if value is not None:
-                        rate = _count(value, f"{cwhere}.{core}", key, result.bad, MAX_FLOPS) or 0.0
+                        rate = _count(value, f"{cwhere}.{core}", flop_key, result.bad, MAX_FLOPS) or 0.0
                         counter = (family, result.label(core))
                         totals[counter] = totals.get(counter, 0.0) + (rate * period if fresh else 0.0)
 
@@ -193,10 +194,10 @@ def _count_system(system_data: dict[str, Any], update: LedgerUpdate, result: Cou
                     if event != "neuron_device_index":
                         count = _count(value, dwhere, event, result.bad)
                         if count is not None:
-                            key = ("hardware_ecc_events", index, result.label(event))
-                            totals[key] = totals.get(key, 0.0) + (count if fresh else 0.0)
-            for key in [k for k in totals if k[0] == "hardware_ecc_events" and k[1] not in seen]:
-                del totals[key]  # a device no longer listed
+                            ecc_key = ("hardware_ecc_events", index, result.label(event))
+                            totals[ecc_key] = totals.get(ecc_key, 0.0) + (count if fresh else 0.0)
+            for gone in [k for k in totals if k[0] == "hardware_ecc_events" and k[1] not in seen]:
+                del totals[gone]  # a device no longer listed
         elif name == "vcpu_usage":
             usage_data = mapping(obj.get("usage_data"), f"{where}.usage_data")
             average = mapping(obj.get("average_usage"), f"{where}.average_usage")

@@ -8,7 +8,8 @@ each family's label names once. Both the Prometheus text format 0.0.4 and OpenMe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
@@ -18,6 +19,7 @@ from prometheus_client.utils import floatToGoString
 from neuron_monitor.exporters.prometheus.families import INFO, Family
 
 OPENMETRICS_EOF = "# EOF\n"
+_format_float: Callable[[float], str] = floatToGoString
 
 
 def _escape_value(value: str) -> str:
@@ -34,7 +36,7 @@ def _escape_help(text: str, openmetrics: bool) -> str:
 def render_families(families: Iterable[Family], openmetrics: bool) -> str:
     out: list[str] = []
     append = out.append
-    fmt = floatToGoString
+    fmt = _format_float
     for fam in families:
         sample_name = fam.sample_name
         if openmetrics:
@@ -71,7 +73,7 @@ def _created_lines(out: list[str], fam: Family, label_text: dict[tuple[str, ...]
     """A counter's samples with ``_created``, in client_python's order: interleaved in OpenMetrics, a separate
     gauge block after the family in the Prometheus text format."""
     assert fam.created is not None
-    fmt, created = floatToGoString, fam.created
+    fmt, created = _format_float, fam.created
     total, cname = fam.sample_name, fam.name + "_created"
     if openmetrics:
         for values, value in fam.samples.items():
@@ -86,7 +88,7 @@ def _created_lines(out: list[str], fam: Family, label_text: dict[tuple[str, ...]
 
 
 class _Metrics:
-    """The ``collect()`` interface client_python's encoders expect, over a list of families."""
+    """The ``collect()`` interface client_python's encoders expect, over a list of metrics."""
 
     def __init__(self, metrics: Sequence[Metric]) -> None:
         self._metrics = metrics
@@ -95,11 +97,14 @@ class _Metrics:
         return self._metrics
 
 
-def render(metrics: Sequence[Metric], families: Sequence[Family], openmetrics: bool) -> bytes:
-    """One scrape body: ``metrics`` through client_python, then ``families`` through ``render_families``."""
+_text_encoder: Callable[[Any], bytes] = generate_latest
+_openmetrics_encoder: Callable[[Any], bytes] = generate_openmetrics
+
+
+def render_metrics(metrics: Sequence[Metric], openmetrics: bool) -> str:
+    """client_python ``Metric`` objects (process, GC, platform collectors) as exposition text, without ``# EOF``."""
+    if not metrics:
+        return ""
     if openmetrics:
-        head = generate_openmetrics(_Metrics(metrics)).decode("utf-8")
-        head = head.removesuffix(OPENMETRICS_EOF)
-        return (head + render_families(families, True) + OPENMETRICS_EOF).encode("utf-8")
-    head = generate_latest(_Metrics(metrics)).decode("utf-8")  # type: ignore[arg-type]
-    return (head + render_families(families, False)).encode("utf-8")
+        return _openmetrics_encoder(_Metrics(metrics)).decode("utf-8").removesuffix(OPENMETRICS_EOF)
+    return _text_encoder(_Metrics(metrics)).decode("utf-8")

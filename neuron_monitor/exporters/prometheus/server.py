@@ -30,8 +30,9 @@ import contextlib
 import logging
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from neuron_monitor.exporters.prometheus.tls import ReloadingTLS
 
@@ -82,7 +83,7 @@ class Response:
     close: bool = False
 
 
-Handler = Callable[[Request], "Response | Awaitable[Response]"]
+Handler = Callable[[Request], "Response | Coroutine[Any, Any, Response]"]
 
 
 def plain(status: int, text: str, **headers: str) -> Response:
@@ -214,7 +215,7 @@ class Connection(asyncio.Protocol):
         if isinstance(result, Response):
             self._respond(result, keep_alive, parsed)
         else:
-            task = self.front.loop.create_task(result)  # type: ignore[arg-type]
+            task = self.front.loop.create_task(result)
             task.add_done_callback(lambda t: self._finished(t, keep_alive, parsed))
 
     def _finished(self, task: asyncio.Task[Response], keep_alive: bool, request: Request) -> None:
