@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,61 +16,10 @@ import pytest
 
 from neuron_monitor.sim.temporary import TemporarySimulator
 from tests.deploy.cloudwatch_agent import make_ca_and_server_cert, scrape
+from tests.deploy.entrypoint_process import ADDON_CONFIG, ENTRYPOINT, Entrypoint
 
 REPO = Path(__file__).resolve().parents[2]
-ENTRYPOINT = REPO / "deploy" / "image" / "entrypoint.sh"
 pytestmark = pytest.mark.e2e
-
-CONFIG = {  # the add-on's monitorConfig, at a 1 s period
-    "period": "1s",
-    "neuron_runtimes": [
-        {
-            "tag_filter": ".*",
-            "metrics": [{"type": "neuroncore_counters"}, {"type": "memory_used"}, {"type": "execution_stats"}],
-        }
-    ],
-    "system_metrics": [{"period": "1s", "type": "neuron_hw_counters"}],
-}
-
-
-class Entrypoint:
-    """``entrypoint.sh ARGS`` as a process; its stderr is collected by a thread, the port read from it."""
-
-    def __init__(self, args: list[str], root: Path | None = None, **env: str) -> None:
-        full_env = dict(os.environ, NEURON_MONITOR_PYTHON=sys.executable, NEURON_MONITOR_BIND="127.0.0.1", **env)
-        if root is not None:
-            full_env["NEURON_MONITOR_ROOT"] = str(root)
-        full_env.setdefault("NEURON_MONITOR_DAEMON_ARGS", "--no-imds")
-        self.proc = subprocess.Popen(
-            [str(ENTRYPOINT), *args], env=full_env, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
-        )
-        self.log: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.log.append(line.decode(errors="replace"))
-
-    def port(self, timeout: float = 60.0) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.log):
-                m = re.search(r"server at \S+ port (\d+)", line)
-                if m:
-                    return int(m.group(1))
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"the exporter never said its port: {''.join(self.log)[-2000:]}")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(60)
-        self._reader.join(10)
-        return code
 
 
 def pipeline_pids(parent: int) -> list[int]:
@@ -98,7 +45,7 @@ def sim() -> Iterator[TemporarySimulator]:
 def test_awss_command_line_serves_https_checked_against_the_ca(tmp_path: Path, sim: TemporarySimulator) -> None:
     ca, cert, key = make_ca_and_server_cert(tmp_path / "tls")
     conf = tmp_path / "monitor.json"
-    conf.write_bytes(orjson.dumps(CONFIG))
+    conf.write_bytes(orjson.dumps(ADDON_CONFIG))
     args = ["--cert-file", str(cert), "--key-file", str(key), "--port", "0", "--neuron-monitor-config", str(conf)]
     ep = Entrypoint(args, root=sim.root)
     try:
