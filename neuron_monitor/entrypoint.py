@@ -43,6 +43,7 @@ import sys
 import time
 from dataclasses import dataclass
 from types import FrameType
+from typing import NoReturn
 
 STOP_SECONDS = 1.5
 POLL_SECONDS = 0.2
@@ -51,7 +52,7 @@ LNC_FILE = "neuron/logical_nc_config"
 
 
 class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         self.exit(2, f"{self.prog}: {message}\n")
 
 
