@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from neuron_monitor.schema.read import read_report
 from neuron_monitor.top.controls import ViewState, decode
 from neuron_monitor.top.layout import Frame, render
 from neuron_monitor.top.model import Screen, screen_from_report
@@ -146,12 +147,7 @@ class Viewer:
 
 
 def _runtime_pids(report: dict[str, Any]) -> dict[int, str]:
-    out: dict[int, str] = {}
-    entries = report.get("neuron_runtime_data")
-    for e in entries if isinstance(entries, list) else ():
-        if isinstance(e, dict) and isinstance(e.get("pid"), int):
-            out[e["pid"]] = str(e.get("neuron_runtime_tag") or e["pid"])
-    return out
+    return {e.pid: e.tag for e in read_report(report).runtimes if e.pid is not None}
 
 
 class _MessageHandler(logging.Handler):
@@ -207,6 +203,15 @@ async def run_live(
     tasks: list[asyncio.Task[Any]] = []
     try:
         with FullScreen(keys_fd) as screen:
+
+            def suspend() -> None:  # Ctrl-Z: give the shell its terminal back, take it again on fg
+                screen.__exit__(None, None, None)
+                os.kill(os.getpid(), signal.SIGSTOP)
+                screen.__enter__()
+                viewer.dirty = True
+                wake.set()
+
+            loop.add_signal_handler(signal.SIGTSTP, suspend)
             if keys_fd is not None:
                 loop.add_reader(keys_fd, on_keys)
             if source_run is not None:
@@ -229,6 +234,7 @@ async def run_live(
                     w.cancel()
     finally:
         stop.set()
+        loop.remove_signal_handler(signal.SIGTSTP)
         if keys_fd is not None:
             with contextlib.suppress(Exception):
                 loop.remove_reader(keys_fd)

@@ -280,33 +280,41 @@ def _core_lines(s: Screen, width: int) -> list[Line]:
     if not s.cores:
         return [[("no NeuronCores in this report", "dim")]]
     per = s.cores_per_device
-    cell_min = 18
+    # the physical cores behind each logical one (LNC=2: "45/47"), when whole devices still fit on a row
+    nphys = max(len(c.physical) for c in s.cores)
+    phys_w = 4 * nphys if nphys > 1 else 0
+    if phys_w and (width - 4) // (18 + phys_w) < max(1, per):
+        phys_w = 0
+    cell_min = 18 + phys_w
     cols = max(1, (width - 4) // cell_min)
     if per and per <= cols:
         cols = (cols // per) * per  # whole devices per row
     label_w = 4 if cols <= per else 7  # "d15 " or "d14-15 "
     cols = max(1, min(cols, (width - label_w) // cell_min))
     cell_w = (width - label_w) // cols
-    bw = max(5, min(30, cell_w - 11))
-    lines: list[Line] = [
-        [(_fit("NeuronCore utilization (sum over the runtimes on each core)", width), "bold underline")]
-    ]
+    bw = max(5, min(30, cell_w - 11 - phys_w))
+    title = "NeuronCore utilization (sum over the runtimes on each core"
+    title += ", then each physical core)" if phys_w else ")"
+    lines: list[Line] = [[(_fit(title, width), "bold underline")]]
     for row_start in range(0, len(s.cores), cols):
         row = s.cores[row_start : row_start + cols]
         first, last = row[0].device, row[-1].device
         label = f"d{first}" if first == last else f"d{first}-{last}"
         line: Line = [(f"{label:<{label_w}}" if per else " " * label_w, "dim")]
         for c in row:
-            line += _core_cell(c, bw, cell_w)
+            line += _core_cell(c, bw, cell_w, phys_w)
         lines.append(_clip(line, width))
     return lines
 
 
-def _core_cell(c: Core, bw: int, cell_w: int) -> Line:
+def _core_cell(c: Core, bw: int, cell_w: int, phys_w: int) -> Line:
     pct = "   -" if c.utilization is None else f"{c.utilization:3.0f}%"
     style = "" if c.tags else "dim"
     cell: Line = [(f"{c.index:>3} ", style), *bar(c.utilization, bw), (f"{pct:>5}", style)]
-    used = 4 + bw + 5
+    if phys_w:
+        phys = "/".join(f"{p:.0f}" for p in c.physical) if c.physical else "-"
+        cell.append((f" {phys:<{phys_w - 1}}", "dim"))
+    used = 4 + bw + 5 + phys_w
     return [*cell, (" " * max(1, cell_w - used), "")]
 
 

@@ -28,6 +28,7 @@ import orjson
 
 from neuron_monitor.config import ConfigError, Plan, load_plan
 from neuron_monitor.exporters.stream import validate_report
+from neuron_monitor.schema.read import read_report
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
 TOP_PERIOD = 1.0  # seconds, every group, when no configuration file is given
@@ -213,11 +214,9 @@ class Replay:
         self.times: list[float] = []
         t = 0.0
         for i, r in enumerate(reports):
-            v = r.get("report_time")
-            if isinstance(v, int | float) and not isinstance(v, bool):
-                t = max(float(v), t if i else float(v))  # never backwards: seeking needs sorted times
-            else:
-                t = t + 1.0  # AWS's reports carry no time: assume 1 s apart
+            v = read_report(r).report_time
+            # never backwards (seeking needs sorted times); AWS's reports carry no time: assume 1 s apart
+            t = (max(v, t) if i else v) if v is not None else t + 1.0
             self.times.append(t)
         self.problems = problems or []
         self.index = 0

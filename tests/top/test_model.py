@@ -188,3 +188,15 @@ def test_waiting_screen_and_helpers() -> None:
     assert core_ranges((0, 1, 2, 3, 8, 10, 11)) == "0-3,8,10-11"
     assert core_ranges(()) == "-"
     assert human_bytes(9043968) == "8.6M" and human_bytes(None) == "-" and human_bytes(512) == "512B"
+
+
+def test_physical_cores_behind_a_logical_core() -> None:
+    report = cwagent()
+    core6 = report["neuron_runtime_data"][0]["report"]["neuroncore_counters"]["neuroncores_in_use"]["6"]
+    core6["v3d"] = {"nc_v3.0": {"neuroncore_utilization": 40.0}, "nc_v3.1": {"neuroncore_utilization": 42.8}}
+    s = screen_from_report(report)
+    assert s.cores[6].physical == (40.0, 42.8)
+    wide = text(report, width=120)
+    assert "then each physical core" in wide and re.search(r" 6 \[[^]]*\]  41% 40/43", wide)
+    narrow = plain(render(Frame(screen=s, view="c"), 50, 24))
+    assert "physical" not in narrow and " 6 [" in narrow  # no room: logical cores only

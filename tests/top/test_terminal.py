@@ -145,7 +145,7 @@ def test_trn2_at_200x60_shows_devices_and_runtimes_and_ends_on_sigterm(term: Cal
     screen = t.wait_for("trn2.48xlarge", " 15 [", "runtimes (16)", "job-15", "model_c")
     assert max(len(line) for line in screen.splitlines()) <= 200
     t.keys("c")
-    t.wait_for("d14-15", " 63 [")
+    t.wait_for("each physical core", "d15", " 63 [")
     os.kill(t.program_pid(), signal.SIGTERM)
     assert_restored(t)
 
@@ -213,3 +213,23 @@ def test_replay_with_pause_and_seek(term: Callable[[int, int], Tmux], tmp_path: 
     t.wait("playback to move on", lambda s: "playing" in s and "replay 1/10" not in s)
     t.keys("q")
     assert_restored(t)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for job control")
+def test_ctrl_z_gives_the_terminal_back_and_fg_resumes(term: Callable[[int, int], Tmux]) -> None:
+    t = term(100, 30)
+    shell = f"cd {shlex.quote(str(REPO))} && PYTHONPATH={shlex.quote(str(REPO))} exec bash --norc --noprofile -i"
+    t.tmux("new-session", "-d", "-x", "100", "-y", "30", shell)
+    t.keys(top("--simulate", "trn1.2xlarge", "--no-imds"), "Enter")
+    t.wait_for("trn1.2xlarge", "  0 [")
+    t.keys("C-z")
+    t.wait_for("Stopped")
+    t.keys("stty -a | grep -c -- ' icanon .* echo '; echo MODES-CHECKED", "Enter")
+    t.wait("the shell's terminal modes", lambda s: "\n1\nMODES-CHECKED" in s)
+    assert t.flag("alternate_on") == "0" and t.flag("cursor_flag") == "1"
+    t.keys("clear; fg", "Enter")
+    t.wait("the view to come back", lambda s: s.startswith("neuron-monitor-top") and "  0 [" in s)
+    t.keys("q")
+    t.keys("echo EXIT=$?", "Enter")
+    t.wait_for("EXIT=0")
+    assert t.flag("alternate_on") == "0" and t.flag("cursor_flag") == "1"
