@@ -6,7 +6,11 @@ Prints, for our exporter and for a baseline in the same process that ingests the
 scrape latency p50/p99 over real HTTP (gzip, as Prometheus asks), series count, and the process's peak RSS.
 Figures are medians of repeated runs; nothing here passes or fails.
 
-    python3 bench/bench_prometheus.py [--reports 200] [--scrapes 200]
+Then two process-level comparisons, each side by side in one run (see ``prometheus_load``): (a) Debian's
+node_exporter vs our daemon + exporter serving host vCPU and memory, scraped 10/s; (b) our exporter vs the
+AWS-style baseline as processes, fed the same stream at 10 reports/s and scraped 2/s. The ratios are printed.
+
+    python3 bench/bench_prometheus.py [--reports 200] [--scrapes 200] [--only micro|node|aws] [--seconds 20]
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Info  # noqa: E402
 from prometheus_client.exposition import generate_latest  # noqa: E402
 
+from bench.aws_style_exporter import AwsStyleBaseline  # noqa: E402
+from bench.prometheus_load import vs_aws_style, vs_node_exporter  # noqa: E402
 from neuron_monitor.exporters.prometheus.app import ExporterApp  # noqa: E402
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector  # noqa: E402
 from neuron_monitor.exporters.prometheus.server import HTTPFront  # noqa: E402
@@ -57,117 +62,6 @@ def report_lines(n: int) -> list[bytes]:
         ]
         lines.append(orjson.dumps(trn2_report(runtimes, report_time=1.7e9 + i, ecc=i % 2)))
     return lines
-
-
-class AwsStyleBaseline:
-    """Ingests reports as AWS's script does: module-level metric objects, ``labels(...).set/inc`` per report."""
-
-    INSTANCE = ("instance_name", "instance_id", "instance_type", "availability_zone", "region", "subnet_id")
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.metrics: dict[str, Any] = {}
-        self.instance_labels: dict[str, str] | None = None
-
-    def _metric(self, cls: Any, name: str, doc: str, labels: list[str]) -> Any:
-        m = self.metrics.get(name)
-        if m is None:
-            m = cls(name, doc, labels, registry=self.registry)
-            self.metrics[name] = m
-        return m
-
-    def ingest(self, line: bytes) -> None:
-        data = json.loads(line)
-        info = data["instance_info"]
-        if self.instance_labels is None:
-            self.instance_labels = {
-                "instance_name": info["instance_name"],
-                "instance_id": info["instance_id"],
-                "instance_type": info["instance_type"],
-                "availability_zone": info["instance_availability_zone"],
-                "region": info["instance_region"],
-                "subnet_id": info["subnet_id"],
-            }
-            Info("instance", "EC2 instance information", registry=self.registry).info(self.instance_labels)
-        inst = self.instance_labels
-        for rt in data.get("neuron_runtime_data") or []:
-            if rt["error"]:
-                continue
-            labels = {**inst, "runtime_tag": rt["neuron_runtime_tag"]}
-            for group, body in rt["report"].items():
-                if body["error"]:
-                    continue
-                getattr(self, f"_{group}", lambda b, lab: None)(body, labels)
-        sysd = data.get("system_data") or {}
-        if sysd.get("memory_info") and not sysd["memory_info"]["error"]:
-            for key in ("memory_total_bytes", "memory_used_bytes", "swap_total_bytes", "swap_used_bytes"):
-                prefix = "memory" if key.startswith("memory") else "swap"
-                name = f"system_{prefix}_{key.split('_', 1)[1]}"
-                self._metric(Gauge, name, name, list(inst)).labels(**inst).set(sysd["memory_info"][key])
-        if sysd.get("neuron_hw_counters") and not sysd["neuron_hw_counters"]["error"]:
-            ecc = self._metric(
-                Counter,
-                "hardware_ecc_events",
-                "Hardware ecc events total",
-                [*inst, "event_type", "neuron_device_index"],
-            )
-            for dev in sysd["neuron_hw_counters"]["neuron_devices"]:
-                for event in ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected"):
-                    ecc.labels(**inst, event_type=event, neuron_device_index=dev["neuron_device_index"]).inc(dev[event])
-        if sysd.get("vcpu_usage") and not sysd["vcpu_usage"]["error"]:
-            avg = sysd["vcpu_usage"]["average_usage"]
-            self._metric(Gauge, "system_vcpu_count", "System vCPU count", list(inst)).labels(**inst).set(
-                len(sysd["vcpu_usage"]["usage_data"])
-            )
-            g = self._metric(Gauge, "system_vcpu_usage_ratio", "System CPU utilization ratio", [*inst, "usage_type"])
-            g.labels(**inst, usage_type="user").set(min(avg["user"] + avg["nice"], 100) / 100)
-            g.labels(**inst, usage_type="system").set(
-                min(avg["system"] + avg["io_wait"] + avg["irq"] + avg["soft_irq"], 100) / 100
-            )
-
-    def _neuroncore_counters(self, body: dict[str, Any], labels: dict[str, str]) -> None:
-        g = self._metric(Gauge, "neuroncore_utilization_ratio", "NeuronCore utilization ratio", [*labels, "neuroncore"])
-        for idx, core in body["neuroncores_in_use"].items():
-            g.labels(**labels, neuroncore=int(idx)).set(core["neuroncore_utilization"] / 100.0)
-
-    def _execution_stats(self, body: dict[str, Any], labels: dict[str, str]) -> None:
-        errors = self._metric(Counter, "execution_errors", "Execution errors total", [*labels, "error_type"])
-        for k, v in body["error_summary"].items():
-            errors.labels(**labels, error_type=k).inc(v)
-        status = self._metric(Counter, "execution_status", "Execution status total", [*labels, "status_type"])
-        for k, v in body["execution_summary"].items():
-            status.labels(**labels, status_type=k).inc(v)
-        total = body["latency_stats"]["total_latency"]
-        if total is not None:
-            lat = self._metric(
-                Gauge, "execution_latency_seconds", "Execution latency in seconds", [*labels, "percentile"]
-            )
-            for p, v in total.items():
-                lat.labels(**labels, percentile=p).set(v)
-
-    def _memory_used(self, body: dict[str, Any], labels: dict[str, str]) -> None:
-        used = body["neuron_runtime_used_bytes"]
-        g = self._metric(
-            Gauge, "neuron_runtime_memory_used_bytes", "Runtime memory used bytes", [*labels, "memory_location"]
-        )
-        g.labels(**labels, memory_location="host").set(used["host"])
-        g.labels(**labels, memory_location="neuron_device").set(used["neuron_device"])
-        for idx, cats in used["usage_breakdown"]["neuroncore_memory_usage"].items():
-            for kind, value in cats.items():
-                m = self._metric(
-                    Gauge,
-                    f"neuroncore_memory_usage_{kind}",
-                    f"NeuronCore memory utilization for {kind}",
-                    [*labels, "memory_location", "neuroncore"],
-                )
-                m.labels(**labels, memory_location=None, neuroncore=int(idx)).set(value)
-
-    def _neuron_runtime_vcpu_usage(self, body: dict[str, Any], labels: dict[str, str]) -> None:
-        g = self._metric(
-            Gauge, "neuron_runtime_vcpu_usage_ratio", "Runtime vCPU utilization ratio", [*labels, "usage_type"]
-        )
-        for k in ("user", "system"):
-            g.labels(**labels, usage_type=k).set(body["vcpu_usage"][k] / 100.0)
 
 
 def cpu_per_call(fn: Any, args: list[Any], repeats: int = 5) -> float:
@@ -203,8 +97,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reports", type=int, default=200)
     ap.add_argument("--scrapes", type=int, default=200)
+    ap.add_argument("--only", choices=["micro", "node", "aws"], help="run one part only")
+    ap.add_argument("--seconds", type=float, default=20.0, help="length of each process-level comparison (20)")
     args = ap.parse_args()
     lines = report_lines(args.reports)
+    if args.only != "micro":
+        if args.only in (None, "node"):
+            vs_node_exporter(args.seconds)
+        if args.only in (None, "aws"):
+            vs_aws_style(lines, args.seconds)
+        if args.only is not None:
+            return 0
+
     gc.collect()
     ours = ExporterState(stale_periods=1e9)
     ours_ingest = cpu_per_call(lambda line: ours.apply(orjson.loads(line)), lines)

@@ -7,14 +7,17 @@ A scrape body has three parts, in this order (the Neuron metrics fill the first 
 2. the ``neuron_exporter_*`` self-metrics, which change between reports (lines read, health, staleness);
 3. client_python's ``process_*``/``python_*`` collectors.
 
-Parts 2 and 3 are small and rendered per scrape; with gzip they are compressed by a copy of part 1's stream, so a
-scrape costs one small render and a compressor copy, never the report's families again. Every scrape reads one
+Parts 2 and 3 are small and rendered per scrape. With gzip, part 1 is kept as a gzip header and a raw deflate
+stream flushed to a byte boundary (with its CRC-32 and length); a scrape appends the tail's own small deflate
+stream (ending in the final block) and the gzip trailer (the CRC continued over the tail), which is one valid
+gzip member (RFC 1951/1952). A scrape costs one small render, never the report's families again. Every scrape reads one
 ``View`` of the state, so its parts describe the same report, and a report is never half-applied (``state``
 swaps whole snapshots). ``collect`` offers the same metrics through client_python's collector interface.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 import zlib
 from collections.abc import Iterator, Sequence
@@ -30,6 +33,14 @@ from neuron_monitor.exporters.stream import StreamStats
 
 PREFIX = "neuron_exporter"
 GZIP_LEVEL = 1  # the text compresses ~15x at level 1; higher levels cost 3-5x the CPU for a few percent
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # RFC 1952: deflate, no flags, no mtime, OS unknown
+
+
+def _deflater(size: int) -> zlib._Compress:
+    """A raw deflate compressor sized for ``size`` bytes: the window and hash table need not exceed the input,
+    and setting up a full-size one (256 kB of state) costs more than compressing a small tail."""
+    window_bits = min(max(size.bit_length(), 9), 15)
+    return zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -window_bits, min(max(window_bits - 7, 1), 8))
 
 
 class RenderedReport:
@@ -40,7 +51,7 @@ class RenderedReport:
         self.serving = view.serving
         self.families = families
         self._text: dict[bool, bytes] = {}
-        self._gzip: dict[bool, tuple[bytes, zlib._Compress]] = {}
+        self._gzip: dict[bool, tuple[bytes, int, int]] = {}
         self._lock = threading.Lock()
         self.renders = 0
 
@@ -56,14 +67,15 @@ class RenderedReport:
                 self.renders += 1
             return body
 
-    def gzip(self, openmetrics: bool) -> tuple[bytes, zlib._Compress]:
-        """(the gzip bytes so far, the compressor to copy and finish with the per-scrape tail)."""
+    def gzip(self, openmetrics: bool) -> tuple[bytes, int, int]:
+        """(gzip header + raw deflate of the Neuron part, ending on a byte boundary; its CRC-32; its length)."""
         body = self.text(openmetrics)
         with self._lock:
             cached = self._gzip.get(openmetrics)
             if cached is None:
-                compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # wbits 31: a gzip member
-                cached = (compressor.compress(body), compressor)
+                compressor = _deflater(len(body))
+                deflated = compressor.compress(body) + compressor.flush(zlib.Z_SYNC_FLUSH)
+                cached = (GZIP_HEADER + deflated, zlib.crc32(body), len(body))
                 self._gzip[openmetrics] = cached
             return cached
 
@@ -105,9 +117,11 @@ class ExporterCollector(Collector):
         tail = self.tail(view, others, openmetrics)
         if not gzipped:
             return rendered.text(openmetrics) + tail
-        head, compressor = rendered.gzip(openmetrics)
-        finish = compressor.copy()
-        return head + finish.compress(tail) + finish.flush()
+        head, crc, length = rendered.gzip(openmetrics)
+        finish = _deflater(len(tail))
+        deflated = finish.compress(tail) + finish.flush()  # Z_FINISH: the stream's final block
+        trailer = struct.pack("<II", zlib.crc32(tail, crc), (length + len(tail)) & 0xFFFFFFFF)
+        return head + deflated + trailer
 
     def scrape(self, others: Sequence[Collector], openmetrics: bool) -> bytes:
         """The uncompressed /metrics body."""

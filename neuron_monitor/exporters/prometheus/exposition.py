@@ -16,7 +16,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.utils import floatToGoString
 
-from neuron_monitor.exporters.prometheus.families import INFO, Family
+from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
 
 OPENMETRICS_EOF = "# EOF\n"
 _format_float: Callable[[float], str] = floatToGoString
@@ -101,10 +101,43 @@ _text_encoder: Callable[[Any], bytes] = generate_latest
 _openmetrics_encoder: Callable[[Any], bytes] = generate_openmetrics
 
 
+_SAMPLE_SUFFIX = {GAUGE: "", COUNTER: "_total", INFO: "_info"}
+
+
+def as_family(metric: Metric) -> Family | None:
+    """A client_python ``Metric`` as a ``Family`` when ``render_families`` writes it exactly as client_python would
+    (a gauge, counter or info whose samples all carry the family's sample name and one label set, no timestamp,
+    exemplar or unit); else None."""
+    kind = metric.type
+    suffix = _SAMPLE_SUFFIX.get(kind)
+    if suffix is None or metric.unit:
+        return None
+    sample_name = metric.name + suffix
+    samples: dict[tuple[str, ...], float] = {}
+    names: tuple[str, ...] | None = None
+    for sample in metric.samples:
+        if sample.name != sample_name or sample.timestamp is not None or sample.exemplar is not None:
+            return None
+        labels = sample.labels
+        if names is None:
+            names = tuple(labels)
+        elif tuple(labels) != names:
+            return None
+        values = tuple(labels.values())
+        if values in samples:
+            return None
+        samples[values] = sample.value
+    return Family(metric.name, kind, metric.documentation, names or (), samples)
+
+
 def render_metrics(metrics: Sequence[Metric], openmetrics: bool) -> str:
-    """client_python ``Metric`` objects (process, GC, platform collectors) as exposition text, without ``# EOF``."""
+    """client_python ``Metric`` objects (process, GC, platform collectors) as exposition text, without ``# EOF``:
+    through ``render_families`` when each converts (``as_family``), else through client_python's encoders."""
     if not metrics:
         return ""
+    families = [as_family(m) for m in metrics]
+    if all(f is not None for f in families):
+        return render_families([f for f in families if f is not None], openmetrics)
     if openmetrics:
         return _openmetrics_encoder(_Metrics(metrics)).decode("utf-8").removesuffix(OPENMETRICS_EOF)
     return _text_encoder(_Metrics(metrics)).decode("utf-8")

@@ -159,3 +159,27 @@ def test_basic_scheme_is_case_insensitive_and_credentials_cached() -> None:
     assert not auth.verify(f"Basic {wrong}") and not auth.verify(f"Basic {wrong}")
     assert auth.bcrypt_checks == 2  # a repeated wrong password is answered from the cache
     assert auth.cached("Bearer abc") is False and auth.cached("Basic !!!") is False
+
+
+def test_runtime_collectors_render_fast_with_client_pythons_bytes() -> None:
+    from neuron_monitor.exporters.prometheus.cli import runtime_collectors
+    from neuron_monitor.exporters.prometheus.exposition import (
+        _Metrics,
+        _openmetrics_encoder,
+        _text_encoder,
+        render_metrics,
+    )
+
+    metrics = [m for c in runtime_collectors() for m in c.collect()]
+    assert render_metrics(metrics, False) == _text_encoder(_Metrics(metrics)).decode()
+    assert render_metrics(metrics, True) == _openmetrics_encoder(_Metrics(metrics)).decode().removesuffix("# EOF\n")
+
+
+def test_gzip_of_small_and_large_bodies_round_trips() -> None:
+    state = ExporterState()
+    collector = ExporterCollector(state)
+    assert gzip.decompress(collector.body([], False, True)) == collector.body([], False, False)  # nothing served
+    big = trn2_report([runtime(d, f"job-{d}", [4 * d, 4 * d + 1]) for d in range(16)])
+    state.apply(big)
+    for openmetrics in (False, True):
+        assert gzip.decompress(collector.body([], openmetrics, True)) == collector.body([], openmetrics, False)
