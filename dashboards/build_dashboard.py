@@ -139,8 +139,35 @@ def series(
     )
 
 
+# neuron-monitor's alerts (deploy/prometheus/neuron-monitor.rules.yml) as Prometheus records them in ALERTS.
+FIRING = f'ALERTS{{alertstate="firing",alertname=~"Neuron.*",{I}}}'
+
+
 def build() -> dict[str, Any]:
     lay = Layout()
+    lay.row("Firing alerts")
+    lay.add(
+        panel(
+            "table",
+            "Firing alerts",
+            [target(FIRING, instant=True, table=True)],
+            description="neuron-monitor alerts firing now (deploy/prometheus/neuron-monitor.rules.yml; runbooks in "
+            "docs/alerts.md). Empty when all is well, or when Prometheus does not load the rules.",
+            transformations=[
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True, "Value": True, "__name__": True, "alertstate": True},
+                        "indexByName": {"alertname": 0, "severity": 1, "instance": 2},
+                    },
+                }
+            ],
+            options={"showHeader": True, "footer": {"show": False}},
+            defaults={"noValue": "No alert firing"},
+        ),
+        24,
+        5,
+    )
     lay.row("Fleet overview")
     lay.add(
         stat(
@@ -576,7 +603,20 @@ def build() -> dict[str, Any]:
                     "iconColor": "rgba(0, 211, 255, 1)",
                     "name": "Annotations & Alerts",
                     "type": "dashboard",
-                }
+                },
+                {
+                    "datasource": DS,
+                    "enable": True,
+                    "hide": False,
+                    "iconColor": "red",
+                    "name": "neuron-monitor alerts",
+                    "expr": FIRING,
+                    "step": "60s",
+                    "titleFormat": "{{alertname}}",
+                    "textFormat": "{{severity}} on {{instance}} {{runtime_tag}} {{neuron_device_index}} {{neuroncore}}",
+                    "tagKeys": "severity,alertname",
+                    "useValueForTime": False,
+                },
             ]
         },
         "description": "AWS Neuron (Trainium/Inferentia) hosts, from neuron-monitor and neuron-monitor-prometheus",

@@ -22,15 +22,26 @@ def free_port() -> int:
 
 
 class PrometheusServer:
-    def __init__(self, workdir: Path, targets: list[str], scrape_interval: str = "1s") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        targets: list[str],
+        scrape_interval: str = "1s",
+        job_name: str = "neuron",
+        rule_files: tuple[Path, ...] = (),
+    ) -> None:
+        """Scrapes ``targets`` as job ``job_name``; ``rule_files`` are evaluated every ``scrape_interval``."""
         self.port = free_port()
         config = workdir / "prometheus.yml"
+        rules = "".join(f"  - {json.dumps(str(p))}\n" for p in rule_files)
         config.write_text(
             "global:\n"
             f"  scrape_interval: {scrape_interval}\n"
             f"  scrape_timeout: {scrape_interval}\n"
-            "scrape_configs:\n"
-            "  - job_name: neuron\n"
+            f"  evaluation_interval: {scrape_interval}\n"
+            + (f"rule_files:\n{rules}" if rules else "")
+            + "scrape_configs:\n"
+            f"  - job_name: {job_name}\n"
             "    static_configs:\n"
             f"      - targets: {json.dumps(targets)}\n"
         )
@@ -76,6 +87,13 @@ class PrometheusServer:
                 return got
             time.sleep(0.25)
         raise AssertionError(f"{expr}: last value {got}")
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """The active (pending or firing) alerts, from /api/v1/alerts."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/alerts", timeout=10) as r:
+            answer = json.loads(r.read())
+        assert answer["status"] == "success", answer
+        return list(answer["data"]["alerts"])
 
     def stop(self) -> None:
         self.proc.terminate()

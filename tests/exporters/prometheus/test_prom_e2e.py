@@ -97,7 +97,8 @@ def _instantiate(expr: str) -> str:
 
 def test_every_dashboard_query_returns_data(fleet: tuple[list[Node], PrometheusServer]) -> None:
     _, prom = fleet
-    missing = [_instantiate(e) for e in dashboard_exprs()]
+    # ALERTS needs the alerting rules, which this Prometheus does not load: test_alerts_e2e.py covers that panel
+    missing = [_instantiate(e) for e in dashboard_exprs() if not e.startswith("ALERTS")]
     deadline = time.monotonic() + 40
     while missing and time.monotonic() < deadline:
         missing = [e for e in missing if not prom.query(e)]
