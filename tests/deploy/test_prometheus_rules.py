@@ -179,3 +179,55 @@ def test_build_script_check_mode_detects_a_stale_manifest(tmp_path: Path, monkey
     assert build_prometheusrule.main(["--check"]) == 1
     assert build_prometheusrule.main([]) == 0
     assert build_prometheusrule.main(["--check"]) == 0
+
+
+# Metrics of the neuron_device_telemetry group: names fixed by its design, not served yet (docs/alerts.md).
+TELEMETRY = {"neuron_device_healthy", "neuron_device_unhealthy_component", "neuron_device_memory_used_bytes"}
+NOT_FROM_EXPORTER = {"up"}  # Prometheus's own scrape health
+KEYWORDS = {"and", "or", "unless", "bool", "offset"}
+
+
+def test_rules_use_the_metric_names_and_label_values_the_real_pipeline_serves() -> None:
+    """One report from the real daemon (simulated trn1.2xlarge) through the exporter's code: every metric and
+    every label value the rules select on exists (the device-telemetry metrics excepted)."""
+    from neuron_monitor.sim.shapes import SHAPES
+    from tests.exporters.prometheus.prom_helpers import feed, parse, scrape
+
+    line = subprocess.run(
+        [sys.executable, "-m", "neuron_monitor.cli", "--simulate", "trn1.2xlarge", "--once", "--no-imds"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    ).stdout.splitlines()[0]
+    series = parse(scrape(feed([yaml.safe_load(line)])))
+    names = {name for name, _ in series}
+    metric_like: set[str] = set()
+    for rule in (r for g in groups() for r in g["rules"]):
+        expr = re.sub(r"\{[^}]*\}|\[[^\]]*\]", "", rule["expr"])  # selectors' label matchers, range windows
+        expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)  # label lists
+        expr = re.sub(r'"[^"]*"', "", expr)
+        for m in re.finditer(r"(?<![\w:])([a-zA-Z_:][a-zA-Z0-9_:]*)(\s*\()?", expr):
+            if not m.group(2) and ":" not in m.group(1) and m.group(1) not in KEYWORDS:
+                metric_like.add(m.group(1))
+    assert {"execution_errors_total", "neuroncore_utilization_ratio", "neuron_exporter_up"} <= metric_like
+    missing = metric_like - names - TELEMETRY - NOT_FROM_EXPORTER
+    assert not missing, f"the exporter serves no {sorted(missing)}"
+    sizes: set[int] = set()
+    for name, label, values in re.findall(
+        r'(?<![\w:])([a-zA-Z_:][a-zA-Z0-9_:]*)\{([a-z_]+)=~?"([^"]+)"\}',
+        "\n".join(r["expr"] for g in groups() for r in g["rules"]),
+    ):
+        served = {dict(labels).get(label) for n, labels in series if n == name}
+        if label == "neuron_device_memory_size":  # the capacity table: one line per known device size
+            sizes.update(int(v) for v in values.split("|"))
+            continue
+        if name in TELEMETRY or name in NOT_FROM_EXPORTER or ":" in name or "repairable" in values:
+            continue
+        for value in values.split("|"):
+            assert value in served, f"{name}{{{label}={value!r}}}: served values {served}"
+    served_sizes = {
+        int(dict(labels)["neuron_device_memory_size"]) for n, labels in series if n == "neuron_hardware_info"
+    }
+    assert served_sizes and served_sizes <= sizes
+    assert {shape.device_memory for shape in SHAPES.values()} <= sizes, "a simulated device size is not in the table"
