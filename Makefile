@@ -39,10 +39,11 @@ test-tools:
 test: $(VENV)/.installed test-tools
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy --strict neuron_monitor
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy --strict neuron_monitor
 
 bench: $(VENV)/.installed
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b; done

@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from neuron_monitor import __version__
 from neuron_monitor.config import ConfigError, Plan, load_plan
@@ -55,7 +55,7 @@ def _positive_float(text: str) -> float:
 
 
 class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         self.exit(2, f"{self.prog}: {message} (see --help)\n")
 
 

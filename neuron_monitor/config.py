@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from neuron_monitor.groups import RUNTIME_GROUPS, SYSTEM_GROUPS
 
@@ -153,7 +154,7 @@ def _json_path(loc: tuple[int | str, ...]) -> str:
     return out or "(root)"
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: ErrorDetails) -> str:
     typ = err["type"]
     if typ == "value_error":
         return str(err["ctx"]["error"])

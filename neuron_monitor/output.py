@@ -114,7 +114,8 @@ class LineWriter:
         except OSError:
             self._kind = "other"
             return False
-        return self._capacity - unread >= n
+        free: int = self._capacity - unread
+        return free >= n
 
     async def write(self, line: bytes) -> None:
         if self.recorder is None and self._room_for(len(line)):

@@ -159,7 +159,8 @@ class Collector:
             old = old_scopes.pop(spec.index, None)
             groups: dict[str, RuntimeGroup] = {}
             for name, _ in spec.groups:
-                groups[name] = (old.groups.pop(name, None) if old else None) or _make_group(
+                kept_runtime = old.groups.pop(name, None) if old else None
+                groups[name] = kept_runtime or _make_group(
                     name, self.root, load_runtime_group, _UnavailableRuntimeGroup
                 )
             if old:
@@ -199,11 +200,11 @@ class Collector:
         self._primed = True
 
     def close(self) -> None:
-        for g in self.system.values():
-            g.close()
+        for system_group in self.system.values():
+            system_group.close()
         for s in self.scopes:
-            for g in s.groups.values():
-                g.close()
+            for runtime_group in s.groups.values():
+                runtime_group.close()
 
     # -- collection ----------------------------------------------------------------------------------
     def _collect_system(self, unit: _Unit) -> dict[str, Any]:

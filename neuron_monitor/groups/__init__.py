@@ -22,10 +22,12 @@ RUNTIME_GROUPS: tuple[str, ...] = (
 def load_system_group(type_name: str) -> type[SystemGroup]:
     if type_name not in SYSTEM_GROUPS:
         raise KeyError(type_name)
-    return importlib.import_module(f"neuron_monitor.groups.{type_name}").GROUP
+    group: type[SystemGroup] = importlib.import_module(f"neuron_monitor.groups.{type_name}").GROUP
+    return group
 
 
 def load_runtime_group(type_name: str) -> type[RuntimeGroup]:
     if type_name not in RUNTIME_GROUPS:
         raise KeyError(type_name)
-    return importlib.import_module(f"neuron_monitor.groups.{type_name}").GROUP
+    group: type[RuntimeGroup] = importlib.import_module(f"neuron_monitor.groups.{type_name}").GROUP
+    return group

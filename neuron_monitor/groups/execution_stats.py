@@ -39,7 +39,7 @@ _PERCENTILE_NAMES = tuple(name for name, _ in PERCENTILES)
 @lru_cache(maxsize=256)
 def _ranks(n: int) -> Callable[[list[float]], tuple[float, ...]]:
     """Picks the nearest-rank PERCENTILES from ``n`` ordered samples."""
-    return itemgetter(*(max(0, math.ceil(p / 100.0 * n) - 1) for _, p in PERCENTILES))  # type: ignore[return-value]
+    return itemgetter(*(max(0, math.ceil(p / 100.0 * n) - 1) for _, p in PERCENTILES))
 
 
 def percentiles(samples: list[float]) -> dict[str, float] | None:

@@ -177,7 +177,7 @@ class NeuronHwCounters(SystemGroup):
 def _ranges(devices: list[int]) -> str:
     parts: list[str] = []
     start = prev = devices[0]
-    for d in [*devices[1:], None]:  # type: ignore[list-item]
+    for d in [*devices[1:], None]:
         if d is not None and d == prev + 1:
             prev = d
             continue

@@ -7,6 +7,7 @@ all fields (user, nice, system, idle, iowait, irq, softirq, steal), rounded to 2
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from operator import sub
 from typing import Any
 
@@ -77,6 +78,7 @@ class VcpuUsage(SystemGroup):
             self._prev = None
 
     def _per_cpu(self, prev: ProcStat, cur: ProcStat) -> dict[str, dict[str, float]]:
+        deltas: Iterator[int]
         if cur.cpu_ids == prev.cpu_ids:
             ids, deltas = cur.cpu_ids, map(sub, cur.counters, prev.counters)
         else:  # a vCPU went offline or came back: pair the CPUs present in both samples
@@ -90,7 +92,7 @@ class VcpuUsage(SystemGroup):
         if len(cache) > _SHARES_CACHE_MAX:
             cache.clear()
         keys = list(zip(*[iter(deltas)] * 8, strict=True))
-        shares = list(map(cache.get, keys))
+        shares: list[Any] = list(map(cache.get, keys))  # None where not cached yet, filled below
         if None in shares:
             for j, got in enumerate(shares):
                 if got is None:

@@ -130,7 +130,8 @@ class PodResourcesClient:
             )
         call = self._channel.unary_unary(f"{SERVICE}/{method}")
         try:
-            return call(b"", timeout=self.timeout)
+            answer: bytes = call(b"", timeout=self.timeout)
+            return answer
         except grpc.RpcError as e:
             code = e.code() if hasattr(e, "code") else None
             details = e.details() if hasattr(e, "details") else str(e)

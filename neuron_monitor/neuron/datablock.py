@@ -22,11 +22,13 @@ import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from mmap import mmap
 
 from neuron_monitor.neuron import layout as L
 
 N = L.NC_COUNTER_COUNT  # NC counters per physical core in BlockReading.counters
 _CORE_BYTES = N * 8
+ReadableBuffer = bytes | bytearray | memoryview | mmap  # what `BlockParser.parse` reads from
 _SWAP = sys.byteorder != "little"  # the block is little-endian
 # ND counters read: the host memory ones (memory_used)
 ND_KEPT: tuple[int, ...] = tuple(range(L.ND_MEM_CODE_HOST, L.ND_MEM_MISC_HOST + 1))
@@ -155,7 +157,7 @@ class BlockParser:
         self._models: tuple[ModelNode, ...] = ()
         self._clean = True
 
-    def _record(self, buf: bytes | memoryview, offset: int, size: int, stored: int) -> object | None:
+    def _record(self, buf: ReadableBuffer, offset: int, size: int, stored: int) -> object | None:
         """The parsed record at ``offset`` if published and intact, else its last good copy (or None)."""
         if stored == 0:
             return None
@@ -178,7 +180,7 @@ class BlockParser:
         self._clean = False  # read it again next time even if no hash changes
         return cached[1] if cached is not None else None
 
-    def _objects(self, buf: bytes | memoryview, keys: tuple[int, ...]) -> None:
+    def _objects(self, buf: ReadableBuffer, keys: tuple[int, ...]) -> None:
         self._clean = True
         tag = ""
         ext = self._record(buf, L.PROCESS_EXT_OFFSET, L.PROCESS_EXT_SIZE, keys[-1])
@@ -206,7 +208,7 @@ class BlockParser:
         self._models = self._models if found == self._models else found  # the same object while unchanged
         self._keys = keys if self._clean else None
 
-    def parse(self, buf: bytes | memoryview, now: float) -> BlockReading:
+    def parse(self, buf: ReadableBuffer, now: float) -> BlockReading:
         if len(buf) < L.NDS_END:
             raise ValueError(f"data block is {len(buf)} bytes, expected at least {L.NDS_END}")
         head = self._head.unpack_from(buf, 0)

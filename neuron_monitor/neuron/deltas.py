@@ -37,7 +37,7 @@ def picker(indices: tuple[int, ...], cores: int) -> Picker:
     if len(positions) == 1:
         only = positions[0]
         return lambda t: (t[only],)
-    return itemgetter(*positions)  # type: ignore[return-value]
+    return itemgetter(*positions)
 
 
 def memory_counters(reading: BlockReading) -> tuple[Sequence[int], ...]:

@@ -47,9 +47,10 @@ class IoctlDevice:
         buf = bytearray(L.APPS_INFO_HEADER.size + L.NDS_SLOTS * L.APP_INFO.size)
         L.APPS_INFO_HEADER.pack_into(buf, 0, L.APP_INFO_ALL, L.NDS_SLOTS, 0)
         fcntl.ioctl(self.fd, L.IOCTL_GET_ALL_APPS_INFO, buf, True)
-        if buf != self._last[0]:
+        answer = bytes(buf)
+        if answer != self._last[0]:
             me = os.getpid()
-            self._last = (bytes(buf), [a for a in parse_apps_info(buf) if a.pid != me])
+            self._last = (answer, [a for a in parse_apps_info(answer) if a.pid != me])
         return self._last[1]
 
     def acquire(self, pid: int) -> tuple[int, int] | None:

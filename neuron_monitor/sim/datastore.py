@@ -39,7 +39,8 @@ class SlabWriter:
         _U64.pack_into(self.view, L.nc_counter_offset(core, counter), value)
 
     def get_nc(self, core: int, counter: int) -> int:
-        return _U64.unpack_from(self.view, L.nc_counter_offset(core, counter))[0]
+        value: int = _U64.unpack_from(self.view, L.nc_counter_offset(core, counter))[0]
+        return value
 
     def write_process_info(
         self, tag: str, framework_type: int = 1, versions: tuple[int, int, int] = (2, 20, 0)

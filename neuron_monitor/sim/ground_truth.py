@@ -31,9 +31,10 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 GROUND_TRUTH_FILE = "run/neuron-sim/ground_truth.jsonl"
+_T = TypeVar("_T")
 
 
 class GroundTruthWriter:
@@ -86,7 +87,7 @@ class GroundTruth:
         return self.events("start")
 
     def runtime(self, tag: str) -> dict[str, Any]:
-        for e in reversed(self.events("start")):
+        for e in self.events("start")[::-1]:
             if e["tag"] == tag:
                 return e
         raise KeyError(f"no runtime tagged {tag!r}")
@@ -114,7 +115,8 @@ class GroundTruth:
     def ecc_total(self, device: int, counter: str) -> int:
         return int(self.latest_totals()["ecc"].get(str(device), {}).get(counter, 0))
 
-    def wait_for(self, predicate: Callable[[GroundTruth], Any], timeout: float = 10.0) -> Any:
+    def wait_for(self, predicate: Callable[[GroundTruth], _T | None], timeout: float = 10.0) -> _T:
+        """The predicate's first truthy answer, polled every 20 ms; TimeoutError after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while True:
             got = predicate(self)

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 import neuron_monitor
 from neuron_monitor.sim.animator import CONTROL_FILE, FAULT_KINDS
@@ -101,7 +101,7 @@ class TemporarySimulator:
         env = dict(os.environ)
         pkg_parent = str(Path(neuron_monitor.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self._stderr = open(self._tmp / "sim.stderr", "wb")  # noqa: SIM115 - closed in close()
+        self._stderr: BinaryIO | None = open(self._tmp / "sim.stderr", "wb")  # noqa: SIM115 - closed in close()
         self._proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=self._stderr)  # fmt: skip
         deadline = time.monotonic() + timeout
@@ -163,8 +163,9 @@ class TemporarySimulator:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-        if getattr(self, "_stderr", None) is not None:
-            self._stderr.close()
+        stderr = getattr(self, "_stderr", None)
+        if stderr is not None:
+            stderr.close()
             self._stderr = None
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)

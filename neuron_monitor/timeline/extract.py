@@ -129,6 +129,10 @@ def _group(parent: Any, name: str) -> dict[str, Any] | None:
     return g
 
 
+def _mapping(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
 def _fresh(g: dict[str, Any]) -> bool:
     return g.get("fresh", True) is not False
 
@@ -151,8 +155,8 @@ def _percentile(lat: Any, key: str) -> float | None:
 
 
 def parse_execution(g: dict[str, Any]) -> Execution:
-    es = g.get("error_summary") if isinstance(g.get("error_summary"), dict) else {}
-    xs = g.get("execution_summary") if isinstance(g.get("execution_summary"), dict) else {}
+    es = _mapping(g.get("error_summary"))
+    xs = _mapping(g.get("execution_summary"))
     errors: dict[str, int] = {}
     for etype, key in ERROR_SUMMARY_TYPES.items():
         n = _count(es.get(key))
@@ -172,7 +176,7 @@ def parse_execution(g: dict[str, Any]) -> Execution:
     executions = completed + sum(
         _count(xs.get(k)) for k in ("completed_with_err", "completed_with_num_err", "timed_out")
     )
-    lat = g.get("latency_stats") if isinstance(g.get("latency_stats"), dict) else {}
+    lat = _mapping(g.get("latency_stats"))
     total, device = lat.get("total_latency"), lat.get("device_latency")
     return Execution(
         period=_period(g),
@@ -303,8 +307,8 @@ def _parse_system(snap: Snapshot, system: Any) -> None:
 
 def parse_snapshot(report: dict[str, Any], time: float, source: str) -> Snapshot:
     """``time`` is the report's time (``report_time`` or a stand-in); ``source`` names a report without instance id."""
-    info = report.get("instance_info") if isinstance(report.get("instance_info"), dict) else {}
-    hw = report.get("neuron_hardware_info") if isinstance(report.get("neuron_hardware_info"), dict) else {}
+    info = _mapping(report.get("instance_info"))
+    hw = _mapping(report.get("neuron_hardware_info"))
     per_device = _count(hw.get("neuroncore_per_device_count")) or 1
     snap = Snapshot(
         time=time,

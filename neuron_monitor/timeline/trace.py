@@ -197,7 +197,10 @@ class TraceConverter:
             start = snap.time - ex.period
             if self.sel.wants_type("executions"):
                 failed = ex.executions - ex.completed + ex.errors.get("failed_to_queue", 0)
-                values = {"completed": round(ex.completed / ex.period, 3), "failed": round(failed / ex.period, 3)}
+                values: dict[str, float | None] = {
+                    "completed": round(ex.completed / ex.period, 3),
+                    "failed": round(failed / ex.period, 3),
+                }
                 self._counter(tracks, pid, f"{prefix}executions/s", start, values, "executions")
             if self.sel.wants_type("latency") and ex.latency_p50 is not None:
                 values = {"p50": _r(ex.latency_p50 * 1e3, 4), "p99": _r((ex.latency_p99 or 0.0) * 1e3, 4)}
@@ -280,9 +283,9 @@ class TraceConverter:
                 name = f"{prefix}memory"
             self.w.counter(pid, name, snap.time, dict(per_key[key]), "device_memory")
             inst.memory_tracks[key] = (pid, name, MEMORY_CATEGORIES)
-        for key in [k for k in inst.memory_tracks if k not in per_key]:
-            pid, name, cats = inst.memory_tracks.pop(key)
-            self.w.counter(pid, name, inst.last_time, dict.fromkeys(cats, 0), "device_memory", exact=True)
+        for gone in [k for k in inst.memory_tracks if k not in per_key]:
+            pid, name, categories = inst.memory_tracks.pop(gone)
+            self.w.counter(pid, name, inst.last_time, dict.fromkeys(categories, 0), "device_memory", exact=True)
 
     def _process_memory(self, inst: _Instance, snap: Snapshot, runtimes: list[Runtime]) -> None:
         """Process grouping: each runtime's device memory by category, per device, in its own process."""
@@ -303,7 +306,7 @@ class TraceConverter:
 
     def _host_counters(self, inst: _Instance, snap: Snapshot) -> None:
         if snap.host_cpu and snap.host_cpu_period is not None and self.sel.wants_type("host_vcpu"):
-            values = {k: round(v, 2) for k, v in snap.host_cpu.items() if k != "idle"}
+            values: dict[str, float | None] = {k: round(v, 2) for k, v in snap.host_cpu.items() if k != "idle"}
             self.w.counter(self._main(inst), "host vCPU %", snap.time - snap.host_cpu_period, values, "host_vcpu")
         if snap.host_memory and self.sel.wants_type("host_memory"):
             m = snap.host_memory
@@ -365,7 +368,7 @@ class TraceConverter:
                 key: Hashable = ("ecc", dev)
                 name, order = f"ND {dev} {p.kind}", 10_000_000 + dev
             else:
-                rt = runtimes.get((p.instance, p.runtime))
+                rt = runtimes.get((p.instance, p.runtime)) if p.runtime is not None else None
                 if rt is None:
                     continue
                 pids = self._runtime_pids(inst, rt, p.cores)

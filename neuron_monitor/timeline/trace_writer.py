@@ -20,7 +20,7 @@ Times are given in epoch seconds and written as integer microseconds, so traces 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -99,7 +99,7 @@ class TraceWriter:
     # -- events ---------------------------------------------------------------------------------------------
 
     def counter(
-        self, pid: int, name: str, t: float, values: dict[str, float | int | None], cat: str, exact: bool = False
+        self, pid: int, name: str, t: float, values: Mapping[str, float | None], cat: str, exact: bool = False
     ) -> bool:
         """One sample of counter track (pid, name); returns whether it was written (or taken into a window)."""
         clean = {k: v for k, v in values.items() if v is not None and math.isfinite(v)}

@@ -21,7 +21,9 @@ MAX_VALUES_PER_METRIC = 100
 MAX_EVENT_BYTES = 256 * 1024
 
 
-def _event(namespace: str, timestamp_ms: int, dims: Dims, metrics: list[tuple[str, str, int, list[float]]]) -> dict:
+def _event(
+    namespace: str, timestamp_ms: int, dims: Dims, metrics: list[tuple[str, str, int, list[float]]]
+) -> dict[str, Any]:
     directive_metrics: list[dict[str, Any]] = []
     event: dict[str, Any] = {}
     for name, unit, resolution, values in metrics:

@@ -19,6 +19,7 @@ import math
 import random
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -56,7 +57,7 @@ class Outcome(enum.Enum):
 def classify(exc: BaseException) -> tuple[Outcome, str]:
     """What a failed PutMetricData call means for its datums, and a short description."""
     if isinstance(exc, ClientError):
-        err: dict[str, Any] = exc.response.get("Error", {})
+        err: Mapping[str, Any] = exc.response.get("Error", {})
         code = str(err.get("Code", ""))
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
         if code in THROTTLING_CODES or status == 429:

@@ -52,7 +52,7 @@ class RuntimeShaper:
         counters = self.report.get("neuroncore_counters")
         if isinstance(counters, dict) and isinstance(counters.get("neuroncores_in_use"), dict):
             return list(counters["neuroncores_in_use"])
-        memory = self.report.get("memory_used")
+        memory: Any = self.report.get("memory_used")
         try:
             per_core = memory["neuron_runtime_used_bytes"]["usage_breakdown"]["neuroncore_memory_usage"]
             return [i for i, cats in per_core.items() if isinstance(cats, dict) and any(cats.values())]
