@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from neuron_monitor.schema import names as N
 
 if TYPE_CHECKING:
-    from neuron_monitor.schema.spec import GroupSpec
+    from neuron_monitor.schema.spec import GroupSpec, Registry
 
 T = TypeVar("T")
 MAX_PROBLEMS = 20  # per Problems object: a hostile report cannot make the reader build megabytes of messages
@@ -102,17 +102,22 @@ def text(value: Any, problems: Problems, where: str, key: object, counted: bool 
 
 
 def numbers(value: Any, problems: Problems, where: str, key: str, counted: bool = False) -> dict[str, float] | None:
-    """An object of numbers (``{"user": 1.5, ...}``): nulls left out, wrong types left out and recorded."""
+    """An object of numbers (``{"user": 1.5, ...}``): nulls left out, wrong types left out and recorded. When every
+    value is an int or float the object itself is returned (read-only, like every value the reader returns)."""
     obj = mapping(value, problems, where, key, counted)
     if obj is None:
         return None
+    for v in obj.values():
+        cls = v.__class__
+        if cls is not int and cls is not float:
+            break
+    else:
+        return obj
     out: dict[str, float] = {}
     for k, v in obj.items():
         cls = v.__class__
-        if cls is float:
+        if cls is float or cls is int:
             out[k] = v
-        elif cls is int:
-            out[k] = float(v)
         elif v is not None:
             n = number(v, problems, f"{where}.{key}", k, counted)
             if n is not None:
@@ -139,12 +144,17 @@ class Group:
     name: str
     spec: GroupSpec[Any]
     body: dict[str, Any]
-    where: str
+    parent: str  # the path of the object holding the group ("system_data", "neuron_runtime_data[0].report")
     period: float | None
     error: str
     fresh_flag: bool | None  # the ``fresh`` key as written (None when absent: AWS's daemon)
     _data: Any = None
     _problems: Problems | None = None
+
+    @property
+    def where(self) -> str:
+        """The group's path in the report, for problem messages."""
+        return f"{self.parent}.{self.name}"
 
     @property
     def fresh(self) -> bool:
@@ -206,18 +216,34 @@ class Report:
 
 
 def _group(name: str, spec: GroupSpec[Any], obj: Any, where: str, problems: Problems) -> Group | None:
-    body = mapping(obj, problems, where, name, counted=True)
-    if body is None:
-        return None
-    gwhere = f"{where}.{name}"
+    if obj.__class__ is dict:
+        body: dict[str, Any] = obj
+    else:
+        checked = mapping(obj, problems, where, name, counted=True)
+        if checked is None:
+            return None
+        body = checked
     period = body.get(N.PERIOD)
     if period is not None and period.__class__ is not float:
-        period = number(period, problems, gwhere, N.PERIOD, counted=True)
+        period = number(period, problems, f"{where}.{name}", N.PERIOD, counted=True)
     error = body.get(N.ERROR)
     if error.__class__ is not str:
-        error = text(error, problems, gwhere, N.ERROR, counted=True)
+        error = text(error, problems, f"{where}.{name}", N.ERROR, counted=True)
     fresh = body.get(N.FRESH)
-    return Group(name, spec, body, gwhere, period, error, fresh if fresh.__class__ is bool else None)
+    return Group(name, spec, body, where, period, error, fresh if fresh.__class__ is bool else None)
+
+
+_registry: Registry | None = None
+
+
+def _specs() -> Registry:
+    """The spec registry (imported on first use: the specs import this module)."""
+    global _registry
+    if _registry is None:
+        from neuron_monitor.schema.spec import registry
+
+        _registry = registry()
+    return _registry
 
 
 def _groups(
@@ -226,33 +252,41 @@ def _groups(
     out: dict[str, Group] = {}
     for name, obj in parent.items():
         spec = specs.get(name)
-        if spec is not None:  # groups no spec knows are skipped unread
-            group = _group(name, spec, obj, where, problems)
-            if group is not None:
-                out[name] = group
+        if spec is None:
+            continue  # groups no spec knows are skipped unread
+        if obj.__class__ is dict:  # the usual group: its envelope checked inline (this runs ~70 times a report)
+            period = obj.get(N.PERIOD)
+            error = obj.get(N.ERROR)
+            fresh = obj.get(N.FRESH)
+            if period.__class__ is float and error.__class__ is str:
+                out[name] = Group(name, spec, obj, where, period, error, fresh if fresh.__class__ is bool else None)
+                continue
+        group = _group(name, spec, obj, where, problems)
+        if group is not None:
+            out[name] = group
     return out
 
 
 def read_runtime(entry: dict[str, Any], where: str, problems: Problems) -> RuntimeEntry:
     """One runtime entry (its groups' bodies unread)."""
-    from neuron_monitor.schema.spec import registry
-
     raw_pid = entry.get(N.PID)
     pid = raw_pid if raw_pid.__class__ is int else None
     pid_label = str(raw_pid) if pid is not None else text(raw_pid, problems, where, N.PID, counted=True)
     raw_tag = entry.get(N.RUNTIME_TAG)
-    tag_written = text(raw_tag, problems, where, N.RUNTIME_TAG, counted=True)
-    error = text(entry.get(N.ERROR), problems, where, N.ERROR, counted=True)
-    report = mapping(entry.get(N.REPORT), problems, where, N.REPORT, counted=True) or {}
-    groups = _groups(report, registry().runtime, f"{where}.{N.REPORT}", problems)
+    tag_written = raw_tag if raw_tag.__class__ is str else text(raw_tag, problems, where, N.RUNTIME_TAG, True)
+    error = entry.get(N.ERROR)
+    if error.__class__ is not str:
+        error = text(error, problems, where, N.ERROR, counted=True)
+    report = entry.get(N.REPORT)
+    if report.__class__ is not dict:
+        report = mapping(report, problems, where, N.REPORT, counted=True) or {}
+    groups = _groups(report, _specs().runtime, f"{where}.{N.REPORT}", problems)
     tag = tag_written if raw_tag is not None else pid_label
     return RuntimeEntry(where, pid, pid_label, tag, tag_written, error, groups)
 
 
 def read_report(raw: dict[str, Any]) -> Report:
     """Check a report's envelope; group bodies are read later, on demand (``Group.read``)."""
-    from neuron_monitor.schema.spec import registry
-
     problems = Problems()
     runtimes: list[RuntimeEntry] = []
     entries = sequence(raw.get(N.NEURON_RUNTIME_DATA), problems, "report", N.NEURON_RUNTIME_DATA, True) or ()
@@ -263,9 +297,14 @@ def read_report(raw: dict[str, Any]) -> Report:
         elif entry is not None:
             problems.bad(N.NEURON_RUNTIME_DATA, f"[{i}]", entry, "an object", True)
     system_data = mapping(raw.get(N.SYSTEM_DATA), problems, "report", N.SYSTEM_DATA, True) or {}
-    system = _groups(system_data, registry().system, N.SYSTEM_DATA, problems)
+    system = _groups(system_data, _specs().system, N.SYSTEM_DATA, problems)
     hardware = mapping(raw.get(N.NEURON_HARDWARE_INFO), problems, "report", N.NEURON_HARDWARE_INFO)
-    per_device = number((hardware or {}).get(N.NEURONCORE_PER_DEVICE_COUNT), problems, "hw", "per_device")
+    per_device = number(
+        (hardware or {}).get(N.NEURONCORE_PER_DEVICE_COUNT),
+        problems,
+        N.NEURON_HARDWARE_INFO,
+        N.NEURONCORE_PER_DEVICE_COUNT,
+    )
     return Report(
         raw=raw,
         runtimes=runtimes,
@@ -275,6 +314,6 @@ def read_report(raw: dict[str, Any]) -> Report:
         k8s_info=mapping(raw.get(N.NEURON_K8S_INFO), problems, "report", N.NEURON_K8S_INFO),
         monitor=mapping(raw.get(N.NEURON_MONITOR), problems, "report", N.NEURON_MONITOR),
         report_time=number(raw.get(N.REPORT_TIME), problems, "report", N.REPORT_TIME, counted=True),
-        cores_per_device=int(per_device) if per_device and per_device > 0 else 0,
+        cores_per_device=int(per_device) if per_device and 0 < per_device < 1e9 else 0,
         problems=problems,
     )

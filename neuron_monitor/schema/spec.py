@@ -5,7 +5,8 @@ body is read into a typed value (``read``), and what each consumer makes of that
 
 * Prometheus: the families (``PromFamily``: name, type, help, label scope and extra labels) and two functions:
   ``gauges(value)`` yields the gauge samples, ``counts(value, period)`` the per-period amounts that counters
-  accumulate. Counter amounts are added only when the group object is fresh (each period exactly once); the
+  accumulate, both in batches (maps of values, so a consumer's loop over them stays tight; ``PromSample``,
+  ``PromCount``). Counter amounts are added only when the group object is fresh (each period exactly once); the
   consumer still touches the series when it is not, so it exists from the first report on.
 * CloudWatch: the metrics (``CwMetric``: name or name prefix, unit, dimension scope, additive or not) and
   ``datums(value, period, per_vcpu)``, the values to send.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -47,20 +48,36 @@ RUNTIME_SCOPE = "runtime"  # + runtime_tag (+ pod labels)
 CORE_SCOPE = "core"  # + runtime labels, neuroncore, neuron_device_index; the key starts with the core index
 
 
-@dataclass(frozen=True, slots=True)
+# Bounds of a possible per-period value (a consumer that accumulates counters drops a value outside them)
+MAX_COUNT_PER_PERIOD = 1e12  # events in one period: 2e11/s over 5 s, far beyond any real workload or device
+MAX_FLOPS = 1e18  # FLOP/s of one NeuronCore: about 10,000 times a real one
+MAX_PERIOD = 86400.0  # seconds; a group period is seconds to minutes
+MAX_PERCENT = 100.01  # CPU percentages are rounded to hundredths
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class PromFamily:
-    """One Prometheus family a group produces. ``name`` is without ``_total``."""
+    """One Prometheus family a group produces. ``name`` is without ``_total``. Compared by identity."""
 
     name: str
     kind: str  # GAUGE or COUNTER
     help: str
     scope: str
     labels: tuple[str, ...] = ()
+    limit: float = MAX_COUNT_PER_PERIOD  # counters: the largest possible reported value (count, rate, percent)
     drops_unlisted: bool = False  # counters: a key whose first label no sample named is dropped (device gone)
 
 
-# (family, key, value): key = the values of the family's own labels (after the core index for CORE_SCOPE)
-PromSample = tuple[PromFamily, tuple[str, ...], float]
+# (family, prefix, {key: value}, divisor, suffix): a batch of gauge samples. A sample's key -- the values of the
+# family's own labels, after the core index for CORE_SCOPE -- is prefix + the map's key + suffix (for a family
+# without a key -- no labels, not the core scope -- prefix + suffix, the map holding one value); its value is the
+# map's value / divisor.
+PromSample = tuple[PromFamily, tuple[str, ...], Mapping[str, float], float, tuple[str, ...]]
+# (family, key prefix, {last key value: reported value}, factor): a batch of counter samples. Each counter's key is
+# the prefix plus the map's key (for a family without a key -- no labels, not the core scope -- the prefix alone);
+# it grows by value x factor when the group is fresh, the value (a count, a rate, a percentage) checked against
+# ``family.limit`` first.
+PromCount = tuple[PromFamily, tuple[str, ...], Mapping[str, float], float]
 
 # ---- CloudWatch -----------------------------------------------------------------------------------------------
 PERCENT = "Percent"
@@ -125,14 +142,17 @@ class GroupSpec(Generic[T]):
     partial_errors: bool = False  # an ``error`` may describe a partial failure with valid data beside it
     prometheus: tuple[PromFamily, ...] = ()
     gauges: Callable[[T], Iterable[PromSample]] = _none
-    counts: Callable[[T, float], Iterable[PromSample]] | None = None  # None: the group feeds no counter
+    counts: Callable[[T, float], Iterable[PromCount]] | None = None  # (value, period); None: feeds no counter
+    counts_use_period: bool = False  # the counts are rates or shares scaled by the period (checked first)
     cloudwatch: tuple[CwMetric, ...] = ()
     datums: Callable[[T, float, bool], Iterable[CwDatum]] = _none  # (value, period, per_vcpu)
     tracks: tuple[Track, ...] = ()
     families_by_name: dict[str, PromFamily] = field(default_factory=dict, compare=False)
+    dropping: tuple[PromFamily, ...] = field(default=(), compare=False)  # the counters with ``drops_unlisted``
 
     def __post_init__(self) -> None:
         self.families_by_name.update((f.name, f) for f in self.prometheus)
+        object.__setattr__(self, "dropping", tuple(f for f in self.prometheus if f.drops_unlisted))
 
     def family(self, name: str) -> PromFamily:
         return self.families_by_name[name]
@@ -165,3 +185,13 @@ def registry() -> Registry:
         if isinstance(spec, GroupSpec):
             (system if spec.placement == SYSTEM else runtime)[spec.name] = spec
     return Registry(system, runtime)
+
+
+@functools.cache
+def _counter_families() -> dict[str, PromFamily]:
+    return {f.name: f for spec in registry().all() for f in spec.prometheus if f.kind == COUNTER}
+
+
+def counter_family(name: str) -> PromFamily | None:
+    """The counter family of any group spec by name (a consumer's ledger keys start with it)."""
+    return _counter_families().get(name)

@@ -24,7 +24,8 @@ from neuron_monitor.exporters.prometheus.labels import PodMap, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import CounterLedger, Totals
 from neuron_monitor.exporters.prometheus.runtime_metrics import RuntimeShaper
 from neuron_monitor.exporters.prometheus.system_metrics import shape_info, shape_system
-from neuron_monitor.exporters.prometheus.values import mapping, number, sequence
+from neuron_monitor.exporters.prometheus.values import MalformedReport, number
+from neuron_monitor.schema.read import Report, read_report
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Snapshot:
     groups_failed: frozenset[str] = frozenset()
     group_errors: Counter[str] = field(default_factory=Counter)
     truncated_labels: int = 0  # strings shortened to the label cap when shaped
+    read: Report | None = None  # the report as the counting pass read it (reused when shaping)
     _shaped: Shaped | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -65,20 +67,24 @@ class Snapshot:
             if self._shaped is None:
                 if self.options.max_label_length > 0:
                     self.truncated_labels = cap_strings(self.report, self.options.max_label_length)
-                fams = shape(self.report, self.totals, self.options)
+                read = self.read
+                if read is None or self.truncated_labels:  # strings were shortened: read the report again
+                    read = read_report(self.report)
+                fams = shape(read, self.totals, self.options)
+                self.read = None  # the families hold what is needed; drop the typed values
                 self._shaped = Shaped(tuple(fams.families()), fams.series_count())
             return self._shaped
 
 
-def shape(report: dict[str, Any], totals: Totals, options: ShapeOptions) -> FamilySet:
-    instance_info = mapping(report.get("instance_info"), "instance_info")
-    hardware_info = mapping(report.get("neuron_hardware_info"), "neuron_hardware_info")
-    k8s_info = mapping(report.get("neuron_k8s_info"), "neuron_k8s_info")
+def shape(report: Report, totals: Totals, options: ShapeOptions) -> FamilySet:
+    """The families of a report read through the schema (raises ``MalformedReport`` on any wrong type)."""
+    if report.problems:
+        raise MalformedReport(report.problems.first())
+    instance_info, hardware_info, k8s_info = report.instance_info, report.hardware_info, report.k8s_info
     if options.instance_labels_everywhere:
         inst_names, inst_values = instance_labels(instance_info)
     else:
         inst_names, inst_values = (), ()
-    per_device = number((hardware_info or {}).get("neuroncore_per_device_count"), "neuron_hardware_info")
     ctx = ShapeContext(
         fams=FamilySet(),
         totals=totals,
@@ -86,18 +92,15 @@ def shape(report: dict[str, Any], totals: Totals, options: ShapeOptions) -> Fami
         inst_values=inst_values,
         k8s=k8s_info is not None or options.always_k8s_labels,
         pods=PodMap(k8s_info),
-        cores_per_device=int(per_device) if per_device and per_device > 0 else 0,
+        cores_per_device=report.cores_per_device,
         core_device_label=options.core_device_label,
     )
-    shape_system(ctx, mapping(report.get("system_data"), "system_data") or {})
+    shape_system(ctx, report)
     shape_info(ctx, instance_info, hardware_info)
     shape_core_info(ctx, hardware_info)
-    shape_daemon(ctx, mapping(report.get("neuron_monitor"), "neuron_monitor"))
-    for i, entry in enumerate(sequence(report.get("neuron_runtime_data"), "neuron_runtime_data") or []):
-        where = f"neuron_runtime_data[{i}]"
-        entry = mapping(entry, where)
-        if entry is not None:
-            RuntimeShaper(ctx, entry, where).shape()
+    shape_daemon(ctx, report.monitor)
+    for entry in report.runtimes:
+        RuntimeShaper(ctx, entry).shape()
     return ctx.fams
 
 
@@ -124,4 +127,5 @@ class SnapshotBuilder:
             groups_seen=frozenset(counted.groups_seen),
             groups_failed=frozenset(counted.groups_failed),
             group_errors=counted.group_errors,
+            read=counted.read,
         )

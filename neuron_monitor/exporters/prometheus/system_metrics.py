@@ -1,9 +1,8 @@
 """System-level groups (``system_data``) and the info objects -> gauge samples, plus the system counters.
 
-Compatible with AWS's exporter: ``system_vcpu_usage_ratio`` folds nice into user and io_wait/irq/soft_irq into
-system, capped at 100 % and divided by 100; memory in bytes; ECC events per device (accumulated by ``counting``);
-``instance_info`` and ``neuron_hardware_info`` as info metrics. Added: ``system_cpu_seconds_total`` by mode (all
-vCPUs together) and ``system_context_switches_total``.
+The families and values come from each group's spec (``neuron_monitor.schema.groups``); this module files them
+under the instance labels. ``instance_info`` and ``neuron_hardware_info`` become info metrics, as in AWS's
+exporter.
 """
 
 from __future__ import annotations
@@ -11,19 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_monitor.exporters.prometheus.context import ShapeContext
-from neuron_monitor.exporters.prometheus.counting import CPU_MODES
-from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO
+from neuron_monitor.exporters.prometheus.families import INFO
 from neuron_monitor.exporters.prometheus.labels import instance_info_extras, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM
-from neuron_monitor.exporters.prometheus.values import group_error, mapping, number, text
-from neuron_monitor.report import group_data_usable
+from neuron_monitor.exporters.prometheus.values import MalformedReport, text
+from neuron_monitor.schema.read import Report
+from neuron_monitor.schema.spec import counter_family
 
-MEMORY_GAUGES: tuple[tuple[str, str, str], ...] = (
-    ("memory_total_bytes", "system_memory_total_bytes", "System memory total_bytes bytes"),
-    ("memory_used_bytes", "system_memory_used_bytes", "System memory used_bytes bytes"),
-    ("swap_total_bytes", "system_swap_total_bytes", "System swap total_bytes bytes"),
-    ("swap_used_bytes", "system_swap_used_bytes", "System swap used_bytes bytes"),
-)
 HARDWARE_LABELS: tuple[str, ...] = (
     "neuron_device_count",
     "neuroncore_per_device_count",
@@ -33,55 +26,22 @@ HARDWARE_LABELS: tuple[str, ...] = (
     "neuroncore_version",
     "logical_neuroncore_config",
 )
-SYSTEM_COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "hardware_ecc_events": ("Hardware ecc events total", ("neuron_device_index", "event_type")),
-    "system_cpu_seconds": ("Seconds all vCPUs spent in each mode", ("mode",)),
-    "system_context_switches": ("Context switches on all vCPUs", ()),
-}
 
 
-def vcpu_usage(ctx: ShapeContext, obj: dict[str, Any], where: str) -> None:
-    usage_data = mapping(obj.get("usage_data"), f"{where}.usage_data")
-    if usage_data is not None:
-        ctx.fams.family("system_vcpu_count", GAUGE, "System vCPU count", ctx.inst_names).samples[ctx.inst_values] = (
-            float(len(usage_data))
-        )
-    average = mapping(obj.get("average_usage"), f"{where}.average_usage")
-    if average is not None:
-        pct = {mode: number(average.get(mode), f"{where}.average_usage.{mode}") or 0.0 for mode in CPU_MODES}
-        samples = ctx.fams.family(
-            "system_vcpu_usage_ratio", GAUGE, "System CPU utilization ratio", (*ctx.inst_names, "usage_type")
-        ).samples
-        samples[(*ctx.inst_values, "user")] = min(pct["user"] + pct["nice"], 100.0) / 100.0
-        system = pct["system"] + pct["io_wait"] + pct["irq"] + pct["soft_irq"]
-        samples[(*ctx.inst_values, "system")] = min(system, 100.0) / 100.0
-
-
-def memory_info(ctx: ShapeContext, obj: dict[str, Any], where: str) -> None:
-    for key, family, help_text in MEMORY_GAUGES:
-        value = number(obj.get(key), f"{where}.{key}")
-        if value is not None:
-            ctx.fams.family(family, GAUGE, help_text, ctx.inst_names).samples[ctx.inst_values] = value
-
-
-SYSTEM_HANDLERS = {"vcpu_usage": vcpu_usage, "memory_info": memory_info}
-
-
-def shape_system(ctx: ShapeContext, system_data: dict[str, Any]) -> None:
-    """System gauges from ``system_data`` (ECC events are counters only), then the system counters."""
-    for name, obj in system_data.items():
-        handler = SYSTEM_HANDLERS.get(name)
-        if handler is None:
+def shape_system(ctx: ShapeContext, report: Report) -> None:
+    """System gauges from each usable system group's spec, then the system counters as accumulated."""
+    for group in report.system.values():
+        if not group.usable:
             continue
-        where = f"system_data.{name}"
-        obj = mapping(obj, where)
-        if obj is not None and (not group_error(obj, where) or group_data_usable(name, obj)):
-            handler(ctx, obj, where)
+        data, problems = group.read()
+        ctx.emit(group.spec.gauges(data))
+        if problems:  # checked after the gauges: parts read on demand add their problems while read
+            raise MalformedReport(problems.first())
+    inst = ctx.inst_values
     for key, total in ctx.totals.get(SYSTEM, {}).items():
-        help_text, names = SYSTEM_COUNTERS[key[0]]
-        ctx.fams.family(key[0], COUNTER, help_text, (*ctx.inst_names, *names)).samples[(*ctx.inst_values, *key[1:])] = (
-            total
-        )
+        family = counter_family(key[0])
+        if family is not None:
+            ctx.samples_of(family)[(*inst, *key[1:])] = total
 
 
 def shape_info(ctx: ShapeContext, instance_info: dict[str, Any] | None, hardware_info: dict[str, Any] | None) -> None:

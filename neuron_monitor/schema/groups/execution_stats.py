@@ -14,24 +14,39 @@ from neuron_monitor.schema.read import Problems, mapping, numbers
 
 @dataclass(slots=True)
 class ExecutionStats:
+    """The summaries, read at once (counters need them); the latency percentiles are read on first use."""
+
     error_summary: dict[str, float] | None  # error type -> count over the period
     execution_summary: dict[str, float] | None  # status type -> count over the period
-    latency: dict[str, dict[str, float]]  # total_latency / device_latency -> percentile -> seconds (nulls left out)
+    _latency_stats: Any
+    _where: str
+    _problems: Problems
+    _latency: dict[str, dict[str, float]] | None = None
+
+    def latency(self) -> dict[str, dict[str, float]]:
+        """total_latency / device_latency -> percentile -> seconds (nulls left out). Read once; its wrong-typed
+        values are added to the group's problems then."""
+        if self._latency is None:
+            latency: dict[str, dict[str, float]] = {}
+            problems, where = self._problems, self._where
+            stats = mapping(self._latency_stats, problems, where, N.LATENCY_STATS)
+            if stats:
+                lwhere = f"{where}.{N.LATENCY_STATS}"
+                for kind in N.LATENCY_KINDS:
+                    percentiles = numbers(stats.get(kind), problems, lwhere, kind)
+                    if percentiles:
+                        latency[kind] = percentiles
+            self._latency = latency
+        return self._latency
 
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> ExecutionStats:
-    latency: dict[str, dict[str, float]] = {}
-    stats = mapping(body.get(N.LATENCY_STATS), problems, where, N.LATENCY_STATS)
-    if stats:
-        lwhere = f"{where}.{N.LATENCY_STATS}"
-        for kind in N.LATENCY_KINDS:
-            percentiles = numbers(stats.get(kind), problems, lwhere, kind)
-            if percentiles:
-                latency[kind] = percentiles
     return ExecutionStats(
-        error_summary=numbers(body.get(N.ERROR_SUMMARY), problems, where, N.ERROR_SUMMARY, counted=True),
-        execution_summary=numbers(body.get(N.EXECUTION_SUMMARY), problems, where, N.EXECUTION_SUMMARY, counted=True),
-        latency=latency,
+        numbers(body.get(N.ERROR_SUMMARY), problems, where, N.ERROR_SUMMARY, counted=True),
+        numbers(body.get(N.EXECUTION_SUMMARY), problems, where, N.EXECUTION_SUMMARY, counted=True),
+        body.get(N.LATENCY_STATS),
+        where,
+        problems,
     )
 
 
@@ -51,16 +66,17 @@ _LATENCY_FAMILIES = ((N.TOTAL_LATENCY, FAM_LATENCY), (N.DEVICE_LATENCY, FAM_DEVI
 
 
 def gauges(value: ExecutionStats) -> Iterator[S.PromSample]:
+    latency = value.latency()
     for kind, family in _LATENCY_FAMILIES:
-        for pct, seconds in value.latency.get(kind, {}).items():
-            yield family, (pct,), seconds
+        percentiles = latency.get(kind)
+        if percentiles:
+            yield family, (), percentiles, 1.0, ()
 
 
-def counts(value: ExecutionStats, period: float) -> Iterator[S.PromSample]:
+def counts(value: ExecutionStats, period: float) -> Iterator[S.PromCount]:
     for summary, family in ((value.error_summary, FAM_ERRORS), (value.execution_summary, FAM_STATUS)):
         if summary:
-            for kind, count in summary.items():
-                yield family, (kind,), count
+            yield family, (), summary, 1.0
 
 
 CW_STATUS = S.CwMetric("Execution", S.COUNT, S.RUNTIME_DIMS, keyed=True)
@@ -85,8 +101,9 @@ def datums(value: ExecutionStats, period: float, per_vcpu: bool) -> Iterator[S.C
             yield CW_ERRORS, (), kind, count
         if errors:
             yield CW_ERRORS_TOTAL, (), "", sum(errors.values())
+    latency = value.latency()
     for kind, metric in ((N.TOTAL_LATENCY, CW_LATENCY), (N.DEVICE_LATENCY, CW_DEVICE_LATENCY)):
-        for pct, seconds in value.latency.get(kind, {}).items():
+        for pct, seconds in latency.get(kind, {}).items():
             yield metric, (), pct, seconds
 
 

@@ -30,22 +30,26 @@ def read(body: dict[str, Any], where: str, problems: Problems) -> NeuronHwCounte
     devices: list[DeviceCounters] = []
     listed = sequence(body.get(N.NEURON_DEVICES), problems, where, N.NEURON_DEVICES, counted=True) or ()
     for i, device in enumerate(listed):
-        dwhere = f"{where}.{N.NEURON_DEVICES}[{i}]"
-        device = mapping(device, problems, f"{where}.{N.NEURON_DEVICES}", f"[{i}]", counted=True) or {}
+        if device.__class__ is not dict:
+            device = mapping(device, problems, f"{where}.{N.NEURON_DEVICES}", f"[{i}]", counted=True) or {}
         raw_index = device.get(N.NEURON_DEVICE_INDEX)
         events: dict[str, float] = {}
         for event, value in device.items():
-            if event != N.NEURON_DEVICE_INDEX:
-                count = float(value) if value.__class__ is int else number(value, problems, dwhere, event, True)
+            cls = value.__class__
+            if cls is int or cls is float:
+                events[event] = value
+            elif value is not None and event != N.NEURON_DEVICE_INDEX:
+                count = number(value, problems, f"{where}.{N.NEURON_DEVICES}[{i}]", event, True)
                 if count is not None:
                     events[event] = count
-        devices.append(
-            DeviceCounters(
-                label=text(raw_index, problems, dwhere, N.NEURON_DEVICE_INDEX, counted=True),
-                index=index(raw_index),
-                events=events,
-            )
-        )
+        if raw_index.__class__ is int:
+            events.pop(N.NEURON_DEVICE_INDEX, None)
+            devices.append(DeviceCounters(str(raw_index), raw_index if raw_index >= 0 else None, events))
+            continue
+        events.pop(N.NEURON_DEVICE_INDEX, None)
+        dwhere = f"{where}.{N.NEURON_DEVICES}[{i}]"
+        label = text(raw_index, problems, dwhere, N.NEURON_DEVICE_INDEX, counted=True)
+        devices.append(DeviceCounters(label, index(raw_index), events))
     return NeuronHwCounters(devices)
 
 
@@ -59,10 +63,9 @@ FAM_ECC = S.PromFamily(
 )
 
 
-def counts(value: NeuronHwCounters, period: float) -> Iterator[S.PromSample]:
+def counts(value: NeuronHwCounters, period: float) -> Iterator[S.PromCount]:
     for device in value.devices:
-        for event, count in device.events.items():
-            yield FAM_ECC, (device.label, event), count
+        yield FAM_ECC, (device.label,), device.events, 1.0  # a listed device without events is listed still
 
 
 CW_EVENT = S.CwMetric("NeuronDevice", S.COUNT, S.DEVICE_DIMS, keyed=True)

@@ -13,16 +13,52 @@ from neuron_monitor.schema.read import Problems, mapping, number
 
 
 @dataclass(slots=True)
-class CoreCounters:
-    utilization: float | None  # percent
-    flops: float | None  # per second, over the period
-    effective_flops: float | None
-    physical: dict[str, float] | None  # physical core name ("nc_v3.0") -> utilization percent; None if no breakdown
-
-
-@dataclass(slots=True)
 class NeuroncoreCounters:
-    cores: dict[str, CoreCounters]  # by the logical core index as written ("0", "1", ...)
+    """Per logical NeuronCore (by its index as written: "0", "1", ...). The FLOP rates (counted) are read at once;
+    the utilization and the physical breakdowns on first use (the counting pass needs neither)."""
+
+    cores: list[str]  # the cores in use, in report order
+    flops: dict[str, float]  # FLOP/s over the period
+    effective_flops: dict[str, float]
+    _in_use: dict[str, Any]
+    _where: str
+    _problems: Problems
+    _utilization: dict[str, float] | None = None
+    _breakdowns: dict[str, tuple[str, dict[str, Any]]] | None = None
+    _physical: dict[str, dict[str, float]] | None = None
+
+    def utilization(self) -> dict[str, float]:
+        """Core -> utilization percent. Read once; its wrong-typed values are added to the group's problems then."""
+        if self._utilization is None:
+            util: dict[str, float] = {}
+            breakdowns: dict[str, tuple[str, dict[str, Any]]] = {}
+            cwhere = f"{self._where}.{N.NEURONCORES_IN_USE}"
+            for core in self.cores:
+                data = self._in_use[core]
+                value = data.get(N.NEURONCORE_UTILIZATION)
+                if value.__class__ is float or value.__class__ is int:
+                    util[core] = value
+                elif value is not None:
+                    checked = number(value, self._problems, f"{cwhere}.{core}", N.NEURONCORE_UTILIZATION)
+                    if checked is not None:
+                        util[core] = checked
+                for key, part in data.items():
+                    if part.__class__ is dict:  # the physical breakdown, whatever the core version names it
+                        breakdowns[core] = (key, part)
+            self._utilization, self._breakdowns = util, breakdowns
+        return self._utilization
+
+    def physical(self) -> dict[str, dict[str, float]]:
+        """Logical core -> physical core name ("nc_v3.0", "nc_v4.1") -> utilization percent, for the cores that
+        carry a breakdown. Read once; its wrong-typed values are added to the group's problems then."""
+        if self._physical is None:
+            self.utilization()
+            where = f"{self._where}.{N.NEURONCORES_IN_USE}"
+            self._physical = {
+                core: _physical(breakdown, self._problems, f"{where}.{core}.{key}")
+                for core, (key, breakdown) in (self._breakdowns or {}).items()
+            }
+        return self._physical
 
 
 def _physical(breakdown: dict[str, Any], problems: Problems, where: str) -> dict[str, float]:
@@ -36,29 +72,37 @@ def _physical(breakdown: dict[str, Any], problems: Problems, where: str) -> dict
     return out
 
 
+def _rate(value: Any, store: dict[str, float], core: str, problems: Problems, where: str, key: str) -> None:
+    checked = number(value, problems, f"{where}.{core}", key, counted=True)
+    if checked is not None:
+        store[core] = checked
+
+
 def read(body: dict[str, Any], where: str, problems: Problems) -> NeuroncoreCounters:
-    cores: dict[str, CoreCounters] = {}
+    cores: list[str] = []
+    flops: dict[str, float] = {}
+    effective: dict[str, float] = {}
     in_use = mapping(body.get(N.NEURONCORES_IN_USE), problems, where, N.NEURONCORES_IN_USE) or {}
-    cwhere = f"{where}.{N.NEURONCORES_IN_USE}"
     for core, data in in_use.items():
-        if data.__class__ is not dict:
-            data = mapping(data, problems, cwhere, core, counted=True)
-            if data is None:
-                continue
-        util = flops = effective = None
-        physical = None
-        for key, value in data.items():
-            cls = value.__class__
-            if key == N.NEURONCORE_UTILIZATION:
-                util = value if cls is float else number(value, problems, f"{cwhere}.{core}", key)
-            elif key == N.FLOPS:
-                flops = float(value) if cls is int else number(value, problems, f"{cwhere}.{core}", key, True)
-            elif key == N.EFFECTIVE_FLOPS:
-                effective = float(value) if cls is int else number(value, problems, f"{cwhere}.{core}", key, True)
-            elif cls is dict:  # the physical breakdown, whatever the core version names it
-                physical = _physical(value, problems, f"{cwhere}.{core}.{key}")
-        cores[core] = CoreCounters(util, flops, effective, physical)
-    return NeuroncoreCounters(cores)
+        if (
+            data.__class__ is not dict
+            and mapping(data, problems, f"{where}.{N.NEURONCORES_IN_USE}", core, True) is None
+        ):
+            continue
+        cores.append(core)
+        value = data.get(N.FLOPS)
+        if value is not None:
+            if value.__class__ is int or value.__class__ is float:
+                flops[core] = value
+            else:
+                _rate(value, flops, core, problems, f"{where}.{N.NEURONCORES_IN_USE}", N.FLOPS)
+        value = data.get(N.EFFECTIVE_FLOPS)
+        if value is not None:
+            if value.__class__ is int or value.__class__ is float:
+                effective[core] = value
+            else:
+                _rate(value, effective, core, problems, f"{where}.{N.NEURONCORES_IN_USE}", N.EFFECTIVE_FLOPS)
+    return NeuroncoreCounters(cores, flops, effective, in_use, where, problems)
 
 
 FAM_UTIL = S.PromFamily("neuroncore_utilization_ratio", S.GAUGE, "NeuronCore utilization ratio", S.CORE_SCOPE)
@@ -74,31 +118,29 @@ FAM_FLOPS = S.PromFamily(
     S.COUNTER,
     "Floating point operations executed by the NeuronCore",
     S.CORE_SCOPE,
+    limit=S.MAX_FLOPS,
 )
 FAM_EFFECTIVE_FLOPS = S.PromFamily(
     "neuroncore_effective_floating_point_operations",
     S.COUNTER,
     "Effective floating point operations of the NeuronCore",
     S.CORE_SCOPE,
+    limit=S.MAX_FLOPS,
 )
 
 
 def gauges(value: NeuroncoreCounters) -> Iterator[S.PromSample]:
-    for core, c in value.cores.items():
-        if c.utilization is not None:
-            yield FAM_UTIL, (core,), c.utilization / 100.0
-        if c.physical:
-            for name, pvalue in c.physical.items():
-                yield FAM_PHYSICAL, (core, name), pvalue / 100.0
+    yield FAM_UTIL, (), value.utilization(), 100.0, ()
+    for core, physical in value.physical().items():
+        yield FAM_PHYSICAL, (core,), physical, 100.0, ()
 
 
-def counts(value: NeuroncoreCounters, period: float) -> Iterator[S.PromSample]:
+def counts(value: NeuroncoreCounters, period: float) -> Iterator[S.PromCount]:
     """FLOPs over the period: the rate x the period."""
-    for core, c in value.cores.items():
-        if c.flops is not None:
-            yield FAM_FLOPS, (core,), c.flops * period
-        if c.effective_flops is not None:
-            yield FAM_EFFECTIVE_FLOPS, (core,), c.effective_flops * period
+    if value.flops:
+        yield FAM_FLOPS, (), value.flops, period
+    if value.effective_flops:
+        yield FAM_EFFECTIVE_FLOPS, (), value.effective_flops, period
 
 
 CW_UTIL = S.CwMetric("NeuronCoreUtilization", S.PERCENT, S.CORE_DIMS)
@@ -108,17 +150,17 @@ CW_PHYSICAL = S.CwMetric("PhysicalNeuronCoreUtilization", S.PERCENT, S.PHYSICAL_
 
 
 def datums(value: NeuroncoreCounters, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:
-    for core, c in value.cores.items():
+    utilization, physical = value.utilization(), value.physical()
+    for core in value.cores:
         key = (core,)
-        if c.utilization is not None:
-            yield CW_UTIL, key, "", c.utilization
-        if c.flops is not None:
-            yield CW_FLOPS, key, "", c.flops
-        if c.effective_flops is not None:
-            yield CW_EFFECTIVE_FLOPS, key, "", c.effective_flops
-        if c.physical:
-            for name, pvalue in c.physical.items():
-                yield CW_PHYSICAL, (core, name), "", pvalue
+        if (util := utilization.get(core)) is not None:
+            yield CW_UTIL, key, "", util
+        if (flops := value.flops.get(core)) is not None:
+            yield CW_FLOPS, key, "", flops
+        if (effective := value.effective_flops.get(core)) is not None:
+            yield CW_EFFECTIVE_FLOPS, key, "", effective
+        for name, pvalue in physical.get(core, {}).items():
+            yield CW_PHYSICAL, (core, name), "", pvalue
 
 
 SPEC = S.GroupSpec(
@@ -129,6 +171,7 @@ SPEC = S.GroupSpec(
     prometheus=(FAM_UTIL, FAM_PHYSICAL, FAM_FLOPS, FAM_EFFECTIVE_FLOPS),
     gauges=gauges,
     counts=counts,
+    counts_use_period=True,
     cloudwatch=(CW_UTIL, CW_FLOPS, CW_EFFECTIVE_FLOPS, CW_PHYSICAL),
     datums=datums,
     tracks=(

@@ -45,7 +45,12 @@ FAM_USAGE = S.PromFamily(
     "system_vcpu_usage_ratio", S.GAUGE, "System CPU utilization ratio", S.INSTANCE_SCOPE, ("usage_type",)
 )
 FAM_CPU_SECONDS = S.PromFamily(
-    "system_cpu_seconds", S.COUNTER, "Seconds all vCPUs spent in each mode", S.INSTANCE_SCOPE, ("mode",)
+    "system_cpu_seconds",
+    S.COUNTER,
+    "Seconds all vCPUs spent in each mode",
+    S.INSTANCE_SCOPE,
+    ("mode",),
+    limit=S.MAX_PERCENT,
 )
 FAM_CONTEXT_SWITCHES = S.PromFamily(
     "system_context_switches", S.COUNTER, "Context switches on all vCPUs", S.INSTANCE_SCOPE
@@ -55,23 +60,27 @@ FAM_CONTEXT_SWITCHES = S.PromFamily(
 def gauges(value: VcpuUsage) -> Iterator[S.PromSample]:
     """As AWS's exporter: nice folds into user, io_wait/irq/soft_irq into system, each capped at 100 %."""
     if value.vcpu_count is not None:
-        yield FAM_COUNT, (), float(value.vcpu_count)
+        yield FAM_COUNT, (), {"": float(value.vcpu_count)}, 1.0, ()
     average = value.average
     if average is not None:
         pct = {mode: average.get(mode) or 0.0 for mode in N.CPU_MODES}
-        yield FAM_USAGE, (N.CPU_USER,), min(pct[N.CPU_USER] + pct[N.CPU_NICE], 100.0) / 100.0
         system = pct[N.CPU_SYSTEM] + pct[N.CPU_IO_WAIT] + pct[N.CPU_IRQ] + pct[N.CPU_SOFT_IRQ]
-        yield FAM_USAGE, (N.CPU_SYSTEM,), min(system, 100.0) / 100.0
+        shares = {N.CPU_USER: min(pct[N.CPU_USER] + pct[N.CPU_NICE], 100.0), N.CPU_SYSTEM: min(system, 100.0)}
+        yield FAM_USAGE, (), shares, 100.0, ()
 
 
-def counts(value: VcpuUsage, period: float) -> Iterator[S.PromSample]:
-    """CPU seconds by mode (percent x period x vCPUs) and the context switches."""
+def counts(value: VcpuUsage, period: float) -> Iterator[S.PromCount]:
+    """CPU seconds by mode (percent / 100 x period x vCPUs) and the context switches."""
     if value.vcpu_count and value.average is not None:
-        n = value.vcpu_count
-        for mode in N.CPU_MODES:
-            yield FAM_CPU_SECONDS, (mode,), (value.average.get(mode) or 0.0) / 100.0 * period * n
+        average = value.average
+        yield (
+            FAM_CPU_SECONDS,
+            (),
+            {mode: average.get(mode) or 0.0 for mode in N.CPU_MODES},
+            period * value.vcpu_count / 100.0,
+        )
     if value.context_switches is not None:
-        yield FAM_CONTEXT_SWITCHES, (), value.context_switches
+        yield FAM_CONTEXT_SWITCHES, (), {"": value.context_switches}, 1.0
 
 
 CW_USAGE = S.CwMetric("HostVCpuUsage", S.PERCENT, S.HOST_DIMS, keyed=True)
@@ -110,6 +119,7 @@ SPEC = S.GroupSpec(
     prometheus=(FAM_COUNT, FAM_USAGE, FAM_CPU_SECONDS, FAM_CONTEXT_SWITCHES),
     gauges=gauges,
     counts=counts,
+    counts_use_period=True,
     cloudwatch=(CW_USAGE, CW_UTILIZATION, CW_COUNT, CW_VCPU_USAGE, CW_VCPU_UTILIZATION, CW_CONTEXT_SWITCHES),
     datums=datums,
     tracks=(S.Track("vCPU %", "host_vcpu", "percent", S.HOST_TRACK),),
