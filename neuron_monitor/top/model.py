@@ -170,7 +170,7 @@ def _runtime(entry: RuntimeEntry) -> Runtime:
     period = stats_group.period if stats_group is not None else None
     completed = (stats.execution_summary or {}).get(N.STATUS_COMPLETED) if stats is not None else None
     errors = stats.error_summary if stats is not None else None
-    total = stats.latency.get(N.TOTAL_LATENCY, {}) if stats is not None else {}
+    total = stats.latency().get(N.TOTAL_LATENCY, {}) if stats is not None else {}
     error = entry.error
     if not error:
         error = next((f"{name}: {g.error}" for name, g in entry.groups.items() if g.error), "")
@@ -272,16 +272,20 @@ def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | Non
     core_mem: dict[int, dict[str, int]] = {}
     for e in entries:
         counters = _data(e.groups, N.NEURONCORE_COUNTERS, NeuroncoreCounters)
-        for key, c in (counters.cores if counters is not None else {}).items():
+        utilization = counters.utilization() if counters is not None else {}
+        physical = counters.physical() if counters is not None else {}
+        for key in counters.cores if counters is not None else ():
             i = index(key)
             if i is None:
                 continue
             core_tags.setdefault(i, []).append(e.tag)
-            if c.utilization is not None:
-                core_util[i] = core_util.get(i, 0.0) + c.utilization
-            if c.physical:
+            util = utilization.get(key)
+            if util is not None:
+                core_util[i] = core_util.get(i, 0.0) + util
+            phys = physical.get(key)
+            if phys:
                 old = core_phys.get(i, [])
-                core_phys[i] = [(old[j] if j < len(old) else 0.0) + v for j, v in enumerate(c.physical.values())]
+                core_phys[i] = [(old[j] if j < len(old) else 0.0) + v for j, v in enumerate(phys.values())]
         memory = _data(e.groups, N.MEMORY_USED, MemoryUsed)
         for key, cats in ((memory.per_core or {}) if memory is not None else {}).items():
             i = index(key)
