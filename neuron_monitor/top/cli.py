@@ -94,6 +94,8 @@ def choose_source(args: argparse.Namespace) -> str:
     if args.stdin:
         if collect_options:
             raise ConfigError("--stdin cannot be combined with -c, --root or --simulate")
+        if os.isatty(0):
+            raise ConfigError("--stdin: stdin is a terminal; pipe report lines in: neuron-monitor | neuron-monitor-top")
         return "stdin"
     if _stdin_is_pipe() and not collect_options:
         return "stdin"

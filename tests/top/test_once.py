@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
 import subprocess
 import sys
@@ -72,3 +74,10 @@ def test_once_with_nothing_to_show_exits_1_and_bad_arguments_exit_2(tmp_path: Pa
     assert proc.returncode == 2 and b"--filter" in proc.stderr
     proc = subprocess.run(top_cmd("--simulate", "trn1.2xlarge"), capture_output=True, timeout=120)
     assert proc.returncode == 2 and b"not a terminal" in proc.stderr
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.run(top_cmd("--stdin", "--once"), stdin=secondary, capture_output=True, timeout=120)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert proc.returncode == 2 and b"stdin is a terminal" in proc.stderr
