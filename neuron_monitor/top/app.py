@@ -41,6 +41,7 @@ class Viewer:
         self._messages: list[tuple[float, str]] = []  # (monotonic expiry, text)
         self._ended = ""
         self.last_arrival: float | None = None
+        self.received: float | None = None  # wall clock of the newest report's arrival
         self.interval = 1.0
         self.dirty = True
 
@@ -52,6 +53,7 @@ class Viewer:
             gap = now - self.last_arrival
             self.interval = 0.7 * self.interval + 0.3 * gap if self.report_obj else gap
         self.last_arrival = now
+        self.received = time.time()
         pids = _runtime_pids(report)
         if track:
             for pid, tag in self._pids.items():
@@ -105,6 +107,7 @@ class Viewer:
             view=st.view,
             source=self.source,
             now=None if self.replay is not None else now_wall,
+            received=None if self.replay is not None else self.received,
             position=self.replay.position() if self.replay is not None else "",
             messages=self.messages(now_mono),
             filter_text=st.filter_text,
@@ -228,8 +231,7 @@ async def run_live(
                     screen.draw(render(viewer.frame(time.time(), now), width, height))
                     last_draw = now
                 waiters = [loop.create_task(stop.wait()), loop.create_task(wake.wait())]
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED), 0.1)
+                await asyncio.wait(waiters, timeout=0.1, return_when=asyncio.FIRST_COMPLETED)
                 for w in waiters:
                     w.cancel()
     finally:

@@ -48,6 +48,7 @@ class Frame:
     view: str = "d"
     source: str = ""
     now: float | None = None  # wall clock for the report's age; None: do not show an age (replay)
+    received: float | None = None  # wall clock when the report arrived (its age when it has no report_time)
     position: str = ""  # replay position, e.g. "report 12/300 (paused)"
     messages: tuple[str, ...] = ()  # problems of the input (broken lines, vanished runtimes, ended input)
     filter_text: str = ""
@@ -173,9 +174,11 @@ def _title(frame: Frame, width: int) -> list[Line]:
             parts.append(s.instance_id)
     right_spans: list[Span] = []
     if s is not None:
-        right_spans.append((_clock(s.report_time), ""))
-        if frame.now is not None and s.report_time is not None:
-            age = max(0.0, frame.now - s.report_time)
+        # AWS's daemon writes no report_time: then the time the report arrived stands in
+        at = s.report_time if s.report_time is not None else frame.received
+        right_spans.append((("" if s.report_time is not None or at is None else "received ") + _clock(at), ""))
+        if frame.now is not None and at is not None:
+            age = max(0.0, frame.now - at)
             style = "bold red" if age > frame.stale_after else ""
             right_spans.append((f" ({age:.1f}s ago)", style))
     if frame.position:

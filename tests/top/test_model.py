@@ -200,3 +200,15 @@ def test_physical_cores_behind_a_logical_core() -> None:
     assert "then each physical core" in wide and re.search(r" 6 \[[^]]*\]  41% 40/43", wide)
     narrow = plain(render(Frame(screen=s, view="c"), 50, 24))
     assert "physical" not in narrow and " 6 [" in narrow  # no room: logical cores only
+
+
+def test_age_of_a_report_without_report_time_counts_from_its_arrival() -> None:
+    screen = screen_from_report(cwagent())  # AWS's daemon writes no report_time
+    assert screen.report_time is None
+    title = plain(render(Frame(screen=screen, now=1000.0, received=997.5), 120, 24)).splitlines()[0]
+    assert title.endswith("(2.5s ago)") and "received " in title
+    timed = dict(cwagent(), report_time=990.0)
+    title = plain(render(Frame(screen=screen_from_report(timed), now=1000.0, received=997.5), 120, 24)).splitlines()[0]
+    assert title.endswith("(10.0s ago)") and "received" not in title
+    title = plain(render(Frame(screen=screen, now=None, received=997.5), 120, 24)).splitlines()[0]
+    assert "ago" not in title  # a replay shows its position instead
