@@ -163,7 +163,7 @@ def test_a_runtime_that_vanishes_is_named_on_screen(term: Callable[[int, int], T
         t = term(120, 40)
         t.start(top("--root", str(sim.root), "--no-imds", "--view", "r"))
         t.wait_for("job-00", "job-01")
-        sim.command("stop_runtime", tag="job-01")
+        sim.command("stop_runtime", tag="job-01", timeout=DEADLINE)
         t.wait_for("runtime job-01 (pid", "is gone")
         t.keys("q")
         assert_restored(t)
