@@ -10,8 +10,8 @@ body is read into a typed value (``read``), and what each consumer makes of that
   consumer still touches the series when it is not, so it exists from the first report on.
 * CloudWatch: the metrics (``CwMetric``: name or name prefix, unit, dimension scope, additive or not) and
   ``datums(value, period, per_vcpu)``, the values to send.
-* The timeline: its tracks (``Track``: name, category, unit, scope), documentation for the trace writer's
-  placement of them.
+* The timeline: its tracks (``Track``: name, category, unit, scope, kind). The categories of the counter tracks
+  are the event types ``neuron-monitor-trace --events`` accepts; the trace writer places each track by its scope.
 
 A sample names its family/metric and a *key*: the label values after the scope's own labels. For the core
 scope the key starts with the NeuronCore index (the consumer turns it into its core labels or dimensions); for
@@ -114,16 +114,20 @@ CORE_TRACK = "neuroncore"
 DEVICE_TRACK = "device"
 RUNTIME_TRACK = "runtime"
 HOST_TRACK = "host"
+COUNTER_TRACK = "counter"
+SLICE_TRACK = "slices"
 
 
 @dataclass(frozen=True, slots=True)
 class Track:
-    """One counter track of the timeline: its name (after the place prefix), category, unit and scope."""
+    """One track of the timeline: its name (after the place prefix), category (the event type users select with
+    ``--events``), unit, scope, and kind (a counter, or slices such as error episodes)."""
 
     name: str
     category: str
     unit: str
     scope: str
+    kind: str = COUNTER_TRACK
 
 
 # ---- the spec -------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """One report (a parsed JSON object) -> a ``Snapshot``: the values the timeline tools use, typed and checked.
 
-Reads AWS's report shape plus our additive ``report_time`` and per-group ``fresh``. Returns plain dataclasses;
+Reads AWS's report shape plus our additive ``report_time`` and per-group ``fresh`` through the schema's read layer
+(``neuron_monitor.schema``). Returns plain dataclasses;
 knows nothing about traces or problems. A group that is missing, has an ``error``, or has a malformed value is
 left out (its field is ``None``), never raised on. Per-period counters (execution_stats, neuron_hw_counters) are
 kept only when their group is fresh, so each count is seen once; a report without ``fresh`` (AWS's own
@@ -12,20 +13,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from neuron_monitor.schema import names as N
+from neuron_monitor.schema.groups.execution_stats import ExecutionStats
+from neuron_monitor.schema.groups.memory_info import MemoryInfo
+from neuron_monitor.schema.groups.memory_used import MemoryUsed
+from neuron_monitor.schema.groups.neuron_hw_counters import NeuronHwCounters
+from neuron_monitor.schema.groups.neuron_runtime_vcpu_usage import RuntimeVcpuUsage
+from neuron_monitor.schema.groups.neuroncore_counters import NeuroncoreCounters
+from neuron_monitor.schema.groups.vcpu_usage import VcpuUsage
+from neuron_monitor.schema.read import Group, RuntimeEntry, index, read_report
+
 # event types taken from execution_stats.error_summary: event type -> key
 ERROR_SUMMARY_TYPES: dict[str, str] = {
-    "generic_error": "generic",
-    "numerical_error": "numerical",
-    "transient_error": "transient",
-    "model_error": "model",
-    "runtime_error": "runtime",
-    "hardware_error": "hardware",
+    "generic_error": N.ERROR_GENERIC,
+    "numerical_error": N.ERROR_NUMERICAL,
+    "transient_error": N.ERROR_TRANSIENT,
+    "model_error": N.ERROR_MODEL,
+    "runtime_error": N.ERROR_RUNTIME,
+    "hardware_error": N.ERROR_HARDWARE,
 }
 # event types taken from execution_stats.execution_summary: event type -> key
 EXECUTION_SUMMARY_TYPES: dict[str, str] = {
-    "timed_out": "timed_out",
-    "incorrect_input": "incorrect_input",
-    "failed_to_queue": "failed_to_queue",
+    "timed_out": N.STATUS_TIMED_OUT,
+    "incorrect_input": N.STATUS_INCORRECT_INPUT,
+    "failed_to_queue": N.STATUS_FAILED_TO_QUEUE,
 }
 # completed_with_err counts executions that ended in an error other than a numerical one; the part of it that
 # error_summary does not already explain becomes "execution_error"
@@ -33,14 +44,8 @@ EXECUTION_ERROR = "execution_error"
 RUNTIME_ERROR_TYPES: tuple[str, ...] = (*ERROR_SUMMARY_TYPES, *EXECUTION_SUMMARY_TYPES, EXECUTION_ERROR)
 ECC_UNCORRECTED = "ecc_uncorrected"
 
-MEMORY_CATEGORIES: tuple[str, ...] = (
-    "constants",
-    "model_code",
-    "model_shared_scratchpad",
-    "runtime_memory",
-    "tensors",
-)
-HOST_CPU_FIELDS: tuple[str, ...] = ("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq")
+MEMORY_CATEGORIES: tuple[str, ...] = N.MEMORY_CATEGORIES
+HOST_CPU_FIELDS: tuple[str, ...] = N.CPU_MODES
 
 
 @dataclass(slots=True)
@@ -65,6 +70,7 @@ class Runtime:
     cores: tuple[int, ...]  # global NeuronCore indices the runtime works on
     core_period: float | None = None  # neuroncore_counters period, when fresh
     utilization: dict[int, float] | None = None  # global NC -> percent (latest, fresh or carried over)
+    physical: dict[int, dict[str, float]] | None = None  # global NC -> physical core name -> percent (LNC > 1)
     flops: dict[int, float] | None = None
     memory: dict[int, dict[str, int]] | None = None  # global NC -> category -> bytes
     host_memory: int | None = None
@@ -99,173 +105,131 @@ class Snapshot:
     problems: list[str] = field(default_factory=list)  # what could not be read
 
 
-def _num(v: Any) -> float | None:
-    """A finite JSON number as float, else None (bools, strings, NaN and infinities are not numbers here)."""
-    t = type(v)
-    if t is float:
-        return v if v - v == 0.0 else None  # inf - inf and nan - nan are nan
-    if t is int:
-        return float(v)
-    return None
+def _finite(v: float | None) -> float | None:
+    """A finite number, else None (NaN and infinities, which a JSON parser other than orjson may let through)."""
+    return v if v is not None and v - v == 0.0 else None
 
 
-def _count(v: Any) -> int:
+def _count(v: float | None) -> int:
     """A non-negative count (anything else counts as 0)."""
-    t = type(v)
-    if t is int:
-        return v if v > 0 else 0
-    if t is float and v - v == 0.0:
-        return int(v) if v > 0 else 0
-    return 0
+    return int(v) if v is not None and v - v == 0.0 and v > 0 else 0
 
 
-def _group(parent: Any, name: str) -> dict[str, Any] | None:
-    """The group object if present and without error."""
-    if not isinstance(parent, dict):
-        return None
-    g = parent.get(name)
-    if not isinstance(g, dict) or g.get("error"):
-        return None
-    return g
+def _usable(group: Group | None) -> Group | None:
+    """The group if present and without error."""
+    return group if group is not None and not group.error else None
 
 
-def _mapping(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
-def _fresh(g: dict[str, Any]) -> bool:
-    return g.get("fresh", True) is not False
-
-
-def _period(g: dict[str, Any]) -> float:
-    p = _num(g.get("period"))
+def _period(group: Group) -> float:
+    p = _finite(group.period)
     return p if p is not None and p > 0 else 0.0
 
 
-def _index(key: Any) -> int | None:
-    try:
-        i = int(key)
-    except (TypeError, ValueError):
-        return None
-    return i if i >= 0 else None
+def _percentile(latency: dict[str, dict[str, float]], kind: str, pct: str) -> float | None:
+    return _finite(latency.get(kind, {}).get(pct))
 
 
-def _percentile(lat: Any, key: str) -> float | None:
-    return _num(lat.get(key)) if isinstance(lat, dict) else None
-
-
-def parse_execution(g: dict[str, Any]) -> Execution:
-    es = _mapping(g.get("error_summary"))
-    xs = _mapping(g.get("execution_summary"))
+def parse_execution(stats: ExecutionStats, period: float) -> Execution:
+    es = stats.error_summary or {}
+    xs = stats.execution_summary or {}
     errors: dict[str, int] = {}
     for etype, key in ERROR_SUMMARY_TYPES.items():
         n = _count(es.get(key))
         if etype == "numerical_error":
-            n = max(n, _count(xs.get("completed_with_num_err")))
+            n = max(n, _count(xs.get(N.STATUS_COMPLETED_WITH_NUM_ERR)))
         if n:
             errors[etype] = n
     for etype, key in EXECUTION_SUMMARY_TYPES.items():
         n = _count(xs.get(key))
         if n:
             errors[etype] = n
-    explained = sum(_count(es.get(k)) for k in ("generic", "model", "runtime", "hardware"))
-    unexplained = _count(xs.get("completed_with_err")) - explained
+    explained = sum(_count(es.get(k)) for k in (N.ERROR_GENERIC, N.ERROR_MODEL, N.ERROR_RUNTIME, N.ERROR_HARDWARE))
+    unexplained = _count(xs.get(N.STATUS_COMPLETED_WITH_ERR)) - explained
     if unexplained > 0:
         errors[EXECUTION_ERROR] = unexplained
-    completed = _count(xs.get("completed"))
+    completed = _count(xs.get(N.STATUS_COMPLETED))
     executions = completed + sum(
-        _count(xs.get(k)) for k in ("completed_with_err", "completed_with_num_err", "timed_out")
+        _count(xs.get(k)) for k in (N.STATUS_COMPLETED_WITH_ERR, N.STATUS_COMPLETED_WITH_NUM_ERR, N.STATUS_TIMED_OUT)
     )
-    lat = _mapping(g.get("latency_stats"))
-    total, device = lat.get("total_latency"), lat.get("device_latency")
+    latency = stats.latency()
     return Execution(
-        period=_period(g),
+        period=period,
         completed=completed,
         executions=executions,
         errors=errors,
-        latency_p50=_percentile(total, "p50"),
-        latency_p99=_percentile(total, "p99"),
-        device_p50=_percentile(device, "p50"),
-        device_p99=_percentile(device, "p99"),
+        latency_p50=_percentile(latency, N.TOTAL_LATENCY, "p50"),
+        latency_p99=_percentile(latency, N.TOTAL_LATENCY, "p99"),
+        device_p50=_percentile(latency, N.DEVICE_LATENCY, "p50"),
+        device_p99=_percentile(latency, N.DEVICE_LATENCY, "p99"),
     )
 
 
-def _parse_memory(rt: Runtime, g: dict[str, Any], per_device: int) -> set[int]:
+def _parse_memory(rt: Runtime, memory: MemoryUsed, per_device: int) -> set[int]:
     """Fill the runtime's memory fields; return the cores its loaded models sit on."""
-    used = g.get("neuron_runtime_used_bytes")
-    if isinstance(used, dict):
-        host = _num(used.get("host"))
-        rt.host_memory = int(host) if host is not None else None
-        breakdown = used.get("usage_breakdown")
-        per_core = breakdown.get("neuroncore_memory_usage") if isinstance(breakdown, dict) else None
-        if isinstance(per_core, dict):
-            memory: dict[int, dict[str, int]] = {}
-            for key, cats in per_core.items():
-                core = _index(key)
-                if core is None or not isinstance(cats, dict):
-                    continue
-                memory[core] = {c: _count(cats.get(c)) for c in MEMORY_CATEGORIES}
-            rt.memory = memory
+    host = _finite(memory.host)
+    rt.host_memory = int(host) if host is not None else None
+    if memory.per_core is not None:
+        per_core: dict[int, dict[str, int]] = {}
+        for key, cats in memory.per_core.items():
+            core = index(key)
+            if core is not None:
+                per_core[core] = {c: _count(cats.get(c)) for c in MEMORY_CATEGORIES}
+        rt.memory = per_core
     model_cores: set[int] = set()
-    models = g.get("loaded_models")
-    if isinstance(models, list):
-        rt.models = len(models)
-        for m in models:
-            if not isinstance(m, dict):
-                continue
-            if m.get("is_running") is True:
+    if memory.models is not None:
+        rt.models = memory.model_count
+        for m in memory.models:
+            if m.running:
                 rt.running_models += 1
-            subgraphs = m.get("subgraphs")
-            if not isinstance(subgraphs, dict):
-                continue
-            for sg in subgraphs.values():
-                if not isinstance(sg, dict):
-                    continue
-                nc, nd = _index(sg.get("neuroncore_index")), _index(sg.get("neuron_device_index"))
-                if nc is not None and nd is not None:
-                    model_cores.add(nd * per_device + nc)
+            model_cores.update(nd * per_device + nc for nd, nc in m.placement)
     return model_cores
 
 
-def parse_runtime(entry: dict[str, Any], per_device: int) -> Runtime | None:
-    pid = entry.get("pid")
-    if isinstance(pid, bool) or not isinstance(pid, int):
+def _by_index(values: dict[str, float]) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for key, v in values.items():
+        core = index(key)
+        if core is not None and v - v == 0.0:
+            out[core] = v
+    return out
+
+
+def parse_runtime(entry: RuntimeEntry, per_device: int) -> Runtime | None:
+    """One runtime entry as the timeline sees it; None when its pid is not an integer."""
+    if entry.pid is None:
         return None
-    tag = entry.get("neuron_runtime_tag")
-    rt = Runtime(pid=pid, tag=str(tag) if tag is not None else str(pid), error=str(entry.get("error") or ""), cores=())
-    report = entry.get("report")
+    rt = Runtime(pid=entry.pid, tag=entry.tag, error=entry.error, cores=())
+    groups = entry.groups
     in_use: set[int] = set()
-    ncc = _group(report, "neuroncore_counters")
-    if ncc is not None and isinstance(ncc.get("neuroncores_in_use"), dict):
-        util: dict[int, float] = {}
-        flops: dict[int, float] = {}
-        for key, data in ncc["neuroncores_in_use"].items():
-            core = _index(key)
-            if core is None or not isinstance(data, dict):
-                continue
-            in_use.add(core)
-            u = _num(data.get("neuroncore_utilization"))
-            if u is not None:
-                util[core] = u
-            f = _num(data.get("flops"))
-            if f is not None:
-                flops[core] = f
-        rt.utilization, rt.flops = util, flops
-        if _fresh(ncc):
+    ncc = _usable(groups.get(N.NEURONCORE_COUNTERS))
+    counters = ncc.data_as(NeuroncoreCounters) if ncc is not None else None
+    if ncc is not None and counters is not None:
+        in_use = {c for c in (index(k) for k in counters.cores) if c is not None}
+        rt.utilization = _by_index(counters.utilization())
+        rt.flops = _by_index(counters.flops)
+        rt.physical = {
+            core: {name: v for name, v in phys.items() if v - v == 0.0}
+            for key, phys in counters.physical().items()
+            if (core := index(key)) is not None and phys
+        }
+        if ncc.fresh:
             rt.core_period = _period(ncc)
     model_cores: set[int] = set()
-    mem = _group(report, "memory_used")
-    if mem is not None:
-        model_cores = _parse_memory(rt, mem, per_device)
-    ex = _group(report, "execution_stats")
-    if ex is not None and _fresh(ex):
-        rt.execution = parse_execution(ex)
-    cpu = _group(report, "neuron_runtime_vcpu_usage")
-    if cpu is not None and isinstance(cpu.get("vcpu_usage"), dict):
-        user, system = _num(cpu["vcpu_usage"].get("user")), _num(cpu["vcpu_usage"].get("system"))
+    mem = _usable(groups.get(N.MEMORY_USED))
+    memory = mem.data_as(MemoryUsed) if mem is not None else None
+    if memory is not None:
+        model_cores = _parse_memory(rt, memory, per_device)
+    ex = _usable(groups.get(N.EXECUTION_STATS))
+    stats = ex.data_as(ExecutionStats) if ex is not None else None
+    if ex is not None and stats is not None and ex.fresh:
+        rt.execution = parse_execution(stats, _period(ex))
+    cpu = _usable(groups.get(N.NEURON_RUNTIME_VCPU_USAGE))
+    usage = cpu.data_as(RuntimeVcpuUsage) if cpu is not None else None
+    if cpu is not None and usage is not None and usage.usage is not None:
+        user, system = _finite(usage.usage.get(N.CPU_USER)), _finite(usage.usage.get(N.CPU_SYSTEM))
         if user is not None and system is not None:
             rt.vcpu = (user, system)
-            if _fresh(cpu):
+            if cpu.fresh:
                 rt.vcpu_period = _period(cpu)
     # the cores a runtime works on: where its models are loaded; else where it holds memory; else in use
     if model_cores:
@@ -277,39 +241,41 @@ def parse_runtime(entry: dict[str, Any], per_device: int) -> Runtime | None:
     return rt
 
 
-def _parse_system(snap: Snapshot, system: Any) -> None:
-    cpu = _group(system, "vcpu_usage")
-    if cpu is not None and isinstance(cpu.get("average_usage"), dict):
-        avg = cpu["average_usage"]
-        values = {k: _num(avg.get(k)) for k in HOST_CPU_FIELDS}
+def _parse_system(snap: Snapshot, system: dict[str, Group]) -> None:
+    cpu = _usable(system.get(N.VCPU_USAGE))
+    usage = cpu.data_as(VcpuUsage) if cpu is not None else None
+    if cpu is not None and usage is not None and usage.average is not None:
+        values = {k: _finite(usage.average.get(k)) for k in HOST_CPU_FIELDS}
         snap.host_cpu = {k: v for k, v in values.items() if v is not None}
-        if _fresh(cpu):
+        if cpu.fresh:
             snap.host_cpu_period = _period(cpu)
-    mem = _group(system, "memory_info")
-    if mem is not None:
-        fields = ("memory_total_bytes", "memory_used_bytes", "swap_total_bytes", "swap_used_bytes")
-        snap.host_memory = {k: _count(mem.get(k)) for k in fields if _num(mem.get(k)) is not None}
-    hw = _group(system, "neuron_hw_counters")
-    if hw is not None and _fresh(hw) and isinstance(hw.get("neuron_devices"), list):
+    mem = _usable(system.get(N.MEMORY_INFO))
+    info = mem.data_as(MemoryInfo) if mem is not None else None
+    if info is not None:
+        snap.host_memory = {
+            k: _count(v) for k in N.MEMORY_INFO_FIELDS if (v := _finite(info.fields.get(k))) is not None
+        }
+    hw = _usable(system.get(N.NEURON_HW_COUNTERS))
+    counters = hw.data_as(NeuronHwCounters) if hw is not None else None
+    if hw is not None and counters is not None and hw.fresh and isinstance(hw.body.get(N.NEURON_DEVICES), list):
         ecc: dict[int, dict[str, int]] = {}
-        for dev in hw["neuron_devices"]:
-            if not isinstance(dev, dict):
-                continue
-            index = _index(dev.get("neuron_device_index"))
-            if index is not None:
-                ecc[index] = {
-                    "mem": _count(dev.get("mem_ecc_uncorrected")),
-                    "sram": _count(dev.get("sram_ecc_uncorrected")),
+        for dev in counters.devices:
+            if dev.index is not None:
+                ecc[dev.index] = {
+                    "mem": _count(dev.events.get(N.MEM_ECC_UNCORRECTED)),
+                    "sram": _count(dev.events.get(N.SRAM_ECC_UNCORRECTED)),
                 }
         snap.ecc = ecc
         snap.ecc_period = _period(hw)
 
 
 def parse_snapshot(report: dict[str, Any], time: float, source: str) -> Snapshot:
-    """``time`` is the report's time (``report_time`` or a stand-in); ``source`` names a report without instance id."""
-    info = _mapping(report.get("instance_info"))
-    hw = _mapping(report.get("neuron_hardware_info"))
-    per_device = _count(hw.get("neuroncore_per_device_count")) or 1
+    """``time`` is the report's time (``report_time`` or a stand-in); ``source`` names a report without instance id.
+
+    The report is read through the schema's read layer; wrong-typed values are left out, never raised on."""
+    read = read_report(report)
+    info = read.instance_info or {}
+    per_device = read.cores_per_device or 1
     snap = Snapshot(
         time=time,
         instance=str(info.get("instance_id") or source),
@@ -317,17 +283,18 @@ def parse_snapshot(report: dict[str, Any], time: float, source: str) -> Snapshot
         cores_per_device=per_device,
         runtimes=[],
     )
-    entries = report.get("neuron_runtime_data")
-    if isinstance(entries, list):
-        seen: set[tuple[int, str]] = set()
-        for entry in entries:
-            rt = parse_runtime(entry, per_device) if isinstance(entry, dict) else None
-            if rt is None:
-                snap.problems.append("a runtime entry without a numeric pid")
-                continue
-            if rt.key in seen:  # the same runtime twice in one report: keep the first
-                continue
-            seen.add(rt.key)
-            snap.runtimes.append(rt)
-    _parse_system(snap, report.get("system_data"))
+    entries = report.get(N.NEURON_RUNTIME_DATA)
+    unread = (len(entries) - len(read.runtimes)) if isinstance(entries, list) else 0
+    snap.problems.extend(["a runtime entry without a numeric pid"] * unread)  # entries that are not objects
+    seen: set[tuple[int, str]] = set()
+    for entry in read.runtimes:
+        rt = parse_runtime(entry, per_device)
+        if rt is None:
+            snap.problems.append("a runtime entry without a numeric pid")
+            continue
+        if rt.key in seen:  # the same runtime twice in one report: keep the first
+            continue
+        seen.add(rt.key)
+        snap.runtimes.append(rt)
+    _parse_system(snap, read.system)
     return snap

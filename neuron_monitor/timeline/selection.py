@@ -15,18 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from neuron_monitor.schema.spec import COUNTER_TRACK, registry
 from neuron_monitor.timeline.extract import ECC_UNCORRECTED, RUNTIME_ERROR_TYPES
 
-COUNTER_TYPES: tuple[str, ...] = (
-    "neuroncore_utilization",
-    "flops",
-    "device_memory",
-    "executions",
-    "latency",
-    "runtime_vcpu",
-    "runtime_host_memory",
-    "host_vcpu",
-    "host_memory",
+# the counter tracks' categories, as the group specs declare them (neuron_monitor.schema.groups)
+COUNTER_TYPES: tuple[str, ...] = tuple(
+    dict.fromkeys(t.category for spec in registry().all() for t in spec.tracks if t.kind == COUNTER_TRACK)
 )
 # slices that are neither counters nor errors: a runtime's lifetime; problems found by neuron-monitor-det
 SLICE_TYPES: tuple[str, ...] = ("runtime",)

@@ -2,7 +2,8 @@
 
 Tracks, per instance:
 
-- per NeuronCore: ``utilization`` (percent) and ``flops`` counters, summed over the runtimes on the core;
+- per NeuronCore: ``utilization`` (percent) and ``flops`` counters, summed over the runtimes on the core, and
+  ``physical utilization`` (percent per physical core of a logical core: LNC=2 on trn2 and trn3);
 - per device: ``memory`` by category (constants, model_code, model_shared_scratchpad, runtime_memory, tensors)
   summed over its cores and runtimes, one counter with a value per category (stacked in chrome://tracing, one
   track per category in Perfetto);
@@ -36,6 +37,7 @@ from neuron_monitor.timeline.selection import ERROR_TYPES, Selection, format_cor
 from neuron_monitor.timeline.trace_writer import TraceWriter
 
 GROUP_BY: tuple[str, ...] = ("instance", "device", "neuroncore", "process")
+PHYSICAL = "neuroncore_physical_utilization"  # the track category of per-physical-core utilization
 ERROR_COLOR = "terrible"  # chrome://tracing reserved colour name (red)
 PROBLEM_COLOR = "terrible"
 
@@ -226,10 +228,12 @@ class TraceConverter:
     def _core_counters(self, inst: _Instance, snap: Snapshot, runtimes: list[Runtime]) -> None:
         want_util = self.sel.wants_type("neuroncore_utilization")
         want_flops = self.sel.wants_type("flops")
-        if not (want_util or want_flops):
+        want_physical = self.sel.wants_type(PHYSICAL)
+        if not (want_util or want_flops or want_physical):
             return
         util: dict[int, float] = {}
         flops: dict[int, float] = {}
+        physical: dict[int, dict[str, float]] = {}
         start: dict[int, float] = {}  # cores with fresh data -> start of the period
         for rt in runtimes:
             for core, u in (rt.utilization or {}).items():
@@ -238,6 +242,9 @@ class TraceConverter:
                 util[core] = util.get(core, 0.0) + u
                 if rt.flops and core in rt.flops:
                     flops[core] = flops.get(core, 0.0) + rt.flops[core]
+                for name, pu in (rt.physical or {}).get(core, {}).items():
+                    phys = physical.setdefault(core, {})
+                    phys[name] = phys.get(name, 0.0) + pu
                 if rt.core_period is not None:
                     start[core] = min(start.get(core, snap.time), snap.time - rt.core_period)
         for core in sorted(start):
@@ -253,12 +260,20 @@ class TraceConverter:
             if want_flops and core in flops:
                 self.w.counter(pid, f"{prefix}flops", start[core], {"flops": flops[core]}, "flops")
                 inst.flops_cores.add(core)
-            inst.core_tracks[core] = (pid, prefix, ())
+            names: tuple[str, ...] = ()
+            if want_physical and core in physical:
+                values: dict[str, float | None] = {n: round(v, 2) for n, v in sorted(physical[core].items())}
+                self.w.counter(pid, f"{prefix}physical utilization", start[core], values, PHYSICAL)
+                names = tuple(values)
+            inst.core_tracks[core] = (pid, prefix, names)
         for core in [c for c in inst.core_tracks if c not in util]:  # no runtime on the core any more
-            pid, prefix, _ = inst.core_tracks.pop(core)
+            pid, prefix, names = inst.core_tracks.pop(core)
             zero_at = inst.last_time
             if want_util:
                 self.w.counter(pid, f"{prefix}utilization", zero_at, {"percent": 0.0}, "neuroncore_utilization", True)
+            if names:
+                zeros: dict[str, float | None] = dict.fromkeys(names, 0.0)
+                self.w.counter(pid, f"{prefix}physical utilization", zero_at, zeros, PHYSICAL, exact=True)
             if want_flops and core in inst.flops_cores:
                 self.w.counter(pid, f"{prefix}flops", zero_at, {"flops": 0.0}, "flops", exact=True)
                 inst.flops_cores.discard(core)

@@ -92,5 +92,5 @@ SPEC = S.GroupSpec(
     counts=counts,
     cloudwatch=(CW_EVENT, CW_TOTAL),
     datums=datums,
-    tracks=(S.Track("uncorrected ECC", "ecc", "events", S.DEVICE_TRACK),),
+    tracks=(S.Track("ECC", "ecc_uncorrected", "events", S.DEVICE_TRACK, S.SLICE_TRACK),),
 )
