@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -10,8 +11,8 @@ import pytest
 from neuron_monitor.groups.base import GroupError
 from neuron_monitor.groups.memory_info import MemoryInfo, memory_from_meminfo
 from neuron_monitor.groups.vcpu_usage import VcpuUsage, usage_percent
-from neuron_monitor.host.procfs import parse_meminfo
-from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.host.procfs import parse_meminfo, parse_stat
+from neuron_monitor.host.rootfs import KeptFile, RootFS
 from tests.conftest import FIXTURES
 
 
@@ -71,16 +72,51 @@ def test_vcpu_usage_missing_file(tmp_path: Path) -> None:
         g.collect()
 
 
+class _RecordingFile(KeptFile):
+    """A kept file that remembers every sample it handed out (the exact bytes the group computed from)."""
+
+    __slots__ = ("samples",)
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.samples: list[bytes] = []
+
+    def read(self) -> bytes:
+        data = super().read()
+        self.samples.append(data)
+        return data
+
+
+class _RecordingRoot(RootFS):
+    def __init__(self) -> None:
+        super().__init__("/")
+        self.kept: list[_RecordingFile] = []
+
+    def open_kept(self, rel: str) -> KeptFile:
+        f = _RecordingFile(self.path(rel))
+        self.kept.append(f)
+        return f
+
+
 def test_vcpu_usage_live_host_shares_sum_to_100() -> None:
-    g = VcpuUsage(RootFS("/"))
+    """On the live host the printed shares leave out steal (AWS prints no steal field), so they sum to 100 minus
+    the steal share of the same two samples; on a VM with steal they do not reach 100."""
+    root = _RecordingRoot()
+    g = VcpuUsage(root)
     g.prime()
-    deadline = time.monotonic() + 0.3
-    while time.monotonic() < deadline:  # burn a little CPU so user time moves
+    start = os.times()
+    deadline = time.monotonic() + 60
+    while os.times().user - start.user < 0.05:  # burn until this process got CPU time (however loaded the host)
+        assert time.monotonic() < deadline, "this process got no CPU time in 60 s"
         sum(i * i for i in range(1000))
     body = g.collect()
-    total = sum(body["average_usage"].values())
-    assert 99.0 <= total <= 100.5  # steal is in the denominator but not printed
-    assert body["average_usage"]["user"] > 0
+    before, after = (parse_stat(s) for s in root.kept[0].samples)
+    delta = [max(b - a, 0) for a, b in zip(before.total, after.total, strict=True)]
+    steal_share = 100.0 * delta[7] / sum(delta)
+    printed = sum(body["average_usage"].values())
+    assert abs(printed + steal_share - 100.0) <= 0.05  # 7 fields, each rounded to 0.01
+    assert body["average_usage"]["user"] + body["average_usage"]["nice"] > 0  # this process ran (maybe niced)
+    assert all(0.0 <= v <= 100.0 for v in body["average_usage"].values())
 
 
 def test_memory_formula_with_and_without_memavailable() -> None:

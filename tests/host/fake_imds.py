@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -30,6 +29,7 @@ class FakeImds:
         self.issued = 0
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
         self.expire_first_token = expire_first_token
+        self.released = threading.Event()  # "hang" mode answers nothing until this is set (on exit)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -47,7 +47,7 @@ class FakeImds:
             def do_PUT(self) -> None:
                 fake.requests.append(("PUT", self.path, dict(self.headers)))
                 if fake.mode == "hang":
-                    time.sleep(5)
+                    fake.released.wait(60)
                     return
                 if fake.mode == "v1" or self.path != "/latest/api/token":
                     self._send(403)
@@ -63,7 +63,7 @@ class FakeImds:
             def do_GET(self) -> None:
                 fake.requests.append(("GET", self.path, dict(self.headers)))
                 if fake.mode == "hang":
-                    time.sleep(5)
+                    fake.released.wait(60)
                     return
                 if fake.mode == "v2":
                     token = self.headers.get("X-aws-ec2-metadata-token")
@@ -91,5 +91,6 @@ class FakeImds:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()

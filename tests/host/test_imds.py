@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from neuron_monitor.host.imds import InstanceInfoSource, fetch_instance_info
@@ -68,11 +67,11 @@ def test_unreachable_endpoint_fills_error_quickly() -> None:
 
 def test_hanging_service_gives_up_within_budget() -> None:
     with FakeImds("hang") as imds:
-        t = time.monotonic()
         info = fetch_instance_info(imds.endpoint, budget=0.3)
-        elapsed = time.monotonic() - t
+        assert imds.requests  # it did ask
+    # the service holds every request for 60 s and then closes without answering: a timeout error (not a closed
+    # connection) means the client gave up on its own budget
     assert "did not answer in time" in info["error"] or "timed out" in info["error"]
-    assert elapsed < 3.0  # a budget, not a hang (generous bound; the point is that it returns)
 
 
 def test_source_never_blocks_and_fills_from_dmi(tmp_path: Path) -> None:

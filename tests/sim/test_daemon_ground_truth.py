@@ -7,11 +7,13 @@ ECC events must add up exactly over the fresh group objects, utilization within 
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from neuron_monitor.sim.temporary import TemporarySimulator
 
 REPO = Path(__file__).resolve().parents[2]
 UTILIZATION = 0.4
+Report = dict[str, Any]
 
 
 def _conf(path: Path) -> Path:
@@ -58,7 +61,7 @@ class Daemon:
         for line in self.proc.stdout:
             self.reports.append(json.loads(line))
 
-    def wait_reports(self, n: int, timeout: float = 20.0) -> None:
+    def wait_reports(self, n: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         target = len(self.reports) + n
         while len(self.reports) < target:
@@ -66,10 +69,40 @@ class Daemon:
             assert time.monotonic() < deadline, "daemon produced too few reports"
             time.sleep(0.05)
 
+    def wait_collected_after(self, wall: float, done: Callable[[list[Report]], bool], timeout: float = 60.0) -> None:
+        """Wait until ``done`` holds for the reports collected wholly after wall-clock time ``wall``: those after
+        the first report built after it (collections are sequential, so the next one starts after that report)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            after = list(itertools.dropwhile(lambda r: r["report_time"] <= wall, self.reports))[1:]
+            if done(after):
+                return
+            assert self.proc.poll() is None, self.proc.stderr.read().decode()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, f"no report collected after the pause showed everything in {timeout} s"
+            time.sleep(0.05)
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
         self._t.join(5)
+
+
+def _both_jobs_seen(reports: list[Report]) -> bool:
+    return any({e["neuron_runtime_tag"] for e in r["neuron_runtime_data"]} == {"job-00", "job-01"} for r in reports)
+
+
+def _final(after_pause: list[dict[str, Any]]) -> bool:
+    """Every group of job-00 and neuron_hw_counters collected fresh, and job-01 (stopped) gone from the report."""
+    if not after_pause or any(e["neuron_runtime_tag"] == "job-01" for e in after_pause[-1]["neuron_runtime_data"]):
+        return False
+    fresh: set[str] = set()
+    if any(r["system_data"].get("neuron_hw_counters", {}).get("fresh") for r in after_pause):
+        fresh.add("neuron_hw_counters")
+    for r in after_pause:
+        for e in r["neuron_runtime_data"]:
+            if e["neuron_runtime_tag"] == "job-00":
+                fresh |= {g for g, body in e["report"].items() if isinstance(body, dict) and body.get("fresh")}
+    return fresh >= {"neuron_hw_counters", "execution_stats", "neuroncore_counters", "memory_used"}
 
 
 @pytest.mark.e2e
@@ -79,8 +112,14 @@ def test_daemon_counts_match_ground_truth(tmp_path: Path) -> None:
         memory_interval=0, ecc_rate=0, numerical_error_rate=0.01, generic_error_rate=0.01,
     )  # fmt: skip
     with TemporarySimulator("inf2.24xlarge", runtimes=3, seed=11, **options) as sim:
+        # paused while the daemon starts (however long a loaded host takes): it sees both jobs first, so its
+        # baselines are the totals below and every later execution is in its reports
+        sim.pause()
         daemon = Daemon(_conf(tmp_path / "monitor.conf"), sim.root)
         try:
+            daemon.wait_collected_after(0.0, _both_jobs_seen)
+            before = {tag: sim.truth.runtime_totals(tag)[0]["counters"] for tag in ("job-00", "job-01")}
+            sim.resume()
             daemon.wait_reports(5)
             sim.inject("numerical_burst", tag="job-00", count=37)
             sim.inject("timeouts", tag="job-01", count=5)
@@ -91,15 +130,18 @@ def test_daemon_counts_match_ground_truth(tmp_path: Path) -> None:
             sim.stop_runtime("job-01")
             daemon.wait_reports(4)
             sim.pause()
-            daemon.wait_reports(6)  # every group collects at least twice after the pause
+            paused = time.time()
+            daemon.wait_collected_after(paused, _final)  # every group collected once the totals were final
         finally:
             daemon.stop()
         truth = sim.truth
         pids = {tag: sim.pid_of(tag) for tag in ("job-00", "job-01", "other")}
         totals = {tag: truth.runtime_totals(tag)[0] for tag in pids}
         ecc = truth.latest_totals()["ecc"]["0"]
-        steady_from = truth.runtime("job-00")["t"] + 1.5 + 0.1  # after loading
-        steady_to = next(e["t"] for e in truth.events("fault") if e["kind"] == "pause") - 0.05
+        faults = truth.events("fault")
+        resumed = next(e["t"] for e in faults if e["kind"] == "resume")
+        steady_from = max(truth.runtime("job-00")["t"] + 1.5, resumed) + 0.1  # after loading and the resume
+        steady_to = next(e["t"] for e in faults if e["kind"] == "pause" and e["t"] > resumed) - 0.05
 
     reports = daemon.reports
     seen_tags = {e["neuron_runtime_tag"] for r in reports for e in r["neuron_runtime_data"]}
@@ -120,10 +162,11 @@ def test_daemon_counts_match_ground_truth(tmp_path: Path) -> None:
                 continue
             if steady_from <= r["report_time"] - nc["period"] and r["report_time"] <= steady_to:
                 util["job-00"].extend(c["neuroncore_utilization"] for c in nc["neuroncores_in_use"].values())
+    done = {tag: {k: v - before[tag].get(k, 0) for k, v in totals[tag]["counters"].items()} for tag in sums}
     for tag in ("job-00", "job-01"):
-        assert sums[tag] == totals[tag]["counters"], tag
-    assert totals["job-00"]["counters"]["numerical"] >= 37 and totals["job-00"]["counters"]["completed"] > 300
-    assert totals["job-01"]["counters"]["timed_out"] >= 5
+        assert {k: v for k, v in sums[tag].items() if v} == {k: v for k, v in done[tag].items() if v}, tag
+    assert done["job-00"]["numerical"] >= 37 and done["job-00"]["completed"] > 300
+    assert done["job-01"]["timed_out"] >= 5
 
     # utilization: reports while job-00 ran steadily (after loading, before the pause) are within 1 point
     steady = util["job-00"]

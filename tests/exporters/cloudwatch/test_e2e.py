@@ -156,9 +156,22 @@ def test_network_down_bounded_buffer_keeps_newest(moto_url: str, trn1_report: di
     assert proc.stdin is not None
     proc.stdin.write(encode_lines(reports))
     proc.stdin.flush()
-    time.sleep(2.0)  # the reader takes everything while the sender fails to connect
+    assert proc.stderr is not None
+    err_lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: err_lines.extend(iter(proc.stderr.readline, b"")), daemon=True)
+    reader.start()
+    # the exporter has started (however slowly), its reader took the second report (the buffer overflowed) and its
+    # sender failed to connect
+    deadline = time.monotonic() + 60
+    while not all(any(w in line for line in err_lines) for w in (b"buffer full", b"failed, will retry")):
+        assert time.monotonic() < deadline and proc.poll() is None, b"".join(err_lines).decode()
+        time.sleep(0.05)
+    time.sleep(0.5)  # the last two lines were in the pipe with the second: the reader takes them at once
     with FaultProxy(moto_url, lambda n: "pass", port=port):
-        _, stderr = proc.communicate(timeout=60)  # closes stdin: EOF, flush and exit
+        proc.stdin.close()  # EOF: flush and exit
+        proc.wait(timeout=60)
+        reader.join(timeout=10)
+    stderr = b"".join(err_lines)
     assert proc.returncode == 0, stderr
     s = summary(stderr)
     datums = mapped(reports)
@@ -249,22 +262,28 @@ def test_simulator_daemon_exporter_matches_ground_truth(moto_url: str, tmp_path:
         )
         assert daemon.stdout is not None and exporter.stdin is not None
 
-        def pump(n: int) -> None:
+        def pump(n: int) -> float:
+            """Pass ``n`` reports on; the report time of the last."""
             for _ in range(n):
                 line = daemon.stdout.readline()  # type: ignore[union-attr]
                 assert line, "the daemon stopped"
                 lines.append(line)
                 exporter.stdin.write(line)  # type: ignore[union-attr]
                 exporter.stdin.flush()  # type: ignore[union-attr]
+            return float(orjson.loads(lines[-1])["report_time"])
 
         try:
-            pump(1)  # the daemon is running and has its baselines
+            while len(orjson.loads(lines[-1] if lines else b'{"neuron_runtime_data": []}')["neuron_runtime_data"]) < 2:
+                pump(1)  # the daemon is running and has its baselines of both runtimes
             sim.resume()
             pump(3)
             sim.pause()
             sim.inject("numerical_burst", tag=tags[0], count=7)
             sim.inject("ecc_corrected", device=3, count=4, memory="mem")
-            pump(3)  # collections after the pause see every count
+            final = time.time()
+            while pump(1) <= final:  # reports collected before (or while) the counts became final
+                pass
+            pump(1)  # collected wholly after: every group runs every report (all at 1 s)
             after = {(t, c): sim.truth.total(t, c) for t in tags for c in counters}
         finally:
             daemon.send_signal(signal.SIGTERM)

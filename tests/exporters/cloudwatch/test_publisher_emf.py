@@ -128,7 +128,7 @@ def test_flush_deadline_counts_what_is_left() -> None:
     buf.put([Datum("M", "Count", (), now, 1.0)] * 5)
     t0 = time.monotonic()
     pub.finish(timeout=0.5)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 60  # returns at its deadline, not after 10 000 retries (about 12 minutes)
     assert pub.stats.unsent_at_exit == 5 and pub.stats.samples_sent == 0
 
 
