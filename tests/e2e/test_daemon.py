@@ -134,7 +134,7 @@ def test_sighup_reload_and_bad_reload_keeps_old(tmp_path: Path) -> None:
         assert set(d.report()["system_data"]) == {"memory_info"}
         write_conf(conf, {"system_metrics": [{"type": "vcpu_usage", "period": "200ms"}]})
         d.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         report = d.report()
         while set(report["system_data"]) != {"vcpu_usage"}:
             assert time.monotonic() < deadline
@@ -155,7 +155,7 @@ def test_config_file_change_reloads_without_signal(tmp_path: Path) -> None:
     with DaemonProcess("-c", str(conf), "--no-imds") as d:
         d.report()
         write_conf(conf, {"system_metrics": [{"type": "vcpu_usage", "period": "200ms"}]})
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while set(d.report()["system_data"]) != {"vcpu_usage"}:
             assert time.monotonic() < deadline
 
@@ -219,7 +219,7 @@ def test_slow_reader_loses_no_counts_and_buffers_nothing(fake_root_192: Path, tm
 def test_instance_info_from_local_imds(tmp_path: Path) -> None:
     conf = write_conf(tmp_path / "m.conf", {"period": "300ms", "system_metrics": [{"type": "memory_info"}]})
     with FakeImds("v2") as imds, DaemonProcess("-c", str(conf), "--imds-endpoint", imds.endpoint) as d:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         info = d.report()["instance_info"]
         while info["error"]:
             assert time.monotonic() < deadline
