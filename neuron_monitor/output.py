@@ -9,6 +9,12 @@ A write that cannot block (stdout is a pipe with room for the whole line, or a r
 done at once on the caller's thread; anything else goes through the writer thread, so a full pipe or a stopped
 terminal never stalls the event loop. The direct path saves a thread hand-off per report.
 
+Room in a pipe is counted in pages, not bytes: Linux's pipe is a ring of page-sized slots and a write that does not
+fit in the last slot's free space takes new slots, so 16 unread 3 KB lines fill a 64 KiB pipe holding 48 KB. The
+direct path therefore bounds the slots the unread bytes can occupy by the lines this writer sent (each line at most
+ceil(size / page) slots) and writes directly only when the new line's slots are surely free; otherwise the writer
+thread waits, and the event loop (signals included) keeps running.
+
 A pipe whose buffer is smaller than four report lines (Linux's default is 64 KiB; a trn2.48xlarge report with 16
 runtimes is about 80 KB) is grown once with F_SETPIPE_SZ, up to /proc/sys/fs/pipe-max-size (1 MiB by default,
 no privilege needed), so that whole reports fit and go out directly. This buffers at most a few reports in the
@@ -18,6 +24,7 @@ kernel, never in this process; when growing is refused, lines that do not fit ta
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import errno
 import fcntl
@@ -39,6 +46,13 @@ F_GETPIPE_SZ = 1032  # fcntl.F_GETPIPE_SZ
 PIPE_LINES = 4  # grow a pipe to hold this many lines
 PIPE_MAX_SIZE = "/proc/sys/fs/pipe-max-size"
 _DEV_NULL = os.makedev(1, 3)
+PAGE = os.sysconf("SC_PAGESIZE")  # a pipe buffer slot
+SENT_TRACKED = 64  # recent lines remembered to bound the slots unread bytes occupy
+
+
+def _slots(n: int) -> int:
+    """Most pipe slots a write of n bytes can take."""
+    return -(-n // PAGE)
 
 
 def _fd_kind(fd: int) -> str:
@@ -79,6 +93,7 @@ class LineWriter:
         self._capacity = 0  # the pipe's buffer size, read once and after growing it (only we resize it)
         self._grown_for = 0  # the longest line growing the pipe was tried for
         self.direct_writes = 0
+        self._sent: collections.deque[int] = collections.deque(maxlen=SENT_TRACKED)  # sizes of recent lines
 
     def _grow_pipe(self, n: int) -> None:
         """Try once per new longest line to make the pipe hold PIPE_LINES lines of n bytes."""
@@ -114,8 +129,18 @@ class LineWriter:
         except OSError:
             self._kind = "other"
             return False
-        free: int = self._capacity - unread
-        return free >= n
+        return self._capacity // PAGE - self._slots_unread(unread) >= _slots(n)
+
+    def _slots_unread(self, unread: int) -> int:
+        """At most how many pipe slots ``unread`` bytes occupy: those of the newest lines that hold them (a line
+        partly read still holds its slots). More unread bytes than the tracked lines hold: assume all slots."""
+        covered = slots = 0
+        for size in reversed(self._sent):
+            if covered >= unread:
+                return slots
+            covered += size
+            slots += _slots(size)
+        return slots if covered >= unread else self._capacity // PAGE
 
     async def write(self, line: bytes) -> None:
         if self.recorder is None and self._room_for(len(line)):
@@ -154,6 +179,7 @@ class LineWriter:
                     raise ReaderGone() from None
                 raise
             view = view[n:]
+        self._sent.append(len(line))
 
     def _run(self) -> None:
         while True:

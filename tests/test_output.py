@@ -100,3 +100,46 @@ async def test_a_pipe_too_small_for_the_lines_is_grown_once() -> None:
     writer.close()
     os.close(r)
     os.close(w)
+
+
+def test_direct_writes_never_block_on_a_pipe_full_of_unread_lines() -> None:
+    """A pipe's room is in page slots: 16 unread 3.3 KB lines fill a 64 KiB pipe that holds only 53 KB. A direct
+    write that blocked there would stall the event loop (and SIGTERM with it); the writer thread must take it."""
+    r, w = os.pipe()
+    fcntl.fcntl(w, F_SETPIPE_SZ, 65536)
+    line = b"z" * 3300 + b"\n"
+    writer = LineWriter(w)
+    sent: list[int] = []
+
+    async def fill() -> None:
+        while True:
+            before = writer.direct_writes
+            task = asyncio.get_running_loop().create_task(writer.write(line))
+            await asyncio.sleep(0)
+            if writer.direct_writes == before:  # went to the writer thread, which waits for the reader
+                break
+            await task
+            sent.append(1)
+        got = bytearray()
+        while len(got) < (len(sent) + 1) * len(line):
+            got += await asyncio.to_thread(os.read, r, 1 << 20)
+        await task
+        assert bytes(got) == line * (len(sent) + 1)
+
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(fill())
+        except BaseException as e:
+            errors.append(e)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(60)
+    assert not runner.is_alive(), "a direct write blocked the event loop"
+    assert not errors, errors
+    assert len(sent) >= 4  # the fast path still serves a reader that keeps up
+    writer.close()
+    os.close(r)
+    os.close(w)
