@@ -9,7 +9,10 @@ Shape (as AWS's neuron-monitor prints it; key order as in real reports)::
      "neuron_monitor": {"version", "start_time", "reports", "skipped_collections",
                         "collection_seconds", "error"}}                 # additive: the daemon's own health
 
-Every group object is ``{"period": s, ...data..., "error": "", "fresh": bool}``. ``fresh`` (additive) is true when
+Every group object is ``{"period": s, ...data..., "error": "", "fresh": bool}``. A non-empty ``error`` means the
+group's data is not to be used, except for the groups whose spec says ``partial_errors`` (neuron_hw_counters names
+the ECC counters an older driver does not expose and still reports the others); consumers read this through
+``neuron_monitor.schema.read.Group.usable``. ``fresh`` (additive) is true when
 the group was collected for this report and false when its newest data is carried over from an earlier report
 because the group's period is longer than the report interval. A consumer that accumulates the per-period counters
 (execution_stats, neuron_hw_counters, context switches) adds them only when ``fresh`` is true, and so counts each
@@ -34,18 +37,6 @@ INSTANCE_INFO_KEYS: tuple[str, ...] = (
     "ami_id",
     "subnet_id",
 )
-
-# Groups whose ``error`` may describe a partial failure while the data beside it stays valid: neuron_hw_counters
-# names the ECC counters an older driver (or Inf1) does not expose, and still reports the others. For every other
-# group, as in AWS's tools, a non-empty ``error`` means its data is not to be used.
-PARTIAL_ERROR_GROUPS: frozenset[str] = frozenset({"neuron_hw_counters"})
-
-
-def group_data_usable(name: str, obj: dict[str, Any]) -> bool:
-    """Whether a consumer may use a group object's data: no ``error``, or a partial one with data beside it."""
-    if not obj.get("error"):
-        return True
-    return name in PARTIAL_ERROR_GROUPS and any(k not in ("period", "error", "fresh") for k in obj)
 
 
 def encoded_values(body: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Registry of metric groups: one module per group, looked up by its ``type`` name.
 
-Modules are imported lazily, so a host-only configuration never imports the Neuron device code.
-Each module defines ``GROUP``, the group class.
+The group names are those of the group specs (``neuron_monitor.schema.groups``: a spec module is a group's
+registration, here and for every consumer); each spec's placement says whether it is a system or a runtime group.
+Collector modules are imported lazily, so a host-only configuration never imports the Neuron device code. Each
+module here defines ``GROUP``, the group class, in a module named after the group.
 """
 
 from __future__ import annotations
@@ -9,14 +11,10 @@ from __future__ import annotations
 import importlib
 
 from neuron_monitor.groups.base import RuntimeGroup, SystemGroup
+from neuron_monitor.schema.spec import registry
 
-SYSTEM_GROUPS: tuple[str, ...] = ("vcpu_usage", "memory_info", "neuron_hw_counters")
-RUNTIME_GROUPS: tuple[str, ...] = (
-    "neuroncore_counters",
-    "execution_stats",
-    "memory_used",
-    "neuron_runtime_vcpu_usage",
-)
+SYSTEM_GROUPS: tuple[str, ...] = tuple(registry().system)
+RUNTIME_GROUPS: tuple[str, ...] = tuple(registry().runtime)
 
 
 def load_system_group(type_name: str) -> type[SystemGroup]:

@@ -182,8 +182,8 @@ def test_trn2_extras_physical_cores_devices_models() -> None:
 
 
 def test_partial_ecc_error_still_counts_the_exposed_counters() -> None:
-    """An older driver names the ECC files it lacks in ``error``; the counters it has still count (report.py
-    PARTIAL_ERROR_GROUPS), and the error shows in the group-error self-metric. Other groups stay all-or-nothing."""
+    """An older driver names the ECC files it lacks in ``error``; the counters it has still count (the group spec's
+    ``partial_errors``), and the error shows in the group-error self-metric. Other groups stay all-or-nothing."""
     reports = []
     for _ in range(3):
         r = trn2_report([runtime(100, "a", [0, 1], completed=5)], ecc=2)
