@@ -9,6 +9,7 @@ without the object (AWS's daemon) produce none of these.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from neuron_monitor.exporters.prometheus.context import ShapeContext
@@ -38,5 +39,5 @@ def shape_daemon(ctx: ShapeContext, daemon: dict[str, Any] | None) -> None:
         ("collection_seconds", "collection_duration_seconds", GAUGE, "Duration of the newest report's collection"),
     ):
         value = number(daemon.get(key), f"{where}.{key}")
-        if value is not None:
+        if value is not None and (kind != COUNTER or 0.0 <= value < math.inf):  # a counter is never negative
             ctx.fams.family(f"{PREFIX}_{name}", kind, help_text, labels).samples[values] = value
