@@ -24,12 +24,24 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize(
     "args",
-    [["--port", "70000"], ["--key-file", "k.pem"], ["--stale-periods", "0"], ["--no-such-flag"]],
+    [
+        ["--port", "70000"],
+        ["--key-file", "k.pem"],
+        ["--stale-periods", "0"],
+        ["--stale-periods", "nan"],
+        ["--stale-periods", "inf"],
+        ["--stale-periods", "-3"],
+        ["--stale-floor", "nan"],
+        ["--stale-floor", "0"],
+        ["--max-label-length", "3"],
+        ["--no-such-flag"],
+    ],
 )
-def test_bad_usage_exits_2(args: list[str]) -> None:
+def test_bad_usage_exits_2_with_one_line(args: list[str]) -> None:
     done = _run(*args)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 @pytest.mark.parametrize(

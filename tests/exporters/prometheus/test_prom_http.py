@@ -183,3 +183,20 @@ def test_gzip_of_small_and_large_bodies_round_trips() -> None:
     state.apply(big)
     for openmetrics in (False, True):
         assert gzip.decompress(collector.body([], openmetrics, True)) == collector.body([], openmetrics, False)
+
+
+def test_landing_page_shows_status_and_links(served: tuple[HTTPFront, ExporterCollector]) -> None:
+    front, collector = served
+    report = _report(1)
+    report["neuron_runtime_data"][0]["report"]["memory_used"]["error"] = "cannot read"
+    collector.state.apply(report)
+    conn = http.client.HTTPConnection("127.0.0.1", front.server_address[1], timeout=30)
+    status, headers, body = _get(conn, "/")
+    page = body.decode()
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    for text in ("ok", "newest report", "stale after", "runtimes</th><td>2", "Neuron devices</th><td>16"):
+        assert text in page, text
+    assert "<td>memory_used</td><td>error</td><td>1</td>" in page
+    assert '<a href="metrics">' in page and '<a href="dashboard.json">' in page
+    status, headers, body = _get(conn, "/dashboard.json")
+    assert status == 200 and headers["content-type"] == "application/json" and b'"panels"' in body
