@@ -45,7 +45,7 @@ class Tmux:
 
     def start(self, command: str) -> None:
         # after the program exits the shell reports its status and the terminal's modes, then waits to be read
-        script = f"trap : INT; {command}; echo EXIT=$?; stty -a; sleep 600"
+        script = f"trap : INT; {command}; echo EXIT=$?; stty -a; echo STTY-DONE; sleep 600"
         env = f"cd {shlex.quote(str(REPO))} && PYTHONPATH={shlex.quote(str(REPO))} exec sh -c {shlex.quote(script)}"
         self.tmux("new-session", "-d", "-x", str(self.width), "-y", str(self.height), env)
 
@@ -104,7 +104,7 @@ def top(*args: str) -> str:
 
 
 def assert_restored(t: Tmux, code: int = 0) -> None:
-    screen = t.wait_for(f"EXIT={code}", "speed")
+    screen = t.wait_for(f"EXIT={code}", "STTY-DONE")  # stty's whole output is on screen
     assert " icanon" in screen and " echo " in screen  # the keyboard is back in line mode with echo
     assert "neuron-monitor-top" not in screen  # the alternate screen was left: the shell's screen is back
     assert t.flag("alternate_on") == "0"
@@ -218,7 +218,8 @@ def test_replay_with_pause_and_seek(term: Callable[[int, int], Tmux], tmp_path: 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for job control")
 def test_ctrl_z_gives_the_terminal_back_and_fg_resumes(term: Callable[[int, int], Tmux]) -> None:
     t = term(100, 30)
-    shell = f"cd {shlex.quote(str(REPO))} && PYTHONPATH={shlex.quote(str(REPO))} exec bash --norc --noprofile -i"
+    repo = shlex.quote(str(REPO))
+    shell = f"cd {repo} && PYTHONPATH={repo} PS1='PROMPT> ' exec bash --norc --noprofile -i"
     t.tmux("new-session", "-d", "-x", "100", "-y", "30", shell)
     t.keys(top("--simulate", "trn1.2xlarge", "--no-imds"), "Enter")
     t.wait_for("trn1.2xlarge", "  0 [")
@@ -230,6 +231,8 @@ def test_ctrl_z_gives_the_terminal_back_and_fg_resumes(term: Callable[[int, int]
     t.keys("clear; fg", "Enter")
     t.wait("the view to come back", lambda s: s.startswith("neuron-monitor-top") and "  0 [" in s)
     t.keys("q")
+    # keys typed before the program exits would be its keys: wait for the shell's prompt first
+    t.wait("the shell's prompt", lambda s: s.rstrip().endswith("PROMPT>") and "neuron-monitor-top  trn1" not in s)
     t.keys("echo EXIT=$?", "Enter")
     t.wait_for("EXIT=0")
     assert t.flag("alternate_on") == "0" and t.flag("cursor_flag") == "1"
