@@ -130,6 +130,11 @@ class Track:
     kind: str = COUNTER_TRACK
 
 
+# (track, key, {series: value}): one counter sample of a spec's own timeline track. The key holds the scope's index
+# (the NeuronCore or device index for those scopes, nothing for the host and runtime scopes).
+TimelineSample = tuple[Track, tuple[str, ...], Mapping[str, float]]
+
+
 # ---- the spec -------------------------------------------------------------------------------------------------
 def _none(*_: Any) -> Iterable[Any]:
     return ()
@@ -151,6 +156,9 @@ class GroupSpec(Generic[T]):
     cloudwatch: tuple[CwMetric, ...] = ()
     datums: Callable[[T, float, bool], Iterable[CwDatum]] = _none  # (value, period, per_vcpu)
     tracks: tuple[Track, ...] = ()
+    # the values of the group's tracks, for groups the timeline does not place by hand (every group added after
+    # the first seven): the trace writer puts each at its scope's place (host, runtime, core, device)
+    timeline: Callable[[T], Iterable[TimelineSample]] | None = None
     families_by_name: dict[str, PromFamily] = field(default_factory=dict, compare=False)
     dropping: tuple[PromFamily, ...] = field(default=(), compare=False)  # the counters with ``drops_unlisted``
 

@@ -21,7 +21,8 @@ from neuron_monitor.schema.groups.neuron_hw_counters import NeuronHwCounters
 from neuron_monitor.schema.groups.neuron_runtime_vcpu_usage import RuntimeVcpuUsage
 from neuron_monitor.schema.groups.neuroncore_counters import NeuroncoreCounters
 from neuron_monitor.schema.groups.vcpu_usage import VcpuUsage
-from neuron_monitor.schema.read import Group, RuntimeEntry, index, read_report
+from neuron_monitor.schema.read import Group, Report, RuntimeEntry, index, read_report
+from neuron_monitor.schema.spec import TimelineSample
 
 # event types taken from execution_stats.error_summary: event type -> key
 ERROR_SUMMARY_TYPES: dict[str, str] = {
@@ -103,6 +104,9 @@ class Snapshot:
     ecc: dict[int, dict[str, int]] | None = None  # device -> uncorrected counts, when neuron_hw_counters is fresh
     ecc_period: float | None = None
     problems: list[str] = field(default_factory=list)  # what could not be read
+    # samples of the tracks of groups with a spec ``timeline`` (groups added after the first seven):
+    # (runtime name or "" for a system group, sample)
+    tracks: list[tuple[str, TimelineSample]] = field(default_factory=list)
 
 
 def _finite(v: float | None) -> float | None:
@@ -297,4 +301,18 @@ def parse_snapshot(report: dict[str, Any], time: float, source: str) -> Snapshot
         seen.add(rt.key)
         snap.runtimes.append(rt)
     _parse_system(snap, read.system)
+    _spec_tracks(snap, read)
     return snap
+
+
+def _spec_tracks(snap: Snapshot, read: Report) -> None:
+    """The samples of the groups whose spec declares its own timeline values (usable, fresh groups only)."""
+    names = {rt.key: rt.name for rt in snap.runtimes}
+    sources = [("", g) for g in read.system.values()]
+    for entry in read.runtimes:
+        if entry.pid is not None and (entry.pid, entry.tag) in names:
+            sources += [(names[(entry.pid, entry.tag)], g) for g in entry.groups.values()]
+    for owner, group in sources:
+        timeline = group.spec.timeline
+        if timeline is not None and group.usable and group.fresh:
+            snap.tracks.extend((owner, sample) for sample in timeline(group.data()))

@@ -31,6 +31,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from neuron_monitor.schema.spec import CORE_TRACK, DEVICE_TRACK
 from neuron_monitor.timeline.detect import Problem, clock
 from neuron_monitor.timeline.extract import ECC_UNCORRECTED, MEMORY_CATEGORIES, Runtime, Snapshot
 from neuron_monitor.timeline.selection import ERROR_TYPES, Selection, format_cores
@@ -187,7 +188,24 @@ class TraceConverter:
         else:
             self._process_memory(inst, snap, runtimes)
         self._host_counters(inst, snap)
+        self._spec_counters(inst, snap)
         inst.last_time = snap.time
+
+    def _spec_counters(self, inst: _Instance, snap: Snapshot) -> None:
+        """Tracks of groups whose spec declares its timeline values, each at its scope's place."""
+        for owner, (track, key, values) in snap.tracks:
+            if not self.sel.wants_type(track.category):
+                continue
+            if track.scope == CORE_TRACK and key and key[0].isdigit():
+                core = int(key[0])
+                if not self.sel.wants_core(core):
+                    continue
+                pid, prefix = self._core_place(inst, core)
+            elif track.scope == DEVICE_TRACK and key and key[0].isdigit():
+                pid, prefix = self._device_place(inst, int(key[0]))
+            else:
+                pid, prefix = self._main(inst), f"{owner} " if owner else ""
+            self.w.counter(pid, f"{prefix}{track.name}", snap.time, dict(values), track.category)
 
     def _runtime_counters(self, inst: _Instance, snap: Snapshot, tracks: _RuntimeTracks) -> None:
         rt = tracks.runtime

@@ -1,0 +1,132 @@
+"""A group added as nothing but a spec module reaches every consumer: the spec file is dropped into the specs
+package (a temporary directory added to its path), and the Prometheus exporter, the CloudWatch mapping, the
+timeline and the spec registry (whence the daemon's group list) all pick it up without any other change."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from neuron_monitor.exporters.cloudwatch.mapping import ReportMapper
+from neuron_monitor.schema import groups as spec_package
+from neuron_monitor.schema import read as read_module
+from neuron_monitor.schema import spec as spec_module
+from neuron_monitor.timeline.convert import run
+from neuron_monitor.timeline.detect import Detector
+from neuron_monitor.timeline.selection import Selection
+from tests.exporters.prometheus.prom_helpers import feed, one, parse, scrape
+from tests.schema.conftest import aws_reports
+from tests.timeline import tef
+from tests.timeline.factory import record
+
+SPEC_SOURCE = '''
+"""``fan_speed`` (system): a test group, fan speeds in RPM and the turns of the period."""
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.read import Problems, numbers
+
+
+@dataclass(slots=True)
+class FanSpeed:
+    rpm: dict[str, float]
+    turns: dict[str, float]
+
+
+def read(body: dict[str, Any], where: str, problems: Problems) -> FanSpeed:
+    return FanSpeed(numbers(body.get("rpm"), problems, where, "rpm") or {},
+                    numbers(body.get("turns"), problems, where, "turns", counted=True) or {})
+
+
+RPM = S.PromFamily("fan_speed_rpm", S.GAUGE, "Fan speed", S.INSTANCE_SCOPE, ("fan",))
+TURNS = S.PromFamily("fan_turns", S.COUNTER, "Fan turns", S.INSTANCE_SCOPE, ("fan",))
+CW_RPM = S.CwMetric("FanSpeed", "None", S.HOST_DIMS, keyed=True)
+TRACK = S.Track("fan rpm", "fan_speed", "rpm", S.HOST_TRACK)
+
+
+def gauges(v: FanSpeed) -> Iterator[S.PromSample]:
+    yield RPM, (), v.rpm, 1.0, ()
+
+
+def counts(v: FanSpeed, period: float) -> Iterator[S.PromCount]:
+    yield TURNS, (), v.turns, 1.0
+
+
+def datums(v: FanSpeed, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:
+    for fan, rpm in v.rpm.items():
+        yield CW_RPM, (), fan, rpm
+
+
+def timeline(v: FanSpeed) -> Iterator[S.TimelineSample]:
+    yield TRACK, (), v.rpm
+
+
+SPEC = S.GroupSpec(name="fan_speed", placement=S.SYSTEM, read=read, doc=__doc__ or "",
+                   prometheus=(RPM, TURNS), gauges=gauges, counts=counts, cloudwatch=(CW_RPM,), datums=datums,
+                   tracks=(TRACK,), timeline=timeline)
+'''
+
+
+def _reset() -> None:
+    spec_module.registry.cache_clear()
+    spec_module._counter_families.cache_clear()
+    read_module._registry = None
+
+
+@pytest.fixture
+def fan_spec(tmp_path: Path) -> Iterator[None]:
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "fan_speed.py").write_text(SPEC_SOURCE)
+    spec_package.__path__.append(str(folder))
+    _reset()
+    try:
+        yield
+    finally:
+        spec_package.__path__.remove(str(folder))
+        sys.modules.pop("neuron_monitor.schema.groups.fan_speed", None)
+        _reset()
+
+
+def _report(turns: int, time: float) -> dict[str, Any]:
+    report = copy.deepcopy(aws_reports()[-1])
+    report["report_time"] = time
+    report["system_data"]["fan_speed"] = {
+        "period": 1.0,
+        "rpm": {"0": 1200.0, "1": 900},
+        "turns": {"0": turns},
+        "error": "",
+        "fresh": True,
+    }
+    return report
+
+
+def test_a_spec_module_alone_brings_a_group_to_every_consumer(fan_spec: None, tmp_path: Path) -> None:
+    assert "fan_speed" in spec_module.registry().system
+
+    series = parse(scrape(feed([_report(10, 1000.0), _report(5, 1001.0)])))
+    assert one(series, "fan_speed_rpm", fan="1") == 900.0
+    assert one(series, "fan_turns_total", fan="0") == 15.0
+
+    datums = {d.name: d.value for d in ReportMapper().map(_report(10, 1000.0))}
+    assert datums["FanSpeed0"] == 1200.0 and datums["FanSpeed1"] == 900.0
+
+    rec = record(tmp_path / "r.gz", [_report(10, 1000.0), _report(5, 1001.0)])
+    out = tmp_path / "t.json"
+    run([str(rec)], Selection(), Detector(Selection()), str(out))
+    counters = tef.counters(tef.check_trace(out))
+    samples = next(v for k, v in counters.items() if k.endswith("/fan rpm"))
+    assert samples[0][1] == {"0": 1200.0, "1": 900.0}
+
+
+def test_the_registry_is_back_to_the_daemons_groups_afterwards() -> None:
+    assert "fan_speed" not in spec_module.registry().system
+    assert orjson.dumps(sorted(spec_module.registry().system))
