@@ -250,10 +250,10 @@ class Connection(asyncio.Protocol):
         head_only = request is not None and request.method == "HEAD"
         transport.write(head if head_only or not response.body else head + response.body)
         self.front.count(str(response.status))
+        self._arm(self.front.limits.write_timeout)  # a client that does not read its response is dropped
         if not keep_alive:
-            transport.close()
+            transport.close()  # after the buffer drains, or at the write deadline
             return
-        self._arm(self.front.limits.write_timeout)
         if not self.writing_paused:
             self._sent()
 
