@@ -114,3 +114,18 @@ def test_bad_flags_exit_2_with_one_line(args: list[str]) -> None:
     )
     assert run.returncode == 2
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_an_exporter_that_cannot_listen_stops_the_daemon_too(tmp_path: Path, sim: TemporarySimulator) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        ep = Entrypoint(["--port", str(port)], root=sim.root)
+        code = ep.proc.wait(60)
+        ep._reader.join(10)
+    log = "".join(ep.log)
+    assert code == 1, log
+    assert "cannot listen" in log and "neuron-monitor-prometheus exited with code 1" in log
