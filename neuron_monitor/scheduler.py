@@ -16,17 +16,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from operator import is_
+from dataclasses import dataclass
 from typing import Any
 
 from neuron_monitor import __version__
 from neuron_monitor import report as rpt
-from neuron_monitor.config import Plan, RuntimeScope
-from neuron_monitor.groups import load_runtime_group, load_system_group
-from neuron_monitor.groups.base import App, AppSource, RuntimeGroup, SystemGroup
+from neuron_monitor.app import AppSource
+from neuron_monitor.collection.apps import AppTracker
+from neuron_monitor.collection.assembly import ReportAssembly
+from neuron_monitor.collection.groups import GroupSet, error_text
+from neuron_monitor.config import Plan
 from neuron_monitor.host.rootfs import RootFS
 
 log = logging.getLogger("neuron_monitor.scheduler")
@@ -47,65 +48,9 @@ class _Unit:
     last: float = 0.0
 
 
-@dataclass
-class _ScopeState:
-    spec: RuntimeScope
-    groups: dict[str, RuntimeGroup]
-    apps: dict[int, App] = field(default_factory=dict)
-    objects: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
-    gone: dict[int, tuple[App, set[str]]] = field(default_factory=dict)
-    pending_gone: dict[str, list[App]] = field(default_factory=dict)
-    # (pid, group) -> (the body last returned, its encoded values once the same object came back a second time)
-    reused: dict[tuple[int, str], tuple[dict[str, Any], dict[str, Any] | None]] = field(default_factory=dict)
-
-
-class _UnavailableSystemGroup(SystemGroup):
-    """Stands in for a group whose module failed to load: every collection reports why."""
-
-    def __init__(self, root: RootFS, why: str) -> None:
-        super().__init__(root)
-        self.why = why
-
-    def collect(self) -> dict[str, Any]:
-        raise RuntimeError(self.why)
-
-
-class _UnavailableRuntimeGroup(RuntimeGroup):
-    """The runtime-group counterpart: every application's object carries the reason."""
-
-    def __init__(self, root: RootFS, why: str) -> None:
-        super().__init__(root)
-        self.why = why
-
-    def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
-        return {app.pid: {"error": self.why} for app in apps}
-
-
-def _make_group(name: str, root: RootFS, load: Callable[[str], type[Any]], fallback: type[Any]) -> Any:
-    """Instantiate a registered group; a group that fails to load fills its own error instead of stopping us."""
-    try:
-        return load(name)(root)
-    except Exception as e:
-        log.error("metric group %s is unavailable: %s", name, e)
-        group = fallback(root, f"metric group unavailable: {_error_text(e)}")
-        group.type_name = name
-        return group
-
-
-def _prime(group: SystemGroup) -> None:
-    try:
-        group.prime()
-    except Exception as e:  # a failed prime shows up as the first collection's error
-        log.info("priming %s failed: %s", group.type_name, e)
-
-
-def _error_text(e: BaseException) -> str:
-    text = str(e) or type(e).__name__
-    return text.replace("\n", " ")
-
-
 class Collector:
-    """Owns the group instances and the newest group objects; collects due units and assembles reports."""
+    """Collects due units into one report: the groups (`GroupSet`), the applications (`AppTracker`) and the
+    group objects (`ReportAssembly`), on a due-time grid of units kept here."""
 
     def __init__(
         self,
@@ -124,62 +69,25 @@ class Collector:
         self._extras: dict[str, Callable[[], dict[str, Any]]] = dict(extras or {})
         self.clock = clock
         self.plan = plan
-        self.system: dict[str, SystemGroup] = {}
-        self.system_objects: dict[str, dict[str, Any]] = {}
-        self.scopes: list[_ScopeState] = []
+        self.groups = GroupSet(root)
+        self.apps = AppTracker(plan)
+        self.assembly = ReportAssembly()
         self.units: list[_Unit] = []
-        self._fresh: list[dict[str, Any]] = []
         self._hardware_info: dict[str, Any] | None = None
         self._hardware_info_at = -1e18
-        self._primed = False
         self.on_loop = True  # collect on the event loop until LOOP_STRIKES collections in a row exceed LOOP_BUDGET
         self._collections = 0
         self._slow_streak = 0
-        self._applied_snapshot: list[App] | None = None  # the snapshot _update_apps last sorted into scopes
         self.apply_plan(plan)
 
     # -- configuration -------------------------------------------------------------------------------
     def apply_plan(self, plan: Plan) -> None:
         """Install a (new) plan, keeping the state of groups that stay so that no baseline is lost."""
         now = self.clock()
-        self._applied_snapshot = None  # the scopes may differ: sort the next snapshot again
-        old_system, old_scopes = self.system, {s.spec.index: s for s in self.scopes}
         self.plan = plan
-        self.system = {}
-        for name, _ in plan.system_groups:
-            kept = old_system.pop(name, None)
-            self.system[name] = kept or _make_group(name, self.root, load_system_group, _UnavailableSystemGroup)
-            if kept is None and self._primed:  # added by a reload: baseline now, so its first report has data
-                _prime(self.system[name])
-        for name, group in old_system.items():
-            group.close()
-            self.system_objects.pop(name, None)
-        self.scopes = []
-        for spec in plan.runtime_scopes:
-            old = old_scopes.pop(spec.index, None)
-            groups: dict[str, RuntimeGroup] = {}
-            for name, _ in spec.groups:
-                kept_runtime = old.groups.pop(name, None) if old else None
-                groups[name] = kept_runtime or _make_group(
-                    name, self.root, load_runtime_group, _UnavailableRuntimeGroup
-                )
-            if old:
-                for g in old.groups.values():
-                    g.close()
-                state = old
-                state.spec, state.groups = spec, groups
-                for objs in state.objects.values():
-                    for name in [n for n in objs if n not in groups]:
-                        del objs[name]
-                for key in [k for k in state.reused if k[1] not in groups]:
-                    del state.reused[key]
-            else:
-                state = _ScopeState(spec=spec, groups=groups)
-            state.pending_gone = {name: state.pending_gone.get(name, []) for name in groups}
-            self.scopes.append(state)
-        for state in old_scopes.values():
-            for g in state.groups.values():
-                g.close()
+        self.groups.apply(plan)
+        self.apps.apply(plan)
+        self.assembly.apply(plan)
         old_last = {(u.scope_index, u.type_name): u.last for u in self.units}
         self.units = [_Unit(name, period, None) for name, period in plan.system_groups]
         for spec in plan.runtime_scopes:
@@ -195,95 +103,44 @@ class Collector:
         self._extras[key] = fn
 
     def prime(self) -> None:
-        for group in self.system.values():
-            _prime(group)
-        self._primed = True
+        self.groups.prime()
 
     def close(self) -> None:
-        for system_group in self.system.values():
-            system_group.close()
-        for s in self.scopes:
-            for runtime_group in s.groups.values():
-                runtime_group.close()
+        self.groups.close()
 
     # -- collection ----------------------------------------------------------------------------------
-    def _collect_system(self, unit: _Unit) -> dict[str, Any]:
+    def _collect_system(self, unit: _Unit) -> None:
         t = self.clock()
         period = round(t - unit.last, 9)
         unit.last = t
         try:
-            body = self.system[unit.type_name].collect()
+            body = self.groups.system[unit.type_name].collect()
         except Exception as e:
             log.debug("system group %s failed", unit.type_name, exc_info=True)
-            return rpt.error_object(period, _error_text(e), True)
-        return rpt.group_object(body, period, body.get("error", ""), True)
+            obj = rpt.error_object(period, error_text(e), True)
+        else:
+            obj = rpt.group_object(body, period, body.get("error", ""), True)
+        self.assembly.put_system(unit.type_name, obj)
 
-    def _collect_runtime(self, unit: _Unit, state: _ScopeState, snapshot_error: str) -> None:
+    def _collect_runtime(self, unit: _Unit, index: int, snapshot_error: str) -> None:
         t = self.clock()
         window = round(t - unit.last, 9)
         unit.last = t
         name = unit.type_name
-        gone = state.pending_gone.get(name, [])
-        state.pending_gone[name] = []
+        scope = self.apps.scopes[index]
+        gone = self.apps.take_gone(index, name)
         if snapshot_error:
-            results: dict[int, dict[str, Any]] = {pid: {"error": snapshot_error} for pid in state.apps}
+            results: dict[int, dict[str, Any]] = {pid: {"error": snapshot_error} for pid in scope.apps}
         else:
             try:
-                results = state.groups[name].collect(list(state.apps.values()), gone)
+                results = self.groups.runtime[index][name].collect(list(scope.apps.values()), gone)
             except Exception as e:
                 log.debug("runtime group %s failed", name, exc_info=True)
-                results = {pid: {"error": _error_text(e)} for pid in state.apps}
+                results = {pid: {"error": error_text(e)} for pid in scope.apps}
         for pid, body in results.items():
-            if pid not in state.apps and pid not in state.gone:
-                continue
-            period = body.get("period", window)
-            obj = rpt.group_object(self._reusable(state, pid, name, body), period, body.get("error", ""), True)
-            state.objects.setdefault(pid, {})[name] = obj
-            self._fresh.append(obj)
-        for app in gone:
-            owed = state.gone.get(app.pid)
-            if owed is not None:
-                owed[1].discard(name)
-
-    @staticmethod
-    def _reusable(state: _ScopeState, pid: int, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        """The body to wrap: the encoded values of a body returned unchanged (the same object, see groups/base.py)
-        since the previous collection, the body itself otherwise. Encoding waits for the second sighting, so a
-        body that changes every time costs nothing extra."""
-        key = (pid, name)
-        last = state.reused.get(key)
-        if last is None or last[0] is not body:
-            state.reused[key] = (body, None)
-            return body
-        encoded = last[1]
-        if encoded is None:
-            encoded = rpt.encoded_values(body)
-            state.reused[key] = (body, encoded)
-        return encoded
-
-    def _update_apps(self, snapshot: list[App]) -> None:
-        last = self._applied_snapshot
-        if last is not None and len(last) == len(snapshot) and all(map(is_, snapshot, last)):
-            return  # the very same App objects (a steady source hands them out again): nothing came or went
-        self._applied_snapshot = snapshot
-        by_scope: dict[int, dict[int, App]] = {s.spec.index: {} for s in self.scopes}
-        for app in snapshot:
-            spec = self.plan.scope_for_tag(app.tag)
-            if spec is not None and spec.index in by_scope:
-                by_scope[spec.index][app.pid] = app
-        for state in self.scopes:
-            now_apps = by_scope[state.spec.index]
-            for pid, app in state.apps.items():
-                if pid not in now_apps:
-                    state.gone[pid] = (app, set(state.groups))
-                    for name in state.groups:
-                        state.pending_gone[name].append(app)
-            for pid in now_apps:
-                if pid in state.gone:  # back again (a transient listing gap): not gone after all
-                    del state.gone[pid]
-                    for lst in state.pending_gone.values():
-                        lst[:] = [a for a in lst if a.pid != pid]
-            state.apps = now_apps
+            if pid in scope.apps or pid in scope.gone:
+                self.assembly.put_runtime(index, pid, name, body, body.get("period", window))
+        self.apps.reported(index, name, gone)
 
     def due_units(self, now: float) -> list[_Unit]:
         return [u for u in self.units if u.next_due <= now + DUE_SLACK]
@@ -300,13 +157,11 @@ class Collector:
         preempted on a busy host). What the groups read cannot block for long: procfs files are generated in
         memory, data blocks are mapped memory, and the driver's sysfs ECC files and apps ioctl read device
         registers. Running them on the loop saves a thread hand-off and the cold start of a second thread per
-        report (0.1-0.7 ms CPU per trn2.48xlarge report in interleaved runs on the benchmark VM); a device or
-        driver that does make a read slow moves the work off the loop, so that signals and reloads are served
-        while it waits. Either way it is one job, never two concurrent ones: the
-        groups are Python code under one GIL, and two threads would only hand the GIL over at every file read."""
-        for obj in self._fresh:
-            obj["fresh"] = False
-        self._fresh = []
+        report (measured in docs/neuron-data.md); a device or driver that does make a read slow moves the work
+        off the loop, so that signals and reloads are served while it waits. Either way it is one job, never two
+        concurrent ones: the groups are Python code under one GIL, and two threads would only hand the GIL over
+        at every file read."""
+        self.assembly.mark_stale()
         system_due = [u for u in due if u.scope_index is None and u.type_name != HEARTBEAT]
         runtime_due = [u for u in due if u.scope_index is not None]
         now = self.clock()
@@ -341,20 +196,14 @@ class Collector:
     def _collect_all(self, system_due: list[_Unit], refresh_hw: bool, runtime_due: list[_Unit]) -> None:
         self.root.begin_collection()  # directories listed once per collection (the device listing)
         try:
-            if system_due or refresh_hw:
-                self._collect_system_batch(system_due, refresh_hw)
+            for u in system_due:
+                self._collect_system(u)
+            if refresh_hw:
+                self._refresh_hardware_info()
             if runtime_due:
                 self._collect_runtime_units(runtime_due)
         finally:
             self.root.end_collection()
-
-    def _collect_system_batch(self, units: list[_Unit], refresh_hw: bool) -> None:
-        for u in units:
-            obj = self._collect_system(u)
-            self.system_objects[u.type_name] = obj
-            self._fresh.append(obj)
-        if refresh_hw:
-            self._refresh_hardware_info()
 
     def _collect_runtime_units(self, units: list[_Unit]) -> None:
         snapshot_error = ""
@@ -362,12 +211,12 @@ class Collector:
             snapshot = self.app_source.snapshot()
         except Exception as e:
             log.warning("listing Neuron applications failed: %s", e)
-            snapshot_error = f"listing Neuron applications failed: {_error_text(e)}"
+            snapshot_error = f"listing Neuron applications failed: {error_text(e)}"
         else:
-            self._update_apps(snapshot)
-        states = {s.spec.index: s for s in self.scopes}
+            self.apps.update(snapshot, self.app_source.version)
         for u in units:
-            self._collect_runtime(u, states[u.scope_index], snapshot_error)  # type: ignore[index]
+            assert u.scope_index is not None
+            self._collect_runtime(u, u.scope_index, snapshot_error)
 
     def _refresh_hardware_info(self) -> None:
         try:
@@ -377,35 +226,18 @@ class Collector:
 
     # -- report --------------------------------------------------------------------------------------
     def build_report(self, wall: float | None = None) -> dict[str, Any]:
-        entries: list[dict[str, Any]] = []
-        for state in self.scopes:
-            for pid, app in state.apps.items():
-                entries.append(rpt.runtime_entry(pid, app.tag, app.error, state.objects.get(pid, {})))
-            for pid, (app, _) in state.gone.items():
-                if pid in state.objects:
-                    entries.append(rpt.runtime_entry(pid, app.tag, app.error, state.objects[pid]))
-        report = rpt.build_report(
-            entries,
-            self.system_objects,
+        return self.assembly.build(
+            self.apps.scopes,
             self._instance_info_fn(),
             self._hardware_info or rpt.empty_hardware_info("not read yet"),
-            time.time() if wall is None else wall,
+            self._extras,
+            wall,
         )
-        for key, fn in self._extras.items():
-            try:
-                report[key] = fn()
-            except Exception as e:
-                report[key] = {"error": _error_text(e)}
-        return report
 
     def retire_gone(self) -> None:
         """After a report went out: forget vanished applications whose final counts have all been reported."""
-        for state in self.scopes:
-            for pid in [p for p, (_, owed) in state.gone.items() if not owed]:
-                del state.gone[pid]
-                state.objects.pop(pid, None)
-                for name in state.groups:
-                    state.reused.pop((pid, name), None)
+        for index, pid in self.apps.retire():
+            self.assembly.forget(index, pid)
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

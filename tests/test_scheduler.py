@@ -10,9 +10,12 @@ from typing import Any
 import orjson
 import pytest
 
+from neuron_monitor import report as rpt
 from neuron_monitor import scheduler as sched_mod
+from neuron_monitor.app import App
+from neuron_monitor.collection import groups as group_set_mod
 from neuron_monitor.config import plan_from_data
-from neuron_monitor.groups.base import App, RuntimeGroup, SystemGroup
+from neuron_monitor.groups.base import RuntimeGroup, SystemGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.report import empty_hardware_info, empty_instance_info
 from neuron_monitor.scheduler import Collector, Scheduler
@@ -78,10 +81,12 @@ class FakeApps:
     def __init__(self) -> None:
         self.apps: list[App] = []
         self.fail = False
+        self.version = 0
 
     def snapshot(self) -> list[App]:
         if self.fail:
             raise OSError("ioctl GET_ALL_APPS_INFO failed: EIO")
+        self.version += 1  # every snapshot may differ: the scheduler sorts each one
         return list(self.apps)
 
     def close(self) -> None:
@@ -92,8 +97,8 @@ class FakeApps:
 def fake_groups(monkeypatch: pytest.MonkeyPatch) -> None:
     system = {"vcpu_usage": CountingSystemGroup, "memory_info": FailingSystemGroup}
     runtime = {"execution_stats": CountingRuntimeGroup, "memory_used": GaugeRuntimeGroup}
-    monkeypatch.setattr(sched_mod, "load_system_group", lambda name: system[name])
-    monkeypatch.setattr(sched_mod, "load_runtime_group", lambda name: runtime[name])
+    monkeypatch.setattr(group_set_mod, "load_system_group", lambda name: system[name])
+    monkeypatch.setattr(group_set_mod, "load_runtime_group", lambda name: runtime[name])
     CountingSystemGroup.events = 0
     CountingRuntimeGroup.totals = {}
 
@@ -359,7 +364,7 @@ async def test_partial_failure_keeps_data_and_says_why(monkeypatch: pytest.Monke
         def collect(self) -> dict[str, Any]:
             return {"context_switch_count": 3, "error": "stats/hardware/mem_ecc_corrected: no such file"}
 
-    monkeypatch.setattr(sched_mod, "load_system_group", lambda name: PartialGroup)
+    monkeypatch.setattr(group_set_mod, "load_system_group", lambda name: PartialGroup)
     clock = StepClock()
     c = make_collector({"system_metrics": [{"type": "vcpu_usage", "period": "1s"}]}, FakeApps(), clock)
     obj = (await run_ticks(c, clock, 1, 1.0))[0]["system_data"]["vcpu_usage"]
@@ -386,7 +391,7 @@ async def test_collections_run_on_the_loop_until_several_in_a_row_are_slow(monke
                 time.sleep(sched_mod.LOOP_BUDGET * 1.5)
             return {"context_switch_count": 0}
 
-    monkeypatch.setattr(sched_mod, "load_system_group", lambda name: WhereGroup)
+    monkeypatch.setattr(group_set_mod, "load_system_group", lambda name: WhereGroup)
     clock = StepClock()
     c = make_collector({"system_metrics": [{"type": "vcpu_usage", "period": "1s"}]}, FakeApps(), clock)
     loop_thread = threading.current_thread().name
@@ -424,10 +429,10 @@ class ReusingRuntimeGroup(RuntimeGroup):
 
 
 async def test_a_body_returned_unchanged_is_encoded_once_and_reported_as_is(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sched_mod, "load_runtime_group", lambda name: ReusingRuntimeGroup)
+    monkeypatch.setattr(group_set_mod, "load_runtime_group", lambda name: ReusingRuntimeGroup)
     encoded: list[dict[str, Any]] = []
-    real = sched_mod.rpt.encoded_values
-    monkeypatch.setattr(sched_mod.rpt, "encoded_values", lambda body: encoded.append(body) or real(body))
+    real = rpt.encoded_values
+    monkeypatch.setattr(rpt, "encoded_values", lambda body: encoded.append(body) or real(body))
     apps = FakeApps()
     apps.apps = [App(101, "train"), App(102, "serve")]
     ReusingRuntimeGroup.gauges = {101: 10, 102: 20}
@@ -454,4 +459,4 @@ async def test_a_body_returned_unchanged_is_encoded_once_and_reported_as_is(monk
     # a departed app takes its encoded body with it
     apps.apps = [App(102, "serve")]
     await run_ticks(c, clock, 2, 1.0)
-    assert {pid for pid, _ in c.scopes[0].reused} == {102}
+    assert {pid for _, pid, _ in c.assembly.reused} == {102}

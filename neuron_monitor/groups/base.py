@@ -16,41 +16,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
+from neuron_monitor.app import App
 from neuron_monitor.host.rootfs import RootFS
 
 
 class GroupError(Exception):
     """A collection failed in an expected way; the message becomes the group's ``error``."""
-
-
-@dataclass
-class App:
-    """One Neuron application (a process attached to one or more Neuron devices).
-
-    ``data`` is whatever the app source read for it in this snapshot (for the Neuron backend: the parsed
-    data blocks per device); runtime groups know how to read it. ``error`` is an app-level problem that is
-    reported on the runtime entry.
-    """
-
-    pid: int
-    tag: str
-    error: str = ""
-    data: Any = None
-    devices: tuple[int, ...] = field(default_factory=tuple)
-
-
-class AppSource(Protocol):
-    """Lists the Neuron applications present now (read once per tick and shared by every runtime group).
-
-    An ``App`` handed out is never changed afterwards (its ``data`` may be refreshed): a source that returns the
-    very same App objects as last time tells the scheduler that no application came, went or changed its tag."""
-
-    def snapshot(self) -> list[App]: ...
-
-    def close(self) -> None: ...
 
 
 class SystemGroup(ABC):

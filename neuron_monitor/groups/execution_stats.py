@@ -17,7 +17,7 @@ from itertools import compress
 from operator import add, itemgetter
 from typing import Any
 
-from neuron_monitor.groups.base import App
+from neuron_monitor.app import App
 from neuron_monitor.groups.data_block_group import DataBlockGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L

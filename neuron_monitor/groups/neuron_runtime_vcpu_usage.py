@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neuron_monitor.groups.base import App, RuntimeGroup
+from neuron_monitor.app import App
+from neuron_monitor.groups.base import RuntimeGroup
 from neuron_monitor.host.procfs import parse_pid_stat, parse_uptime
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_monitor.groups.base import App
+from neuron_monitor.app import App
 from neuron_monitor.groups.data_block_group import DataBlockGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L

@@ -19,7 +19,7 @@ limitation).
 Steady state. When every device lists the same processes as in the last full snapshot (the device layer hands out
 the same list object while the driver's answer is unchanged), nothing can have been born or have departed: the
 same blocks are read again into the same `DeviceData` and the same `App` objects are returned (a new `App` only
-when a tag changed).
+when a tag changed). ``version`` stays the same through such snapshots and changes with every other one.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from neuron_monitor.groups.base import App
+from neuron_monitor.app import App
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.appsinfo import AppInfo
@@ -122,6 +122,7 @@ class NeuronAppSource:
         self._live_counters = True
         self._steady: _Steady | None = None
         self._indexes: tuple[int, ...] = ()  # the device listing the open devices were last checked against
+        self.version = 0  # bumped whenever a snapshot may differ from the previous one (see AppSource)
 
     def _refresh_devices(self) -> None:
         indexes = self.tree.device_indexes()
@@ -176,6 +177,7 @@ class NeuronAppSource:
         apps = steady.apps
         if not tags_changed:
             return list(apps)
+        self.version += 1
         for i, (app, dds) in enumerate(steady.tags):
             tag = ""
             for dd in dds:
@@ -188,6 +190,7 @@ class NeuronAppSource:
         return list(apps)
 
     def _full_snapshot(self, lists: list[tuple[int, DeviceIO, list[AppInfo]]], now: float) -> list[App]:
+        self.version += 1
         seen: dict[int, dict[int, tuple[AppInfo, BlockReading, _Slot]]] = {}  # pid -> device -> ...
         errors: dict[int, str] = {}
         listed: dict[int, set[int]] = {}

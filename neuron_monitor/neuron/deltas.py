@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from operator import itemgetter, sub
 
-from neuron_monitor.groups.base import App
+from neuron_monitor.app import App
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData, DeviceData
 from neuron_monitor.neuron.datablock import BlockReading, N

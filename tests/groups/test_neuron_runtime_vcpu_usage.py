@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from neuron_monitor.groups.base import App
+from neuron_monitor.app import App
 from neuron_monitor.groups.neuron_runtime_vcpu_usage import CLOCK_TICKS, NeuronRuntimeVcpuUsage
 from neuron_monitor.host.procfs import parse_pid_stat
 from neuron_monitor.host.rootfs import RootFS

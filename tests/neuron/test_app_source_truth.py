@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from neuron_monitor.groups.base import App
+from neuron_monitor.app import App
 from neuron_monitor.groups.execution_stats import ExecutionStats
 from neuron_monitor.groups.memory_used import MemoryUsed
 from neuron_monitor.groups.neuroncore_counters import NeuroncoreCounters

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from neuron_monitor.app import App
 from neuron_monitor.groups import execution_stats, memory_used, neuron_hw_counters, neuroncore_counters
-from neuron_monitor.groups.base import App
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import apps as new_apps
 from neuron_monitor.neuron import layout as L

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from neuron_monitor import report as rpt
-from neuron_monitor.groups.base import App
+from neuron_monitor.app import App
 from neuron_monitor.groups.execution_stats import ExecutionStats
 from neuron_monitor.groups.memory_used import MemoryUsed
 from neuron_monitor.groups.neuron_hw_counters import NeuronHwCounters

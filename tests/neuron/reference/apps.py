@@ -24,7 +24,7 @@ import mmap
 import time
 from dataclasses import dataclass, field
 
-from neuron_monitor.groups.base import App
+from neuron_monitor.app import App
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.hardware import Topology, read_topology
