@@ -15,6 +15,8 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from neuron_monitor.ratelimit import LogRateLimit, held_back
+
 log = logging.getLogger("neuron_monitor.exporters.stream")
 
 DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
@@ -72,21 +74,14 @@ class ReportStream:
         self._f = fileobj
         self.max_line_bytes = max_line_bytes
         self.stats = StreamStats()
-        self._log_interval = log_interval
-        self._last_log = -1e18
-        self._suppressed = 0
+        self._bad_log = LogRateLimit(log_interval)
 
     def _bad(self, why: str) -> None:
         self.stats.bad_lines += 1
         self.stats.last_error = why
-        now = time.monotonic()
-        if now - self._last_log >= self._log_interval:
-            extra = f" ({self._suppressed} more bad lines since the last message)" if self._suppressed else ""
-            log.warning("skipped a bad report line: %s%s", why, extra)
-            self._last_log = now
-            self._suppressed = 0
-        else:
-            self._suppressed += 1
+        n = self._bad_log.hit()
+        if n is not None:
+            log.warning("skipped a bad report line: %s%s", why, held_back(n, "bad lines"))
 
     def _read_line(self) -> bytes | None:
         """One line, or b"" for an oversize line that was discarded, or None at EOF."""

@@ -9,13 +9,12 @@ and packs one request with ``batching.pack``.
 from __future__ import annotations
 
 import logging
-import math
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 
 from neuron_monitor.exporters.cloudwatch.datum import Datum
+from neuron_monitor.ratelimit import LogRateLimit
 
 log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
 
@@ -30,8 +29,7 @@ class DatumBuffer:
         self._cond = threading.Condition()
         self._closed = False
         self.dropped_samples = 0
-        self._log_interval = log_interval
-        self._last_log = -math.inf
+        self._drop_log = LogRateLimit(log_interval)
         self._dropped_since_log = 0
 
     def __len__(self) -> int:
@@ -56,15 +54,13 @@ class DatumBuffer:
         if dropped:
             self.dropped_samples += dropped
             self._dropped_since_log += dropped
-            now = time.monotonic()
-            if now - self._last_log >= self._log_interval:
+            if self._drop_log.hit() is not None:
                 log.warning(
                     "CloudWatch buffer full (%d samples): dropped the %d oldest samples (%d in total so far)",
                     self.max_samples,
                     self._dropped_since_log,
                     self.dropped_samples,
                 )
-                self._last_log = now
                 self._dropped_since_log = 0
 
     def put(self, datums: list[Datum]) -> None:

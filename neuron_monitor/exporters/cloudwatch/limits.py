@@ -13,6 +13,7 @@ import time
 from collections import Counter
 
 from neuron_monitor.exporters.cloudwatch.datum import UNITS, Datum
+from neuron_monitor.ratelimit import LogRateLimit
 
 log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
 
@@ -113,9 +114,7 @@ class DatumFilter:
 
     def __init__(self, log_interval: float = 60.0) -> None:
         self.rejected: Counter[str] = Counter()
-        self._log_interval = log_interval
-        self._last_log = -math.inf
-        self._unlogged = 0
+        self._invalid_log = LogRateLimit(log_interval)
 
     def keep_valid(self, datums: list[Datum], now: float | None = None) -> list[Datum]:
         now = time.time() if now is None else now
@@ -126,10 +125,7 @@ class DatumFilter:
                 kept.append(d)
                 continue
             self.rejected[why] += d.samples()
-            self._unlogged += 1
-            mono = time.monotonic()
-            if mono - self._last_log >= self._log_interval:
-                log.warning("dropped %d invalid datum(s); latest: %s: %s", self._unlogged, d.name, why)
-                self._last_log = mono
-                self._unlogged = 0
+            n = self._invalid_log.hit()
+            if n is not None:
+                log.warning("dropped %d invalid datum(s); latest: %s: %s", n, d.name, why)
         return kept

@@ -30,6 +30,7 @@ from neuron_monitor.exporters.cloudwatch.batching import pack
 from neuron_monitor.exporters.cloudwatch.buffer import DatumBuffer
 from neuron_monitor.exporters.cloudwatch.datum import Datum
 from neuron_monitor.exporters.cloudwatch.limits import in_time_window
+from neuron_monitor.ratelimit import LogRateLimit, held_back
 
 log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
 
@@ -128,19 +129,13 @@ class Publisher:
         self._deadline = math.inf
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._log_interval = log_interval
-        self._last_log = -math.inf
-        self._unlogged = 0
+        self._problem_log = LogRateLimit(log_interval)
 
     # -- logging --------------------------------------------------------------------------------------------------
     def _warn(self, message: str) -> None:
-        self._unlogged += 1
-        now = time.monotonic()
-        if now - self._last_log >= self._log_interval:
-            extra = f" ({self._unlogged - 1} more problems since the last message)" if self._unlogged > 1 else ""
-            log.warning("%s%s", message, extra)
-            self._last_log = now
-            self._unlogged = 0
+        n = self._problem_log.hit()
+        if n is not None:
+            log.warning("%s%s", message, held_back(n, "problems"))
 
     # -- one request ------------------------------------------------------------------------------------------------
     def _packer(self, queue: Any) -> list[Datum]:
