@@ -16,9 +16,10 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import Any
 
 from neuron_monitor import __version__
+from neuron_monitor.cli_common import ArgumentParser, add_verbosity, setup_logging
 from neuron_monitor.config import ConfigError, Plan, load_plan
 from neuron_monitor.config_watch import ConfigFileWatcher
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT, InstanceInfoSource
@@ -30,7 +31,6 @@ from neuron_monitor.scheduler import Collector, Scheduler
 
 log = logging.getLogger("neuron_monitor")
 
-_VERBOSITY = {0: logging.CRITICAL + 1, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
 STOP_GRACE_SECONDS = 5.0
 
 
@@ -54,20 +54,15 @@ def _positive_float(text: str) -> float:
     return value
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(
-        prog="neuron-monitor",
+    p = ArgumentParser(
+        "neuron-monitor",
         description="Collect Neuron and host metrics and stream one JSON report per line to stdout.",
     )
     p.add_argument(
         "-c", "--config-file", metavar="FILE", help="neuron-monitor JSON configuration (default: every group, 5 s)"
     )
-    p.add_argument("--verbose", type=int, default=0, choices=range(5), metavar="{0..4}", help="stderr detail")
+    add_verbosity(p, default=0)
     p.add_argument("--once", action="store_true", help="write one report, then exit")
     p.add_argument("--root", default="/", metavar="DIR", help="read every host file below this directory (e.g. /host)")
     p.add_argument("--simulate", metavar="SHAPE", help="run against a temporary simulated host (e.g. trn1.32xlarge)")
@@ -81,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="rotate the recording when it reaches this size (default 64 MiB)",
     )
-    p.add_argument("--record-keep", type=_positive_int, default=5, metavar="K", help="rotated files to keep (5)")
+    p.add_argument("--record-keep", type=_positive_int, default=5, metavar="K", help="rotated files to keep")
     p.add_argument(
         "--imds-endpoint",
         default=os.environ.get("NEURON_MONITOR_IMDS_ENDPOINT", DEFAULT_ENDPOINT),
@@ -101,15 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"neuron-monitor {__version__}")
     return p
-
-
-def _setup_logging(verbose: int) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("neuron-monitor: %(levelname)s: %(message)s"))
-    root = logging.getLogger("neuron_monitor")
-    root.handlers[:] = [handler]
-    root.setLevel(_VERBOSITY[verbose])
-    root.propagate = False
 
 
 def _fail(message: str, code: int) -> int:
@@ -223,7 +209,7 @@ class Daemon:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
+    setup_logging("neuron-monitor", args.verbose)
     try:
         plan = load_plan(args.config_file)
         with _root_for(args) as root:

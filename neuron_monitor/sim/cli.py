@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.sim.shapes import SHAPES, get_shape
 
 MARKER = "run/neuron-sim"
@@ -28,7 +29,7 @@ def default_runtimes(devices: int) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="neuron-monitor-sim", description="Simulated Neuron host for neuron-monitor.")
+    p = ArgumentParser("neuron-monitor-sim", description="Simulated Neuron host for neuron-monitor.")
     p.add_argument("--shape", help="instance type, e.g. trn1.32xlarge (see --list-shapes)")
     p.add_argument("--runtimes", type=int, default=None, help="Neuron applications to run (default: min(devices, 4))")
     p.add_argument("--root", help="directory to build the host tree in (created; must be empty or a previous tree)")
@@ -39,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--options", default=None, help="JSON object of further options (see TemporarySimulator)")
     p.add_argument("--list-shapes", action="store_true", help="print the known shapes and exit")
+    add_verbosity(p, default=2)
     return p
 
 
@@ -67,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0) and 2
+    setup_logging(called_name("neuron-monitor-sim"), args.verbose)
     if args.list_shapes:
         for name, s in SHAPES.items():
             print(f"{name:16} devices={s.devices:2} cores/device={s.phys_cores} lnc={s.lnc} vcpus={s.vcpus}")

@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
 from neuron_monitor.timeline.detect import DEFAULT_HANG_PERIODS, DEFAULT_MERGE_GAP, Detector, clock
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="neuron-monitor-det",
+    parser = ArgumentParser(
+        "neuron-monitor-det",
         description="Find execution errors, uncorrected ECC, hangs and vanished runtimes in neuron-monitor recordings.",
     )
     add_filter_arguments(parser)
@@ -36,12 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="clean time that may separate two error periods of one episode (default: none)",
     )
+    add_verbosity(parser, default=2)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    setup_logging(called_name("neuron-monitor-det"), args.verbose)
     try:
         if args.hang_periods < 1:
             raise UsageError("--hang-periods must be 1 or more")
@@ -52,13 +55,13 @@ def main(argv: list[str] | None = None) -> int:
         detector = Detector(selection, hang_periods=args.hang_periods, merge_gap=args.merge_gap)
         result = run(args.recordings, selection, detector, args.output_file, args.group_by, highlight=True)
     except UsageError as e:
-        print(f"neuron-monitor-det: {e}", file=sys.stderr)
+        print(f"{{parser.prog}}: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        print(f"neuron-monitor-det: {e.filename or args.output_file}: {e.strerror or e}", file=sys.stderr)
+        print(f"{{parser.prog}}: {e.filename or args.output_file}: {e.strerror or e}", file=sys.stderr)
         return 2
     for err in result.stats.errors:
-        print(f"neuron-monitor-det: {err}", file=sys.stderr)
+        print(f"{{parser.prog}}: {err}", file=sys.stderr)
     if result.stats.reports == 0:
         print("neuron-monitor-det: no reports found in the recordings", file=sys.stderr)
         return 2
@@ -67,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in problems:
         print(p.line(with_date=len(days) > 1, with_instance=len(detector.instances) > 1))
     summary = f"{len(problems)} problem(s) detected" if problems else "no errors detected"
-    print(f"neuron-monitor-det: {summary}; {result.stats.summary()}", file=sys.stderr)
+    print(f"{{parser.prog}}: {summary}; {result.stats.summary()}", file=sys.stderr)
     return 1 if problems else 0
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
 from neuron_monitor.timeline.detect import Detector
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="neuron-monitor-trace",
+    parser = ArgumentParser(
+        "neuron-monitor-trace",
         description="Convert neuron-monitor recordings to a Trace Event Format JSON file (Perfetto, chrome://tracing).",
     )
     add_filter_arguments(parser)
@@ -30,11 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="average counters over windows of this length (default: every sample); for long recordings",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    add_verbosity(parser, default=2)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    setup_logging(called_name("neuron-monitor-trace"), args.verbose)
     try:
         if args.resolution < 0:
             raise UsageError("--resolution must not be negative")

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.exporters.cloudwatch.buffer import DatumBuffer
 from neuron_monitor.exporters.cloudwatch.client import SetupError, make_client
 from neuron_monitor.exporters.cloudwatch.datum import Datum
@@ -57,7 +58,7 @@ class Settings(BaseModel):
     flush_timeout: float = Field(10.0, ge=0)
     retry_base_delay: float = Field(0.5, gt=0)
     retry_max_delay: float = Field(20.0, gt=0)
-    verbose: int = Field(0, ge=0, le=4)
+    verbose: int = Field(2, ge=0, le=4)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -72,7 +73,7 @@ class Settings(BaseModel):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Publish neuron-monitor reports (stdin) to CloudWatch.")
+    p = ArgumentParser(PROG, description="Publish neuron-monitor reports (stdin) to CloudWatch.")
     p.add_argument("--namespace", default="neuron_monitor", help="CloudWatch namespace (default neuron_monitor)")
     p.add_argument("--region", help="AWS region (default: boto3's, e.g. AWS_REGION)")
     p.add_argument("--endpoint-url", help="CloudWatch endpoint, e.g. a VPC endpoint or a local test server")
@@ -94,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--flush-timeout", type=float, default=10.0, help="seconds to flush at exit (default 10)")
     p.add_argument("--retry-base-delay", type=float, default=0.5, help="first backoff ceiling, seconds")
     p.add_argument("--retry-max-delay", type=float, default=20.0, help="largest backoff ceiling, seconds")
-    p.add_argument("--verbose", "-v", type=int, default=0, help="0 warnings .. 2+ debug")
+    add_verbosity(p, default=2, short=True)
     return p
 
 
@@ -136,18 +137,15 @@ def _open_emf(path: str) -> BinaryIO:
 
 
 def main(argv: list[str] | None = None) -> int:
+    prog = called_name(PROG)
     try:
         settings = parse_settings(argv)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
-        print(f"{PROG}: {where + ': ' if where else ''}{first['msg']}", file=sys.stderr)
+        print(f"{prog}: {where + ': ' if where else ''}{first['msg']}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.WARNING if settings.verbose == 0 else logging.INFO if settings.verbose == 1 else logging.DEBUG,
-        format=f"{PROG}: %(levelname)s %(message)s",
-    )
+    setup_logging(prog, settings.verbose)
     scheme = DimensionScheme(settings.dimensions, settings.cluster_name, settings.node_name)
     mapper = ReportMapper(scheme, MapOptions(settings.high_resolution, settings.per_vcpu))
     keep = DatumFilter()
@@ -158,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             client, protocol = make_client(settings.region, settings.endpoint_url, settings.profile)
         except SetupError as exc:
-            print(f"{PROG}: {exc}", file=sys.stderr)
+            print(f"{prog}: {exc}", file=sys.stderr)
             return 2
         buffer = DatumBuffer(settings.buffer_samples)
         publisher = Publisher(
@@ -174,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             emf = EmfWriter(_open_emf(settings.emf_file), settings.namespace)
         except OSError as exc:
-            print(f"{PROG}: cannot open --emf-file: {exc}", file=sys.stderr)
+            print(f"{prog}: cannot open --emf-file: {exc}", file=sys.stderr)
             return 2
         sink = emf.write
 
@@ -212,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         summary["dropped_samples"] = publisher.buffer.dropped_samples
     if emf is not None:
         summary.update(emf_events=emf.events, emf_bytes=emf.bytes)
-    print(f"{PROG}: summary {orjson.dumps(summary).decode()}", file=sys.stderr, flush=True)
+    print(f"{prog}: summary {orjson.dumps(summary).decode()}", file=sys.stderr, flush=True)
     return 0
 
 

@@ -17,13 +17,13 @@ import math
 import signal
 import sys
 import threading
-import typing
 from types import FrameType
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
 from prometheus_client.registry import Collector
 
 from neuron_monitor import __version__
+from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.exporters.prometheus.app import ExporterApp
 from neuron_monitor.exporters.prometheus.auth import BasicAuth
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
@@ -41,11 +41,7 @@ from neuron_monitor.exporters.prometheus.webconfig import (
 from neuron_monitor.exporters.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
-
-
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> typing.NoReturn:  # one line, exit 2
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+PROG = "neuron-monitor-prometheus"
 
 
 def _positive_seconds(text: str) -> float:
@@ -70,8 +66,8 @@ def _label_length(text: str) -> int:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = _ArgumentParser(
-        prog="neuron-monitor-prometheus",
+    p = ArgumentParser(
+        PROG,
         description="Serve neuron-monitor reports read from stdin as Prometheus metrics.",
     )
     p.add_argument("-p", "--port", type=int, default=8000, help="HTTP port on which to run the server (8000)")
@@ -132,7 +128,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--exit-on-eof", action="store_true", help="exit with code 1 when stdin closes")
     p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES, help=argparse.SUPPRESS)
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_verbosity(p, default=3)
     args = p.parse_args(argv)
     if not 0 <= args.port <= 65535:
         p.error(f"--port {args.port} is not a TCP port")
@@ -167,16 +163,13 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="neuron-monitor-prometheus: %(levelname)s: %(message)s",
-        stream=sys.stderr,
-    )
+    prog = called_name(PROG)
+    setup_logging(prog, args.verbose)
     try:
         web = web_config_from_args(args)
         tls = ReloadingTLS(web.tls_server_config) if web and web.tls_server_config else None
     except WebConfigError as e:
-        print(f"neuron-monitor-prometheus: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         return 2
     options = ShapeOptions(
         instance_labels_everywhere=not args.instance_labels_on_info_only,
@@ -203,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     except OSError as e:
         where = f"{args.bind}:{args.port}"
-        print(f"neuron-monitor-prometheus: cannot listen on {where}: {e.strerror or e}", file=sys.stderr)
+        print(f"{prog}: cannot listen on {where}: {e.strerror or e}", file=sys.stderr)
         return 1
     app.front = server
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,88 @@
+"""What the commands share: the name they were called by, one-line usage errors, defaults in ``--help``, and one
+logging option, ``--verbose 0..4`` (alias ``--log-level``, which also takes a level name).
+
+Verbosity: 0 nothing, 1 errors, 2 warnings, 3 info, 4 debug; the names error, warning, info and debug map to
+1..4 (and off/critical to 0). Logs go to stderr as ``<command>: <LEVEL>: <message>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any, NoReturn
+
+VERBOSITY_LEVELS = {0: logging.CRITICAL + 1, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
+VERBOSITY_NAMES = {"off": 0, "critical": 0, "error": 1, "warning": 2, "info": 3, "debug": 4}
+
+
+def called_name(default: str) -> str:
+    """The command's name as it was called: ``default`` or its ``.py`` alias (e.g. neuron-monitor-prometheus.py)."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return name if name in (default, default + ".py") else default
+
+
+def verbosity(text: str) -> int:
+    """``--verbose`` / ``--log-level``: 0..4 or a level name."""
+    value = VERBOSITY_NAMES.get(text.strip().lower())
+    if value is not None:
+        return value
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number not in VERBOSITY_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected 0..4 or one of {', '.join(VERBOSITY_NAMES)}, got {text!r}")
+    return number
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help unless it names its default already or has none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            not action.option_strings
+            or action.default is None
+            or action.default is False
+            or action.default == argparse.SUPPRESS
+            or "default" in text.lower()
+            or "%(default)" in text
+        ):
+            return text
+        return text + " (default: %(default)s)"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An argparse parser that names the command as it was called and reports a usage error in one line (exit 2)."""
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(prog=called_name(prog), **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def add_verbosity(parser: argparse.ArgumentParser, default: int, short: bool = False) -> None:
+    """``--verbose`` / ``--log-level`` (and ``-v`` when ``short``), stored as ``verbose``."""
+    names = ["--verbose", "--log-level"] + (["-v"] if short else [])
+    parser.add_argument(
+        *names,
+        dest="verbose",
+        type=verbosity,
+        default=default,
+        metavar="0..4",
+        help="stderr detail: 0 nothing, 1 error, 2 warning, 3 info, 4 debug (a name works too; default: %(default)s)",
+    )
+
+
+def setup_logging(prog: str, verbose: int) -> None:
+    """Send the package's log records at ``verbose`` and above to stderr, prefixed with the command's name."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{prog}: %(levelname)s: %(message)s"))
+    root = logging.getLogger("neuron_monitor")
+    root.handlers[:] = [handler]
+    root.setLevel(VERBOSITY_LEVELS[verbose])
+    root.propagate = False
