@@ -8,7 +8,6 @@ seconds); the stream never raises on input. EOF ends the iteration; ``stats.eof`
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -40,8 +39,6 @@ class StreamStats:
     bad_lines: int = 0
     oversize_lines: int = 0
     last_error: str = ""
-    last_report_monotonic: float = 0.0
-    last_report_wall: float = 0.0
     eof: bool = False
 
 
@@ -120,6 +117,4 @@ class ReportStream:
                 self._bad(why)
                 continue
             self.stats.reports += 1
-            self.stats.last_report_monotonic = time.monotonic()
-            self.stats.last_report_wall = time.time()
             yield obj

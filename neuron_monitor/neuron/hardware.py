@@ -56,10 +56,6 @@ class Topology:
     def logical_cores(self) -> int:
         return max(1, self.phys_cores // self.lnc)
 
-    def global_core(self, device: int, phys_core: int) -> int:
-        """The flat logical core index neuron-monitor uses as a key."""
-        return device * self.logical_cores + phys_core // self.lnc
-
 
 def chip_for(device_name: str, nd_arch: str, nc_arch: str) -> tuple[str, Chip | None]:
     if device_name in CHIPS:

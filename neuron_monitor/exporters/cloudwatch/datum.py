@@ -30,9 +30,6 @@ class Datum:
     counts: list[int] | None = None
     resolution: int = 60
 
-    def series_key(self) -> tuple[str, str, Dims]:
-        return (self.name, self.unit, self.dims)
-
     def samples(self) -> int:
         """How many samples this datum carries (CloudWatch's SampleCount)."""
         return sum(self.counts) if self.counts is not None else 1
