@@ -312,7 +312,7 @@ class Scheduler:
 
     async def _sleep_until_due_or_stopped(self, delay: float) -> None:
         """Sleep ``delay`` seconds, or less when stopped. One future and one timer: the cheapest wake-up asyncio
-        offers (``asyncio.wait`` with a timeout costs about 0.1 ms more CPU per report on the benchmark VM)."""
+        offers (``asyncio.wait`` with a timeout costs more CPU per report: docs/neuron-data.md)."""
         loop = asyncio.get_running_loop()
         self._wakeup = fut = loop.create_future()
         timer = loop.call_later(delay, _wake, fut)

@@ -1,4 +1,4 @@
-"""Byte layouts of the driver's per-process interfaces, in one place (facts: research/neuron-datasources.md §2).
+"""Byte layouts of the driver's per-process interfaces, in one place (facts and sources: docs/neuron-data.md).
 
 - The Neuron DataStore (NDS) block: one 256 KiB slab per process per device, written by the runtime (libnrt),
   read by monitors through a read-only mmap. Counter geometry from the driver's share/neuron_driver_shared.h;

@@ -1,4 +1,4 @@
-"""Reader of the Neuron driver's sysfs tree under the root (facts: research/neuron-datasources.md §1).
+"""Reader of the Neuron driver's sysfs tree under the root (facts and public sources: docs/neuron-data.md).
 
 `DriverTree(root)` finds the devices (``sys/class/neuron_device/neuronN``), their physical NeuronCores
 (``neuron_coreK`` directories, else ``core_count``), architecture strings, the driver version

@@ -1,4 +1,4 @@
-"""Instance shapes the simulator can build (facts: research/neuron-datasources.md §1.4 and §4).
+"""Instance shapes the simulator can build (facts and public sources: docs/neuron-data.md).
 
 A `Shape` says what a real instance of that type exposes: device count, physical NeuronCores per device, the
 driver's architecture strings (sysfs ``arch_type``, ``instance_type``, ``device_name``), device memory, vCPUs,
