@@ -1,10 +1,10 @@
 """EC2 instance identity for ``instance_info``: IMDSv2 (token) with an IMDSv1 fallback, within a time budget.
 
-`fetch_instance_info(endpoint, budget)` returns the complete ``instance_info`` object: every field of the guide
-(subnet via the primary ENI's MAC, instance_name from the ``tags/instance/Name`` metadata category when instance
-tags are exposed) and ``error`` filled when a required field could not be read. Off EC2 the whole call gives up
-within ``budget`` seconds. `InstanceInfoSource` runs it in a background thread and retries failures, so the
-daemon never waits on the network.
+`fetch_instance_info(endpoint, budget)` returns an `InstanceInfo` (``as_report()``: the ``instance_info`` object):
+every field of the guide (subnet via the primary ENI's MAC, instance_name from the ``tags/instance/Name``
+metadata category when instance tags are exposed) and ``error`` filled when a required field could not be read.
+Off EC2 the whole call gives up within ``budget`` seconds. `InstanceInfoSource` runs it in a background thread and
+retries failures, so the daemon never waits on the network.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import logging
 import threading
 import time
 import urllib.parse
+from dataclasses import dataclass, replace
 from typing import Any
 
 from neuron_monitor.host.rootfs import RootFS
-from neuron_monitor.report import empty_instance_info
 
 log = logging.getLogger("neuron_monitor.imds")
 
@@ -33,6 +33,35 @@ _FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("instance_region", "placement/region", True),
     ("ami_id", "ami-id", False),
 )
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    """The ``instance_info`` object, typed; fields in AWS's key order (see report.INSTANCE_INFO_KEYS)."""
+
+    instance_name: str = ""
+    instance_id: str = ""
+    instance_type: str = ""
+    instance_availability_zone: str = ""
+    instance_availability_zone_id: str = ""
+    instance_region: str = ""
+    ami_id: str = ""
+    subnet_id: str = ""
+    error: str = ""
+
+    def as_report(self) -> dict[str, Any]:
+        """The report's ``instance_info`` object (a new dict)."""
+        return {
+            "instance_name": self.instance_name,
+            "instance_id": self.instance_id,
+            "instance_type": self.instance_type,
+            "instance_availability_zone": self.instance_availability_zone,
+            "instance_availability_zone_id": self.instance_availability_zone_id,
+            "instance_region": self.instance_region,
+            "ami_id": self.ami_id,
+            "subnet_id": self.subnet_id,
+            "error": self.error,
+        }
 
 
 class _ImdsError(Exception):
@@ -92,8 +121,9 @@ class ImdsClient:
         return body.decode().strip()
 
 
-def fetch_instance_info(endpoint: str = DEFAULT_ENDPOINT, budget: float = 1.0) -> dict[str, Any]:
-    info = empty_instance_info("")
+def fetch_instance_info(endpoint: str = DEFAULT_ENDPOINT, budget: float = 1.0) -> InstanceInfo:
+    """Every field IMDS gives within ``budget`` seconds; ``error`` says what is missing or why IMDS failed."""
+    info: dict[str, str] = {}
     try:
         client = ImdsClient(endpoint, time.monotonic() + budget)
         client.get_token()
@@ -115,28 +145,28 @@ def fetch_instance_info(endpoint: str = DEFAULT_ENDPOINT, budget: float = 1.0) -
         if missing:
             info["error"] = "instance metadata missing: " + ", ".join(missing)
     except (_ImdsError, ValueError) as e:
-        info["error"] = str(e)
-    return info
+        info["error"] = str(e)  # the fields read before the failure stay
+    return InstanceInfo(**info)
 
 
-def fill_from_dmi(info: dict[str, Any], root: RootFS) -> None:
+def fill_from_dmi(info: InstanceInfo, root: RootFS) -> InstanceInfo:
     """Without IMDS (off EC2, or a container behind an IMDSv2 hop limit of 1), take the instance type and id
     from DMI, as the Neuron driver itself does; ``error`` keeps saying why IMDS failed."""
-    for key, rel in (
-        ("instance_type", "sys/class/dmi/id/product_name"),
-        ("instance_id", "sys/class/dmi/id/board_asset_tag"),
-    ):
-        if info.get(key):
-            continue
-        try:
-            value = root.read_text(rel).strip()
-        except OSError:
-            continue
-        if key == "instance_id" and not value.startswith("i-"):
-            continue
-        if key == "instance_type" and "." not in value:
-            continue
-        info[key] = value
+    instance_type, instance_id = info.instance_type, info.instance_id
+    if not instance_type:
+        value = _dmi(root, "sys/class/dmi/id/product_name")
+        instance_type = value if "." in value else ""
+    if not instance_id:
+        value = _dmi(root, "sys/class/dmi/id/board_asset_tag")
+        instance_id = value if value.startswith("i-") else ""
+    return replace(info, instance_type=instance_type, instance_id=instance_id)
+
+
+def _dmi(root: RootFS, rel: str) -> str:
+    try:
+        return root.read_text(rel).strip()
+    except OSError:
+        return ""
 
 
 class InstanceInfoSource:
@@ -154,15 +184,15 @@ class InstanceInfoSource:
         self.endpoint = endpoint
         self.budget = budget
         self.retry = retry
-        self._info = empty_instance_info(
-            "instance metadata not fetched yet" if enabled else "instance metadata disabled"
-        )
+        info = InstanceInfo(error="instance metadata not fetched yet" if enabled else "instance metadata disabled")
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._enabled = enabled
         if not enabled and root is not None:
-            fill_from_dmi(self._info, root)
+            info = fill_from_dmi(info, root)
+        self._info = info
+        self._report = info.as_report()  # what `get` hands out: the same object until the next fetch
 
     def start(self) -> None:
         if not self._enabled:
@@ -172,23 +202,25 @@ class InstanceInfoSource:
 
     def fetch_now(self) -> None:
         info = fetch_instance_info(self.endpoint, self.budget)
-        if info["error"] and self.root is not None:
-            fill_from_dmi(info, self.root)
+        if info.error and self.root is not None:
+            info = fill_from_dmi(info, self.root)
+        report = info.as_report()
         with self._lock:
-            self._info = info
-        if info["error"]:
-            log.info("instance_info: %s", info["error"])
+            self._info, self._report = info, report
+        if info.error:
+            log.info("instance_info: %s", info.error)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self.fetch_now()
-            if not self._info["error"]:
+            if not self._info.error:
                 return
             self._stop.wait(self.retry)
 
     def get(self) -> dict[str, Any]:
+        """The newest ``instance_info`` object (never blocks)."""
         with self._lock:
-            return self._info
+            return self._report
 
     def close(self) -> None:
         self._stop.set()

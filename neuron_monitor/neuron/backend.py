@@ -12,7 +12,7 @@ from typing import Any
 
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.apps import NeuronAppSource
-from neuron_monitor.neuron.hardware import Topology, hardware_info, read_topology
+from neuron_monitor.neuron.hardware import HardwareInfo, hardware_info, read_topology
 
 
 class NeuronBackend:
@@ -22,11 +22,9 @@ class NeuronBackend:
 
     def hardware_info(self) -> dict[str, Any]:
         try:
-            return hardware_info(read_topology(self.root))
+            return hardware_info(read_topology(self.root)).as_report()
         except (OSError, ValueError) as e:
-            info = hardware_info(Topology((), 0, 1, None, ""))
-            info["error"] = f"reading the Neuron driver's sysfs tree failed: {e}"
-            return info
+            return HardwareInfo(error=f"reading the Neuron driver's sysfs tree failed: {e}").as_report()
 
     def close(self) -> None:
         self.apps.close()

@@ -18,7 +18,6 @@ from typing import Any
 
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.sysfs import DriverTree
-from neuron_monitor.report import empty_hardware_info
 
 GIB = 1024**3
 
@@ -93,18 +92,45 @@ def read_topology(root: RootFS) -> Topology:
     return Topology(devices, phys, lnc, chip, name)
 
 
-def hardware_info(topo: Topology) -> dict[str, Any]:
-    """The complete ``neuron_hardware_info`` object (AWS's keys and order), ``error`` filled when incomplete."""
+@dataclass(frozen=True)
+class HardwareInfo:
+    """The ``neuron_hardware_info`` object, typed; `as_report` gives it with AWS's keys, in AWS's order."""
+
+    device_type: str = ""
+    device_version: str = ""
+    core_version: str = ""
+    device_count: int = 0
+    device_memory_size: int = 0
+    cores_per_device: int = 0  # logical NeuronCores per device
+    logical_core_config: int = 0  # LNC
+    error: str = ""
+
+    def as_report(self) -> dict[str, Any]:
+        """The report's ``neuron_hardware_info`` object (a new dict)."""
+        return {
+            "neuron_device_type": self.device_type,
+            "neuron_device_version": self.device_version,
+            "neuroncore_version": self.core_version,
+            "neuron_device_count": self.device_count,
+            "neuron_device_memory_size": self.device_memory_size,
+            "neuroncore_per_device_count": self.cores_per_device,
+            "logical_neuroncore_config": self.logical_core_config,
+            "error": self.error,
+        }
+
+
+def hardware_info(topo: Topology) -> HardwareInfo:
+    """What ``neuron_hardware_info`` says about ``topo``, ``error`` filled when incomplete."""
     if not topo.devices:
-        return empty_hardware_info("no Neuron devices found (is the Neuron driver loaded?)")
+        return HardwareInfo(error="no Neuron devices found (is the Neuron driver loaded?)")
     chip = topo.chip
-    return {
-        "neuron_device_type": chip.device_type if chip else topo.chip_name.lower(),
-        "neuron_device_version": chip.device_version if chip else "",
-        "neuroncore_version": (chip.core_version + ("d" if topo.lnc == 2 else "")) if chip else "",
-        "neuron_device_count": len(topo.devices),
-        "neuron_device_memory_size": chip.memory if chip else 0,
-        "neuroncore_per_device_count": topo.logical_cores,
-        "logical_neuroncore_config": topo.lnc,
-        "error": "" if chip else f"unknown Neuron device type {topo.chip_name!r}",
-    }
+    return HardwareInfo(
+        device_type=chip.device_type if chip else topo.chip_name.lower(),
+        device_version=chip.device_version if chip else "",
+        core_version=(chip.core_version + ("d" if topo.lnc == 2 else "")) if chip else "",
+        device_count=len(topo.devices),
+        device_memory_size=chip.memory if chip else 0,
+        cores_per_device=topo.logical_cores,
+        logical_core_config=topo.lnc,
+        error="" if chip else f"unknown Neuron device type {topo.chip_name!r}",
+    )

@@ -24,7 +24,7 @@ EXPECTED = {
 
 def test_imdsv2_token_flow_fills_every_field() -> None:
     with FakeImds("v2") as imds:
-        info = fetch_instance_info(imds.endpoint, budget=5.0)
+        info = fetch_instance_info(imds.endpoint, budget=5.0).as_report()
     assert info == EXPECTED
     assert list(info) == [*INSTANCE_INFO_KEYS, "error"]
     put = [r for r in imds.requests if r[0] == "PUT"]
@@ -34,13 +34,13 @@ def test_imdsv2_token_flow_fills_every_field() -> None:
 
 def test_imdsv1_fallback() -> None:
     with FakeImds("v1") as imds:
-        info = fetch_instance_info(imds.endpoint, budget=5.0)
+        info = fetch_instance_info(imds.endpoint, budget=5.0).as_report()
     assert info == EXPECTED
 
 
 def test_expired_token_is_renewed_once() -> None:
     with FakeImds("v2", expire_first_token=True) as imds:
-        info = fetch_instance_info(imds.endpoint, budget=5.0)
+        info = fetch_instance_info(imds.endpoint, budget=5.0).as_report()
     assert info["instance_id"] == EXPECTED["instance_id"]
     assert info["error"] == ""
     assert len([r for r in imds.requests if r[0] == "PUT"]) == 2
@@ -49,25 +49,25 @@ def test_expired_token_is_renewed_once() -> None:
 def test_optional_fields_absent_are_not_errors_required_are() -> None:
     md = {k: v for k, v in FakeImds().metadata.items() if not k.startswith(("placement/region", "tags/"))}
     with FakeImds("v2", metadata=md) as imds:
-        info = fetch_instance_info(imds.endpoint, budget=5.0)
+        info = fetch_instance_info(imds.endpoint, budget=5.0).as_report()
     assert info["instance_region"] == "" and info["instance_name"] == ""
     assert info["error"] == ""
     del md["ami-id"]
     with FakeImds("v2", metadata=md) as imds:
-        info = fetch_instance_info(imds.endpoint, budget=5.0)
+        info = fetch_instance_info(imds.endpoint, budget=5.0).as_report()
     assert info["error"] == "instance metadata missing: ami-id"
     assert info["instance_id"] == EXPECTED["instance_id"]
 
 
 def test_unreachable_endpoint_fills_error_quickly() -> None:
-    info = fetch_instance_info("http://127.0.0.1:9", budget=1.0)
+    info = fetch_instance_info("http://127.0.0.1:9", budget=1.0).as_report()
     assert info["error"].startswith("instance metadata service unreachable")
     assert info["instance_id"] == ""
 
 
 def test_hanging_service_gives_up_within_budget() -> None:
     with FakeImds("hang") as imds:
-        info = fetch_instance_info(imds.endpoint, budget=0.3)
+        info = fetch_instance_info(imds.endpoint, budget=0.3).as_report()
         assert imds.requests  # it did ask
     # the service holds every request for 60 s and then closes without answering: a timeout error (not a closed
     # connection) means the client gave up on its own budget
