@@ -5,14 +5,20 @@ Every check waits for a condition with a deadline (the machine may be loaded); n
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
 import json
 import os
+import pty
+import select
 import shlex
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -236,3 +242,43 @@ def test_ctrl_z_gives_the_terminal_back_and_fg_resumes(term: Callable[[int, int]
     t.keys("echo EXIT=$?", "Enter")
     t.wait_for("EXIT=0")
     assert t.flag("alternate_on") == "0" and t.flag("cursor_flag") == "1"
+
+
+def test_frames_are_redrawn_in_place_without_clearing_the_screen() -> None:
+    """What the terminal receives: the alternate screen once, then frames that each rewrite from the top-left
+    corner (no clear-screen, the cause of flicker), then the main screen and the cursor back after SIGTERM."""
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    cmd = [sys.executable, "-m", "neuron_monitor.top.cli", "--simulate", "trn1.2xlarge", "--no-imds"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(cmd, stdin=secondary, stdout=secondary, stderr=secondary, env=env, start_new_session=True)
+    os.close(secondary)
+    out = b""
+
+    def read(timeout: float) -> None:
+        nonlocal out
+        ready, _, _ = select.select([primary], [], [], timeout)
+        if ready:
+            with contextlib.suppress(OSError):
+                out += os.read(primary, 65536)
+
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while out.count(b"\x1b[H") < 4 or b"trn1.2xlarge" not in out:  # a few frames with a report in them
+            assert time.monotonic() < deadline, out[-2000:]
+            read(0.2)
+        proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + DEADLINE
+        while proc.poll() is None:
+            assert time.monotonic() < deadline
+            read(0.05)
+        read(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        os.close(primary)
+    assert proc.returncode == 0
+    assert out.count(b"\x1b[?1049h") == 1 and out.count(b"\x1b[?1049l") == 1  # alternate screen in, then out
+    assert b"\x1b[2J" not in out and b"\x1b[2K" not in out  # frames overwrite, never clear
+    assert out.rfind(b"\x1b[?25h") > out.rfind(b"\x1b[?25l") >= 0  # the cursor was hidden, and is shown again
