@@ -1,4 +1,7 @@
-"""Type-checked access to report values: a wrong type anywhere rejects the whole report.
+"""Type-checked access to the report's info objects (instance, hardware, Kubernetes, daemon health) for shaping.
+
+The metric groups are read through ``neuron_monitor.schema`` instead; these helpers remain for the objects that
+are not groups.
 
 Missing keys and JSON ``null`` are normal in real reports (idle latency, absent groups) and read as ``None``;
 a value of the wrong type (a string where a number belongs, a list where an object belongs) raises
@@ -50,8 +53,3 @@ def text(value: Any, where: str) -> str:
     if isinstance(value, (int, float)):
         return str(value)
     raise MalformedReport(f"{where}: expected a string, got {type(value).__name__}")
-
-
-def group_error(group: dict[str, Any], where: str) -> str:
-    """A group's ``error`` string ("" when fine or absent)."""
-    return text(group.get("error"), f"{where}.error")
