@@ -20,7 +20,7 @@ from typing import Any
 
 from neuron_monitor import __version__
 from neuron_monitor.cli_common import ArgumentParser, add_verbosity, setup_logging
-from neuron_monitor.config import ConfigError, Plan, load_plan
+from neuron_monitor.config import ConfigError, Plan, load_plan, plan_warnings
 from neuron_monitor.config_watch import ConfigFileWatcher
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT, InstanceInfoSource
 from neuron_monitor.host.rootfs import RootFS
@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _warn_about(plan: Plan) -> None:
+    """Configuration warnings go to stderr whatever --verbose says (like configuration errors)."""
+    for warning in plan_warnings(plan):
+        sys.stderr.write(f"neuron-monitor: warning: {warning}\n")
+    sys.stderr.flush()
+
+
 def _fail(message: str, code: int) -> int:
     sys.stderr.write(f"neuron-monitor: {message}\n")
     sys.stderr.flush()
@@ -161,6 +168,7 @@ class Daemon:
         async with self.scheduler.lock:
             self.collector.apply_plan(plan)
         log.warning("%s: configuration reloaded from %s", why, plan.source)
+        _warn_about(plan)
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -212,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging("neuron-monitor", args.verbose)
     try:
         plan = load_plan(args.config_file)
+        _warn_about(plan)
         with _root_for(args) as root:
             daemon = Daemon(args, plan, RootFS(root))
             code = asyncio.run(daemon.run())

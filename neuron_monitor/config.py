@@ -127,6 +127,10 @@ class Plan:
         periods += [p for s in self.runtime_scopes for _, p in s.groups]
         return min(periods) if periods else DEFAULT_PERIOD
 
+    def enables_no_group(self) -> bool:
+        """True when the lists name no metric group at all (reports then carry only the top-level sections)."""
+        return not self.system_groups and not any(s.groups for s in self.runtime_scopes)
+
     def scope_for_tag(self, tag: str) -> RuntimeScope | None:
         """The first entry whose tag_filter matches (search semantics, like Go's regexp.MatchString)."""
         for scope in self.runtime_scopes:
@@ -135,12 +139,28 @@ class Plan:
         return None
 
 
+NO_GROUP_WARNING = (
+    "this configuration enables no metric group: reports will carry no system_data and no runtimes"
+    " (name groups under system_metrics or neuron_runtimes[].metrics, or leave both keys out for every group)"
+)
+
+
+def plan_warnings(plan: Plan) -> list[str]:
+    """Problems that do not stop the daemon but that the user should hear about, each one line naming the file."""
+    return [f"{plan.source}: {NO_GROUP_WARNING}"] if plan.enables_no_group() else []
+
+
 def default_plan() -> Plan:
     """No configuration file: every group at 5 s for every application (AWS's documented default)."""
+    return _every_group("(defaults)", DEFAULT_PERIOD)
+
+
+def _every_group(source: str, period: float) -> Plan:
     return Plan(
-        source="(defaults)",
-        system_groups=tuple((g, DEFAULT_PERIOD) for g in SYSTEM_GROUPS),
-        runtime_scopes=(RuntimeScope(0, re.compile(".*"), tuple((g, DEFAULT_PERIOD) for g in RUNTIME_GROUPS)),),
+        source=source,
+        system_groups=tuple((g, period) for g in SYSTEM_GROUPS),
+        runtime_scopes=(RuntimeScope(0, re.compile(".*"), tuple((g, period) for g in RUNTIME_GROUPS)),),
+        root_period=period,
     )
 
 
@@ -217,6 +237,9 @@ def plan_from_data(data: Any, source: str) -> Plan:
         raise ConfigError(f"{source}: {e}") from None
 
     root_period = parse_period(cfg.period) if cfg.period else DEFAULT_PERIOD
+    if not {"neuron_runtimes", "system_metrics"} & cfg.model_fields_set:
+        # only a period (or an empty object): every group at that period, the same set as no file at all
+        return _every_group(source, root_period)
     system = tuple((m.type, parse_period(m.period) if m.period else root_period) for m in cfg.system_metrics)
     scopes = []
     for i, rt in enumerate(cfg.neuron_runtimes):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neuron_monitor.config import ConfigError, load_plan, parse_period, plan_from_data
+from neuron_monitor.config import NO_GROUP_WARNING, ConfigError, load_plan, parse_period, plan_from_data, plan_warnings
 from neuron_monitor.groups import RUNTIME_GROUPS, SYSTEM_GROUPS
 from tests.conftest import REPO, daemon_cmd
 
@@ -72,6 +72,49 @@ def test_period_inheritance_metric_over_entry_over_root() -> None:
 def test_no_period_anywhere_is_5s() -> None:
     plan = plan_from_data({"system_metrics": [{"type": "memory_info"}]}, "x")
     assert plan.system_groups == (("memory_info", 5.0),)
+
+
+def test_period_only_config_is_every_group_at_that_period() -> None:
+    """`{"period": "1s"}` means "everything, every second": the same groups as no file, at the file's period."""
+    plan = plan_from_data({"period": "1s"}, "p.conf")
+    default = load_plan(None)
+    assert [g for g, _ in plan.system_groups] == [g for g, _ in default.system_groups]
+    assert [g for g, _ in plan.runtime_scopes[0].groups] == [g for g, _ in default.runtime_scopes[0].groups]
+    assert {p for _, p in plan.system_groups} == {p for _, p in plan.runtime_scopes[0].groups} == {1.0}
+    assert plan.scope_for_tag("any-tag") is plan.runtime_scopes[0]
+    assert not plan.enables_no_group() and plan_warnings(plan) == []
+    assert plan_from_data({}, "e.conf").system_groups == default.system_groups  # an empty object: defaults
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"period": "1s", "system_metrics": []},
+        {"neuron_runtimes": []},
+        {"neuron_runtimes": [{"tag_filter": ".*", "metrics": []}], "system_metrics": []},
+    ],
+)
+def test_lists_that_name_no_group_collect_nothing_and_warn(data: dict[str, object]) -> None:
+    plan = plan_from_data(data, "n.conf")
+    assert plan.enables_no_group()
+    assert plan_warnings(plan) == [f"n.conf: {NO_GROUP_WARNING}"]
+    assert "this configuration enables no metric group" in NO_GROUP_WARNING
+
+
+def test_one_listed_group_is_not_a_warning() -> None:
+    plan = plan_from_data({"system_metrics": [{"type": "memory_info"}]}, "x")
+    assert plan_warnings(plan) == [] and plan.runtime_scopes == ()
+
+
+def test_daemon_warns_on_stderr_about_a_config_without_groups(tmp_path: Path) -> None:
+    conf = tmp_path / "none.conf"
+    conf.write_text('{"period": "1s", "system_metrics": [], "neuron_runtimes": []}')
+    proc = subprocess.run(
+        daemon_cmd("-c", str(conf), "--once", "--no-imds"), cwd=REPO, capture_output=True, timeout=120
+    )
+    assert proc.returncode == 0
+    assert proc.stderr.decode().splitlines() == [f"neuron-monitor: warning: {conf}: {NO_GROUP_WARNING}"]
+    assert proc.stdout.count(b"\n") == 1
 
 
 def test_legacy_address_key_is_accepted() -> None:

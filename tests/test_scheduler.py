@@ -321,7 +321,7 @@ async def test_slow_writer_skips_slots_and_loses_no_counts() -> None:
 
 async def test_config_without_groups_still_reports() -> None:
     clock = StepClock()
-    c = make_collector({"period": "1s"}, FakeApps(), clock)
+    c = make_collector({"period": "1s", "system_metrics": [], "neuron_runtimes": []}, FakeApps(), clock)
     reports = await run_ticks(c, clock, 3, 1.0)
     assert len(reports) == 3
     assert reports[0]["system_data"] == {}
