@@ -28,6 +28,7 @@ from neuron_monitor.neuron.backend import open_backend
 from neuron_monitor.neuron.ultraserver import InstanceInfoWithUltraServer, UltraServerSource
 from neuron_monitor.output import LineWriter, ReaderGone
 from neuron_monitor.scheduler import Collector, Scheduler
+from neuron_monitor.sim.instance_info import SimulatedInstanceInfo
 
 log = logging.getLogger("neuron_monitor")
 
@@ -132,8 +133,12 @@ class Daemon:
     def __init__(self, args: argparse.Namespace, plan: Plan, root: RootFS) -> None:
         self.args = args
         self.backend = open_backend(root)
-        imds_enabled = not args.no_imds and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true"
-        self.instance = InstanceInfoSource(args.imds_endpoint, args.imds_timeout, enabled=imds_enabled, root=root)
+        self.instance: InstanceInfoSource | SimulatedInstanceInfo
+        if args.simulate:  # the simulated shape, never the network: off EC2 the metadata address hangs or says 403
+            self.instance = SimulatedInstanceInfo(args.simulate)
+        else:
+            imds_enabled = not args.no_imds and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true"
+            self.instance = InstanceInfoSource(args.imds_endpoint, args.imds_timeout, enabled=imds_enabled, root=root)
         extras: dict[str, Any] = {}
         self.k8s = None
         if args.k8s_info:

@@ -5,6 +5,11 @@
 
 Runs until SIGTERM/SIGINT (or ``--duration``), then stops its worker processes and writes the final ground truth.
 The tree stays in DIR (remove it yourself, or use `TemporarySimulator`). Exit codes: 0 done, 2 bad usage.
+On stdout it says where the tree is, when it is ready, and the command that monitors it.
+
+``--owner-pid PID`` (used by `TemporarySimulator`, hence ``neuron-monitor --simulate``): the simulator also stops
+when process PID, its parent, is gone, even killed with SIGKILL (it checks its parent every animation step), and
+then removes ``--remove-on-owner-exit DIR`` (the temporary tree the owner can no longer remove).
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--options", default=None, help="JSON object of further options (see TemporarySimulator)")
     p.add_argument("--list-shapes", action="store_true", help="print the known shapes and exit")
+    p.add_argument("--owner-pid", type=int, default=None, help="stop when this process (the parent) is gone")
+    p.add_argument("--remove-on-owner-exit", default=None, metavar="DIR", help="with --owner-pid: then remove DIR")
     add_verbosity(p, default=2)
     return p
 
@@ -110,18 +117,36 @@ def main(argv: list[str] | None = None) -> int:
     def _on_signal(signum: int, frame: Any) -> None:
         stop["flag"] = True
 
+    def _should_stop() -> bool:
+        return stop["flag"] or owner_gone(args.owner_pid)
+
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    _say(f"building a simulated {shape.name} ({shape.devices} devices, {runtimes} runtimes) in {root}")
     try:
         sim = Simulator(root, shape, runtimes, args.seed, options)
     except (ValueError, OSError) as e:
         return _fail(f"cannot build the simulated host: {e}")
     (root / MARKER / "sim.pid").write_text(f"{os.getpid()}\n")
+    _say(f"ready: root {root}")
+    _say(f"monitor it: neuron-monitor --root {root}   (Ctrl-C stops the simulator; the tree stays)")
     try:
-        sim.run(lambda: stop["flag"], args.duration)
+        sim.run(_should_stop, args.duration)
     finally:
         sim.shutdown()
+        if owner_gone(args.owner_pid) and args.remove_on_owner_exit:
+            shutil.rmtree(args.remove_on_owner_exit, ignore_errors=True)
     return 0
+
+
+def owner_gone(owner_pid: int | None) -> bool:
+    """True when an owner was named and is no longer this process's parent (it exited or was killed: the
+    simulator was re-parented). The parent check cannot be fooled by a recycled pid."""
+    return owner_pid is not None and os.getppid() != owner_pid
+
+
+def _say(message: str) -> None:
+    print(f"neuron-monitor-sim: {message}", flush=True)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,8 @@ class TemporarySimulator:
         options = {k: v for k, v in self.options.items() if k != "lnc"}
         cmd = [sys.executable, "-m", "neuron_monitor.sim.cli", "--shape", self.shape_name, "--root", str(self.root)]
         cmd += ["--seed", str(self.seed), "--options", json.dumps(options)]
+        # the simulator (and its workers) stop with this process, even after SIGKILL, and remove the temporary tree
+        cmd += ["--owner-pid", str(os.getpid()), "--remove-on-owner-exit", str(self._tmp)]
         if self.runtimes is not None:
             cmd += ["--runtimes", str(self.runtimes)]
         if self.options.get("lnc") is not None:
