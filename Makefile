@@ -1,29 +1,47 @@
 # Two commands from a fresh clone:
-#   make run    set up a virtualenv and run the main pipeline (daemon | Prometheus exporter on :8000),
-#               on the simulator when this host has no Neuron device
-#   make test   set up the virtualenv and the test tools (Prometheus server), run every test
+#   make run    a virtualenv with the runtime dependencies only, then the main pipeline (daemon | Prometheus
+#               exporter on http://127.0.0.1:8000/metrics; BIND=0.0.0.0 to serve the network), on the simulator
+#               when this host has no Neuron device
+#   make test   the virtualenv with the test tools too, the apt tools the tests run (test-tools), every check
+SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
+BIND ?= 127.0.0.1
 SHAPE ?= trn1.32xlarge
 CONFIG ?= configs/monitor.conf
 PYTEST_ARGS ?=
+# pip prints one line per package it fetches; warnings and the rest stay out of the way (errors still show)
+PIP := $(PY) -m pip install --disable-pip-version-check
+PIP_LINES := { grep --line-buffered -E '^(Collecting|Successfully installed|ERROR|error)' || true; } | sed -u 's/^/    pip: /'
 
-$(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,k8s]'
-	touch $@
+$(PY):
+	@echo "[venv] creating $(VENV) ($$(python3 --version))"
+	@python3 -m venv $(VENV)
+
+# run-only: the package and its runtime dependencies, no test tools (a full test install serves too)
+$(VENV)/.installed-run: pyproject.toml | $(PY)
+	@if [ $(VENV)/.installed -nt pyproject.toml ]; then touch $@; exit 0; fi; \
+	echo "[install] neuron-monitor and its runtime dependencies (about 1 min on a fresh machine)"; \
+	set -o pipefail; $(PIP) -e . 2>&1 | $(PIP_LINES); touch $@
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	@echo "[install] neuron-monitor with the test and k8s extras (pytest, hypothesis, moto, ruff, mypy, grpcio-tools, ...)"
+	@set -o pipefail; $(PIP) -e '.[test,k8s]' 2>&1 | $(PIP_LINES)
+	@touch $@ $(VENV)/.installed-run
 
 .PHONY: venv run test test-tools lint bench
 
 venv: $(VENV)/.installed
 
-run: $(VENV)/.installed
-	@if ls /dev/neuron0 >/dev/null 2>&1; then src=""; else \
-	  echo "no Neuron device here: running on a simulated $(SHAPE)" >&2; src="--simulate $(SHAPE)"; fi; \
-	echo "metrics on http://127.0.0.1:$(PORT)/metrics (Ctrl-C stops)" >&2; \
-	$(VENV)/bin/neuron-monitor -c $(CONFIG) $$src | $(VENV)/bin/neuron-monitor-prometheus --port $(PORT)
+run: $(VENV)/.installed-run
+	@if [ -e /dev/neuron0 ]; then src=""; else \
+	  echo "[run] no Neuron device here: simulating a $(SHAPE) (SHAPE=... to change)"; src="--simulate $(SHAPE)"; fi; \
+	case "$(BIND)" in 0.0.0.0) host=127.0.0.1;; ::) host="[::1]";; *:*) host="[$(BIND)]";; *) host="$(BIND)";; esac; \
+	url="http://$$host:$(PORT)/metrics"; \
+	echo "[run] neuron-monitor -c $(CONFIG) $$src | neuron-monitor-prometheus --bind $(BIND) --port $(PORT)"; \
+	$(PY) scripts/wait_for_url.py "$$url" $$$$ "[run] serving $$url (listening on $(BIND); Ctrl-C stops)" & \
+	$(VENV)/bin/neuron-monitor -c $(CONFIG) $$src | $(VENV)/bin/neuron-monitor-prometheus --bind $(BIND) --port $(PORT)
 
 test-tools:
 	@missing=""; { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing="$$missing prometheus"; \
