@@ -1,6 +1,6 @@
 """``neuron-monitor-det REC...``: find the problems in recordings, one line each, like neuron-det.
 
-Prints ``<type> <NC n|ND n> @ <start> - <end>: {details}`` per problem (UTC wall clock; with the date when the
+Prints ``<type> <NC n|ND n> @ <start> - <end>: key=value ...`` per problem (UTC wall clock; with the date when the
 recordings span more than one day; with the instance id when there are several instances), then a summary on
 stderr ("no errors detected" when there is nothing). Optionally writes the trace with the problems highlighted.
 Exit status: 0 nothing found, 1 problems found, 2 bad usage or unreadable input.

@@ -17,6 +17,8 @@ still open when the recording ended (as a non-complete event in neuron-det hints
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -44,9 +46,58 @@ class Problem:
         details = dict(self.details)
         if with_instance:
             details["instance_id"] = self.instance
-        return (
-            f"{self.kind} {self.subject} @ {clock(self.start, with_date)} - {clock(self.end, with_date)}: {details!r}"
-        )
+        when = f"{clock(self.start, with_date)} - {clock(self.end, with_date)}"
+        return f"{self.kind} {self.subject} @ {when}: {format_details(details)}"
+
+
+_BARE = re.compile(r"[A-Za-z0-9_.:/+-]+")
+_PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+
+
+def format_details(details: dict[str, Any]) -> str:
+    """``key=value`` pairs separated by spaces, like logfmt: numbers as they are, ``true``/``false``, strings bare
+    when they are one word of safe characters and JSON-quoted otherwise (so every line splits back unambiguously)."""
+    return " ".join(f"{k}={_value_text(v)}" for k, v in details.items())
+
+
+def _value_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    text = str(v)
+    if _BARE.fullmatch(text) and text not in ("true", "false") and not _is_number(text):
+        return text
+    return json.dumps(text)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_details(text: str) -> dict[str, Any]:
+    """The inverse of `format_details` (for scripts reading neuron-monitor-det's lines)."""
+    out: dict[str, Any] = {}
+    for key, raw in _PAIR.findall(text):
+        value: Any
+        if raw.startswith('"'):
+            value = json.loads(raw)
+        elif raw in ("true", "false"):
+            value = raw == "true"
+        else:
+            try:
+                value = int(raw)
+            except ValueError:
+                try:
+                    value = float(raw)
+                except ValueError:
+                    value = raw
+        out[key] = value
+    return out
 
 
 def clock(t: float, with_date: bool = False) -> str:

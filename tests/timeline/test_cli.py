@@ -52,7 +52,7 @@ def test_det_prints_one_line_per_problem_and_exits_1(tmp_path: Path) -> None:
     p = run("det_cli", str(rec), "-o", str(out))
     assert p.returncode == 1, p.stderr
     assert p.stdout.splitlines() == [
-        "numerical_error NC 3 @ 12:00:01 - 12:00:03: {'runtime_tag': 'train', 'pid': 100, 'count': 2, 'periods': 2}"
+        "numerical_error NC 3 @ 12:00:01 - 12:00:03: runtime_tag=train pid=100 count=2 periods=2"
     ]
     assert "1 problem(s) detected" in p.stderr
     events = tef.check_trace(out)

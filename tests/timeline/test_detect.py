@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from neuron_monitor.timeline.detect import Detector, Problem
+from neuron_monitor.timeline.detect import Detector, Problem, format_details, parse_details
 from neuron_monitor.timeline.extract import parse_snapshot
 from neuron_monitor.timeline.selection import Selection
 
@@ -36,7 +36,8 @@ def test_numerical_errors_become_one_episode_with_the_example_line() -> None:
     p = problems[0]
     assert (p.kind, p.subject, p.start, p.end) == ("numerical_error", "NC 3", T0 + 4, T0 + 9)
     assert p.details == {"runtime_tag": "train", "pid": 100, "count": 5, "periods": 5}
-    assert p.line() == "numerical_error NC 3 @ 12:00:04 - 12:00:09: " + repr(p.details)
+    assert p.line() == "numerical_error NC 3 @ 12:00:04 - 12:00:09: " + format_details(p.details)
+    assert parse_details(p.line().split(": ", 1)[1]) == p.details
 
 
 def test_separate_bursts_are_separate_unless_merged() -> None:
@@ -129,3 +130,11 @@ def test_instances_are_kept_apart() -> None:
     problems = detect(merged)
     assert [(p.kind, p.instance) for p in problems] == [("numerical_error", "i-a")]
     assert "instance_id" in problems[0].line(with_instance=True)
+
+
+def test_details_are_key_value_pairs_that_split_back() -> None:
+    details = {"runtime_tag": "my job", "pid": 7, "ongoing": True, "share": 0.5, "tag2": "true", "n": "12", "e": ""}
+    text = format_details(details)
+    assert text == 'runtime_tag="my job" pid=7 ongoing=true share=0.5 tag2="true" n="12" e=""'
+    assert parse_details(text) == details
+    assert "{" not in text and "'" not in text

@@ -3,7 +3,6 @@ every injected fault and nothing else; neuron-monitor-trace turns the same recor
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -16,13 +15,14 @@ from typing import Any
 import pytest
 
 from neuron_monitor.sim.temporary import TemporarySimulator
+from neuron_monitor.timeline.detect import parse_details
 from neuron_monitor.timeline.recording import RecordingReader, recording_files
 from neuron_monitor.timeline.trace import GROUP_BY
 
 from . import tef
 
 REPO = Path(__file__).resolve().parents[2]
-LINE = re.compile(r"^(?P<kind>\w+) (?P<subject>NC [0-9,-]+|ND \d+) @ [0-9:]+ - [0-9:]+: (?P<details>\{.*\})$")
+LINE = re.compile(r"^(?P<kind>\w+) (?P<subject>NC [0-9,-]+|ND \d+) @ [0-9:]+ - [0-9:]+: (?P<details>.*)$")
 QUIET = dict(generic_error_rate=0, numerical_error_rate=0, timeout_rate=0, failed_to_queue_rate=0,
              hardware_error_rate=0, ecc_rate=0)  # fmt: skip
 HANG_PERIODS = 4
@@ -101,7 +101,7 @@ def test_det_finds_every_injected_fault_and_nothing_else(tmp_path: Path) -> None
     for line in p.stdout.splitlines():
         m = LINE.match(line)
         assert m, line
-        details = ast.literal_eval(m["details"])
+        details = parse_details(m["details"])
         who = details.get("runtime_tag", m["subject"])
         assert (m["kind"], who) not in found, f"reported twice: {line}"
         found[(m["kind"], who)] = (m["subject"], details)
