@@ -23,6 +23,7 @@ from typing import Any
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH, truncate
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM, LedgerUpdate, Subject
 from neuron_monitor.exporters.prometheus.values import MalformedReport
+from neuron_monitor.schema import names as N
 from neuron_monitor.schema.read import Group, Problems, Report, read_report
 from neuron_monitor.schema.spec import CORE_SCOPE, MAX_COUNT_PER_PERIOD, MAX_FLOPS, MAX_PERCENT, MAX_PERIOD
 
@@ -90,6 +91,12 @@ def count_report(
         fresh = update.is_fresh(group.body, ("sys", name))
         if result.check(group, fresh) and group.spec.counts is not None:
             _count_group(group, fresh, totals, result)
+    k8s = read.k8s_info  # not a system_data group but a collected one all the same (--k8s-info): its error shows
+    if k8s is not None:
+        result.groups_seen.add(N.NEURON_K8S_INFO)
+        if k8s.get("error"):
+            result.groups_failed.add(N.NEURON_K8S_INFO)
+            result.group_errors[N.NEURON_K8S_INFO] += 1  # each report reads the watcher's current state afresh
     result.runtimes = len(read.runtimes)
     for entry in read.runtimes:
         tag = result.label(entry.tag)

@@ -77,6 +77,23 @@ def test_runtime_and_group_errors() -> None:
     assert one(series, "neuron_exporter_group_errors_total", group="runtime") == 1
 
 
+def test_k8s_info_error_reaches_group_success() -> None:
+    """neuron_k8s_info is not under system_data, but its error (kubelet unreachable) shows like any group's."""
+    good = trn2_report([runtime(1, "a", [0], completed=5)])
+    good["neuron_k8s_info"] = {"period": 5.0, "neuroncores_k8s_info": {}, "neurondevices_k8s_info": {}, "error": ""}
+    state = feed([good])
+    series = parse(scrape(state))
+    assert one(series, "neuron_exporter_group_success", group="neuron_k8s_info") == 1
+    assert one(series, "neuron_exporter_group_errors_total", group="neuron_k8s_info") == 0
+    bad = trn2_report([runtime(1, "a", [0], completed=5)])
+    bad["neuron_k8s_info"] = dict(good["neuron_k8s_info"], error="pod-resources socket not found")
+    state.apply(bad)
+    series = parse(scrape(state))
+    assert one(series, "neuron_exporter_group_success", group="neuron_k8s_info") == 0
+    assert one(series, "neuron_exporter_group_errors_total", group="neuron_k8s_info") == 1
+    assert one(series, "neuron_exporter_group_success", group="execution_stats") == 1  # the rest unaffected
+
+
 def test_k8s_labels_on_core_and_runtime_series() -> None:
     k8s = {
         "period": 15.0,
