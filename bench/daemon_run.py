@@ -63,10 +63,16 @@ def speed_reference() -> float:
 
 def run_daemon(args: list[str], reports: int) -> RunFigures:
     """Start the daemon, skip its first report (start-up), count CPU over the next ``reports`` reports."""
+    return run_command([sys.executable, "-m", "neuron_monitor.cli", *args], reports)
+
+
+def run_command(cmd: list[str], reports: int) -> RunFigures:
+    """Start ``cmd`` (a process writing one line per report to stdout), skip its first line (start-up), count
+    CPU over the next ``reports`` lines."""
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "neuron_monitor.cli", *args],
+        cmd,
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -1,0 +1,197 @@
+"""Benchmark: the daemon against the floor (what reading its raw inputs costs), and its start-up (prints, never fails).
+
+    python3 bench/bench_floor.py [--shape trn2.48xlarge] [--runtimes 16] [--reports 200] [--repeat 3]
+
+1. The floor and the daemon, at the same time on the same simulated host, every group at 0.1 s. The floor is a
+   process (``bench/bench_floor.py --floor-loop``) that, on the same 0.1 s grid, only reads what the daemon reads —
+   kept-descriptor preads of /proc/stat, /proc/meminfo, each runtime's /proc/PID/stat and every ECC file, and a
+   copy of the counter regions (ND counters, NC counters of each physical core) of each data block in use — and
+   writes a report of the same size (one of the daemon's own reports, re-encoded with orjson) to stdout. Nothing is
+   parsed. Both run side by side (so a busy shared machine slows both alike); CPU comes from the OS (schedstat of
+   every thread, see bench/daemon_run.py) over the same number of reports after the first; the ratio daemon / floor
+   is printed per run, and the median of ``--repeat`` runs. Peak RSS of the daemon is printed too.
+2. Start-up: wall time from exec to the first report line on the simulator, for ``--once`` and for a normal start
+   (median of ``--repeat``), beside the time ``python -c pass`` and ``python -c "import orjson"`` take (the
+   interpreter's own floor), and the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.daemon_run import RunFigures, run_command, speed_reference  # noqa: E402
+
+RUNTIME = ("neuroncore_counters", "execution_stats", "memory_used", "neuron_runtime_vcpu_usage")
+SYSTEM = ("vcpu_usage", "memory_info", "neuron_hw_counters")
+ECC = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_uncorrected", "sram_ecc_corrected")
+
+
+def floor_loop(root: Path, period: float, sample: Path) -> None:
+    """The floor: read the daemon's raw inputs on the same grid and write a same-size report, forever."""
+    import mmap
+
+    import orjson
+
+    from neuron_monitor.host.rootfs import RootFS
+    from neuron_monitor.neuron import layout as L
+    from neuron_monitor.neuron.devio import open_device
+    from neuron_monitor.neuron.sysfs import DriverTree
+
+    fs = RootFS(root)
+    tree = DriverTree(fs)
+    kept = [fs.open_kept("proc/stat"), fs.open_kept("proc/meminfo")]
+    regions: list[tuple[mmap.mmap, int, int]] = []  # (block, start, end) of each counter region in use
+    pids: set[int] = set()
+    for index in tree.device_indexes():
+        kept += [fs.open_kept(f"{tree.stats_rel(index)}/hardware/{name}") for name in ECC]
+        cores = tree.phys_cores(index)
+        dev = open_device(fs, index)
+        for app in dev.list_apps():
+            where = dev.acquire(app.pid)
+            if where is None:
+                continue
+            pids.add(app.pid)
+            block = dev.map_block(*where)
+            regions.append((block, L.ND_COUNTERS_OFFSET, L.ND_COUNTERS_OFFSET + L.ND_COUNTER_COUNT * 8))
+            base = min(cores, L.NC_BASE_CORES)
+            regions.append((block, L.NC_COUNTERS_OFFSET, L.NC_COUNTERS_OFFSET + base * L.NC_COUNTER_COUNT * 8))
+            if cores > L.NC_BASE_CORES:
+                for core in range(L.NC_BASE_CORES, cores):
+                    start = L.EXT_NC_DATA_OFFSET + (core - L.NC_BASE_CORES) * L.EXT_NC_DATA_STRIDE * 8
+                    regions.append((block, start, start + L.NC_COUNTER_COUNT * 8))
+    kept += [fs.open_kept(f"proc/{pid}/stat") for pid in sorted(pids)]
+    report = json.loads(sample.read_bytes())
+    out = sys.stdout.buffer
+    tick = time.monotonic()
+    while True:
+        tick += period
+        time.sleep(max(0.0, tick - time.monotonic()))
+        for f in kept:
+            f.read()
+        for block, start, end in regions:
+            block[start:end]
+        out.write(orjson.dumps(report) + b"\n")
+        out.flush()
+
+
+def write_config(period: str) -> Path:
+    conf = Path(tempfile.mkstemp(suffix=".conf")[1])
+    conf.write_text(json.dumps({
+        "period": period,
+        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME]}],
+        "system_metrics": [{"type": t} for t in SYSTEM],
+    }))  # fmt: skip
+    return conf
+
+
+def first_line_s(cmd: list[str]) -> tuple[float, bytes]:
+    """Wall seconds from exec to the first line ``cmd`` writes, and that line."""
+    t = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    took = time.monotonic() - t
+    proc.terminate()
+    proc.wait(timeout=30)
+    return took, line
+
+
+def pair(daemon: list[str], floor: list[str], reports: int) -> tuple[RunFigures, RunFigures]:
+    """The daemon and the floor run at the same time, ``reports`` reports each."""
+    out: dict[str, RunFigures] = {}
+    errors: list[BaseException] = []
+
+    def run(name: str, cmd: list[str]) -> None:
+        try:
+            out[name] = run_command(cmd, reports)
+        except BaseException as e:  # reported by the caller
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(n, c)) for n, c in (("daemon", daemon), ("floor", floor))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out["daemon"], out["floor"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="trn2.48xlarge")
+    ap.add_argument("--runtimes", type=int, default=16)
+    ap.add_argument("--reports", type=int, default=200, help="reports per run (after the first)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs (median)")
+    ap.add_argument("--floor-loop", metavar="ROOT", help=argparse.SUPPRESS)
+    ap.add_argument("--sample", metavar="FILE", help=argparse.SUPPRESS)
+    ap.add_argument("--period", type=float, default=0.1, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.floor_loop:
+        floor_loop(Path(args.floor_loop), args.period, Path(args.sample))
+        return 0
+
+    from neuron_monitor.sim.temporary import TemporarySimulator
+
+    py = sys.executable
+    print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}; speed "
+          f"reference: sum(range(10**7)) takes {speed_reference():.0f} ms CPU; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")  # fmt: skip
+    conf = write_config("100ms")
+    sample = Path(tempfile.mkstemp(suffix=".json")[1])
+    try:
+        with TemporarySimulator(args.shape, runtimes=args.runtimes, seed=1, load_time=0.0) as sim:
+            time.sleep(0.5)
+            daemon = [py, "-m", "neuron_monitor.cli", "-c", str(conf), "--root", str(sim.root), "--no-imds"]
+            print(f"shape {args.shape}, {args.runtimes} runtimes, every group at 0.1 s, simulator root {sim.root}")
+            starts: dict[str, list[float]] = {"python -c pass": [], "python -c 'import orjson'": [],
+                                              "daemon --once": [], "daemon (normal start)": []}  # fmt: skip
+            line = b""
+            for _ in range(args.repeat):
+                starts["python -c pass"].append(first_line_s([py, "-c", "print()"])[0])
+                starts["python -c 'import orjson'"].append(first_line_s([py, "-c", "import orjson; print()"])[0])
+                took, line = first_line_s([*daemon, "--once"])
+                starts["daemon --once"].append(took)
+                starts["daemon (normal start)"].append(first_line_s(daemon)[0])
+            print(f"\nstart-up, exec to first line, median of {args.repeat} (load {os.getloadavg()[0]:.1f}):")
+            base = statistics.median(starts["python -c pass"])
+            for name, times in starts.items():
+                med = statistics.median(times)
+                print(f"  {name:28} {med * 1000:7.0f} ms  ({med / base:.1f} x python -c pass)")
+            if not line:
+                print("daemon wrote no report")
+                return 1
+            sample.write_bytes(line)
+            floor = [py, str(Path(__file__).resolve()), "--floor-loop", str(sim.root), "--sample", str(sample)]
+            ratios = []
+            print(f"\ndaemon and floor side by side, {args.reports} reports each ({len(line)} bytes/report):")
+            for i in range(args.repeat):
+                d, f = pair(daemon, floor, args.reports)
+                ratios.append(d.cpu_ms_per_report / f.cpu_ms_per_report)
+                print(f"  run {i + 1}: daemon {d.cpu_ms_per_report:.2f} ms CPU/report (peak RSS {d.peak_rss_mib:.1f} "
+                      f"MiB), floor {f.cpu_ms_per_report:.2f} ms -> {ratios[-1]:.2f} x floor; load "
+                      f"{os.getloadavg()[0]:.1f}")  # fmt: skip
+            ratio = statistics.median(ratios)
+            print(f"daemon / floor, median of {args.repeat}: {ratio:.2f} x (target <= 3.0: "
+                  f"{'met' if ratio <= 3.0 else 'NOT met'})")  # fmt: skip
+    finally:
+        conf.unlink()
+        sample.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
