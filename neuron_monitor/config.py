@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-from pydantic_core import ErrorDetails
 
 from neuron_monitor.groups import RUNTIME_GROUPS, SYSTEM_GROUPS
 
@@ -58,50 +56,6 @@ def parse_period(text: str) -> float:
     if total > MAX_PERIOD:
         raise ValueError(f"period {text!r} is above the maximum of 24h")
     return total
-
-
-def _check_period(v: Any) -> Any:
-    if v is None:
-        return v
-    parse_period(v)
-    return v
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class MetricSpec(_Strict):
-    type: str
-    period: str | None = None
-
-    _period = field_validator("period", mode="before")(_check_period)
-
-
-class RuntimeSpec(_Strict):
-    tag_filter: str = ".*"
-    period: str | None = None
-    metrics: list[MetricSpec] = []
-    address: str | None = None  # Neuron 1.x leftover, ignored
-
-    _period = field_validator("period", mode="before")(_check_period)
-
-    @field_validator("tag_filter")
-    @classmethod
-    def _regex(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as e:
-            raise ValueError(f"invalid regular expression {v!r}: {e}") from None
-        return v
-
-
-class MonitorConfig(_Strict):
-    period: str | None = None
-    neuron_runtimes: list[RuntimeSpec] = []
-    system_metrics: list[MetricSpec] = []
-
-    _period = field_validator("period", mode="before")(_check_period)
 
 
 @dataclass(frozen=True)
@@ -164,33 +118,6 @@ def _every_group(source: str, period: float) -> Plan:
     )
 
 
-def _json_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(root)"
-
-
-def _message(err: ErrorDetails) -> str:
-    typ = err["type"]
-    if typ == "value_error":
-        return str(err["ctx"]["error"])
-    if typ == "extra_forbidden":
-        return "unknown key (not part of the neuron-monitor configuration format)"
-    if typ == "missing":
-        return "required key is missing"
-    if typ == "string_type":
-        return f"expected a string, got {_json_type(err.get('input'))}"
-    if typ == "list_type":
-        return f"expected an array, got {_json_type(err.get('input'))}"
-    if typ in ("model_type", "model_attributes_type", "dict_type"):
-        return f"expected an object, got {_json_type(err.get('input'))}"
-    return str(err["msg"])
-
-
 def _json_type(v: Any) -> str:
     if v is None:
         return "null"
@@ -208,34 +135,49 @@ def _json_type(v: Any) -> str:
 
 
 def _check_types(
-    specs: list[MetricSpec], known: tuple[str, ...], other: tuple[str, ...], where: str, other_where: str
+    types: list[str], known: tuple[str, ...], other: tuple[str, ...], where: str, other_where: str
 ) -> None:
     seen: set[str] = set()
-    for i, spec in enumerate(specs):
+    for i, typ in enumerate(types):
         path = f"{where}[{i}].type"
-        if spec.type in other:
-            raise ValueError(f'{path}: "{spec.type}" is a {other_where} group and belongs there')
-        if spec.type not in known:
-            raise ValueError(f'{path}: unknown metric group "{spec.type}" (known: {", ".join(known)})')
-        if spec.type in seen:
-            raise ValueError(f'{path}: metric group "{spec.type}" is listed twice')
-        seen.add(spec.type)
+        if typ in other:
+            raise ValueError(f'{path}: "{typ}" is a {other_where} group and belongs there')
+        if typ not in known:
+            raise ValueError(f'{path}: unknown metric group "{typ}" (known: {", ".join(known)})')
+        if typ in seen:
+            raise ValueError(f'{path}: metric group "{typ}" is listed twice')
+        seen.add(typ)
 
 
 def plan_from_data(data: Any, source: str) -> Plan:
-    """Validate parsed JSON and resolve periods (metric > neuron_runtimes entry > root > 5 s)."""
+    """Validate parsed JSON and resolve periods (metric > neuron_runtimes entry > root > 5 s).
+
+    A well-formed configuration takes `plan_from_data_fast` (plain Python); anything it does not accept — every
+    mistake included — goes through `plan_from_data_careful` (the pydantic models, imported only then), which
+    names the problem. tests/test_config_fast.py checks the two give the same plans."""
+    plan = plan_from_data_fast(data, source)
+    return plan if plan is not None else plan_from_data_careful(data, source)
+
+
+def plan_from_data_careful(data: Any, source: str) -> Plan:
+    """`plan_from_data` through the pydantic models: the reference, and the path that words every error."""
+    from neuron_monitor.config_models import validate
+
+    cfg = validate(data, source)
     try:
-        cfg = MonitorConfig.model_validate(data)
-    except ValidationError as e:
-        err = e.errors(include_url=False)[0]
-        raise ConfigError(f"{source}: {_json_path(err['loc'])}: {_message(err)}") from None
-    try:
-        _check_types(cfg.system_metrics, SYSTEM_GROUPS, RUNTIME_GROUPS, "system_metrics", "neuron_runtimes")
+        _check_types(
+            [m.type for m in cfg.system_metrics], SYSTEM_GROUPS, RUNTIME_GROUPS, "system_metrics", "neuron_runtimes"
+        )
         for i, rt in enumerate(cfg.neuron_runtimes):
-            _check_types(rt.metrics, RUNTIME_GROUPS, SYSTEM_GROUPS, f"neuron_runtimes[{i}].metrics", "system_metrics")
+            _check_types(
+                [m.type for m in rt.metrics],
+                RUNTIME_GROUPS,
+                SYSTEM_GROUPS,
+                f"neuron_runtimes[{i}].metrics",
+                "system_metrics",
+            )
     except ValueError as e:
         raise ConfigError(f"{source}: {e}") from None
-
     root_period = parse_period(cfg.period) if cfg.period else DEFAULT_PERIOD
     if not {"neuron_runtimes", "system_metrics"} & cfg.model_fields_set:
         # only a period (or an empty object): every group at that period, the same set as no file at all
@@ -247,6 +189,88 @@ def plan_from_data(data: Any, source: str) -> Plan:
         groups = tuple((m.type, parse_period(m.period) if m.period else rt_period) for m in rt.metrics)
         scopes.append(RuntimeScope(i, re.compile(rt.tag_filter), groups))
     return Plan(source=source, system_groups=system, runtime_scopes=tuple(scopes), root_period=root_period)
+
+
+_ROOT_KEYS = frozenset(("period", "neuron_runtimes", "system_metrics"))
+_RUNTIME_KEYS = frozenset(("tag_filter", "period", "metrics", "address"))
+_METRIC_KEYS = frozenset(("type", "period"))
+
+
+def _period_or(v: Any, default: float) -> float | None:
+    """A period value as the models take it: None/absent/"" -> ``default``; a valid duration string -> seconds;
+    anything else -> None (not for the fast path)."""
+    if v is None:
+        return default
+    if type(v) is not str:
+        return None
+    try:
+        seconds = parse_period(v)
+    except ValueError:
+        return None
+    return seconds if v else default
+
+
+def _metrics_fast(items: Any, default: float) -> tuple[list[str], list[tuple[str, float]]] | None:
+    if type(items) is not list:
+        return None
+    types: list[str] = []
+    out: list[tuple[str, float]] = []
+    for m in items:
+        if type(m) is not dict or not m.keys() <= _METRIC_KEYS or type(m.get("type")) is not str:
+            return None
+        period = _period_or(m.get("period"), default)
+        if period is None:
+            return None
+        types.append(m["type"])
+        out.append((m["type"], period))
+    return types, out
+
+
+def plan_from_data_fast(data: Any, source: str) -> Plan | None:
+    """`plan_from_data` in plain Python for a well-formed configuration (JSON types exactly as the models want
+    them, no unknown key, valid periods and regular expressions); None for anything else, which the careful twin
+    then rejects with its message (or, should the two ever disagree on acceptance, accepts). Saves importing
+    pydantic and building its models at start-up (figures in docs/performance.md)."""
+    if type(data) is not dict or not data.keys() <= _ROOT_KEYS:
+        return None
+    root_period = _period_or(data.get("period"), DEFAULT_PERIOD)
+    if root_period is None:
+        return None
+    system = _metrics_fast(data.get("system_metrics", []), root_period)
+    runtimes = data.get("neuron_runtimes", [])
+    if system is None or type(runtimes) is not list:
+        return None
+    scopes: list[tuple[list[str], RuntimeScope]] = []
+    for i, rt in enumerate(runtimes):
+        if type(rt) is not dict or not rt.keys() <= _RUNTIME_KEYS:
+            return None
+        tag_filter = rt.get("tag_filter", ".*")
+        address = rt.get("address")
+        if type(tag_filter) is not str or (address is not None and type(address) is not str):
+            return None
+        try:
+            pattern = re.compile(tag_filter)
+        except re.error:
+            return None
+        rt_period = _period_or(rt.get("period"), root_period)
+        metrics = _metrics_fast(rt.get("metrics", []), rt_period) if rt_period is not None else None
+        if metrics is None:
+            return None
+        scopes.append((metrics[0], RuntimeScope(i, pattern, tuple(metrics[1]))))
+    try:
+        _check_types(system[0], SYSTEM_GROUPS, RUNTIME_GROUPS, "system_metrics", "neuron_runtimes")
+        for i, (types, _) in enumerate(scopes):
+            _check_types(types, RUNTIME_GROUPS, SYSTEM_GROUPS, f"neuron_runtimes[{i}].metrics", "system_metrics")
+    except ValueError:
+        return None
+    if not {"neuron_runtimes", "system_metrics"} & data.keys():
+        return _every_group(source, root_period)
+    return Plan(
+        source=source,
+        system_groups=tuple(system[1]),
+        runtime_scopes=tuple(s for _, s in scopes),
+        root_period=root_period,
+    )
 
 
 def load_plan(path: str | None) -> Plan:

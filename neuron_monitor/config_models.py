@@ -1,0 +1,92 @@
+"""The pydantic models of monitor.conf (the careful path of `neuron_monitor.config.plan_from_data`) and the
+wording of their validation errors. Imported only when a configuration is not plainly well formed."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic_core import ErrorDetails
+
+from neuron_monitor.config import ConfigError, _json_type, parse_period
+
+
+def _check_period(v: Any) -> Any:
+    if v is None:
+        return v
+    parse_period(v)
+    return v
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class MetricSpec(_Strict):
+    type: str
+    period: str | None = None
+
+    _period = field_validator("period", mode="before")(_check_period)
+
+
+class RuntimeSpec(_Strict):
+    tag_filter: str = ".*"
+    period: str | None = None
+    metrics: list[MetricSpec] = []
+    address: str | None = None  # Neuron 1.x leftover, ignored
+
+    _period = field_validator("period", mode="before")(_check_period)
+
+    @field_validator("tag_filter")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"invalid regular expression {v!r}: {e}") from None
+        return v
+
+
+class MonitorConfig(_Strict):
+    period: str | None = None
+    neuron_runtimes: list[RuntimeSpec] = []
+    system_metrics: list[MetricSpec] = []
+
+    _period = field_validator("period", mode="before")(_check_period)
+
+
+def _json_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(root)"
+
+
+def _message(err: ErrorDetails) -> str:
+    typ = err["type"]
+    if typ == "value_error":
+        return str(err["ctx"]["error"])
+    if typ == "extra_forbidden":
+        return "unknown key (not part of the neuron-monitor configuration format)"
+    if typ == "missing":
+        return "required key is missing"
+    if typ == "string_type":
+        return f"expected a string, got {_json_type(err.get('input'))}"
+    if typ == "list_type":
+        return f"expected an array, got {_json_type(err.get('input'))}"
+    if typ in ("model_type", "model_attributes_type", "dict_type"):
+        return f"expected an object, got {_json_type(err.get('input'))}"
+    return str(err["msg"])
+
+
+def validate(data: Any, source: str) -> MonitorConfig:
+    """``data`` as a `MonitorConfig`; `ConfigError` naming the source, the JSON path and the problem otherwise."""
+    try:
+        return MonitorConfig.model_validate(data)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        raise ConfigError(f"{source}: {_json_path(err['loc'])}: {_message(err)}") from None
