@@ -154,7 +154,8 @@ def plan_from_data(data: Any, source: str) -> Plan:
 
     A well-formed configuration takes `plan_from_data_fast` (plain Python); anything it does not accept — every
     mistake included — goes through `plan_from_data_careful` (the pydantic models, imported only then), which
-    names the problem. tests/test_config_fast.py checks the two give the same plans."""
+    names the problem. tests/test_config_fast.py checks the two give the same plans. A new validation rule goes
+    into both (the fast path must return None wherever the careful one rejects), with a case in that test."""
     plan = plan_from_data_fast(data, source)
     return plan if plan is not None else plan_from_data_careful(data, source)
 
