@@ -8,36 +8,43 @@ everything at the default period); the vestigial Neuron 1.x runtime key "address
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from neuron_monitor.groups import RUNTIME_GROUPS, SYSTEM_GROUPS
+from neuron_monitor.inputfile import CONFIG_MAX_BYTES, InputFileError, read_regular, shown
+from neuron_monitor.tagmatch import TagFilter, compile_tag_filter
 
 DEFAULT_PERIOD = 5.0
 MIN_PERIOD = 0.01
 MAX_PERIOD = 86400.0
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")  # ASCII digits only
+MAX_ERROR_CHARS = 400  # an error line never grows with the input
 
 
 class ConfigError(Exception):
-    """A bad configuration; ``str()`` is the one line printed to stderr."""
+    """A bad configuration; ``str()`` is the one line printed to stderr (at most MAX_ERROR_CHARS)."""
+
+    def __str__(self) -> str:
+        text = " ".join(str(self.args[0] if self.args else "").split())  # one line, whatever the input held
+        return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
 
 
 def parse_period(text: str) -> float:
     """Parse a Go-style duration ("500ms", "1s", "2m", "1m30s") into seconds; raise ValueError if invalid."""
     if not isinstance(text, str):
-        raise ValueError(f'expected a duration string such as "500ms", "1s" or "2m", got {text!r}')
-    s = text.strip()
+        raise ValueError(f'expected a duration string such as "500ms", "1s" or "2m", got {shown(text)}')
+    s = text.strip(" \t")
     if not s:
         raise ValueError("empty duration")
     if s.startswith("-"):
-        raise ValueError(f"period must be positive, got {text!r}")
+        raise ValueError(f"period must be positive, got {shown(text)}")
     s = s.lstrip("+")
     pos = 0
     total = 0.0
@@ -45,16 +52,16 @@ def parse_period(text: str) -> float:
         m = _DURATION_PART.match(s, pos)
         if not m:
             raise ValueError(
-                f'invalid duration {text!r}: expected a number and a unit (ns, us, ms, s, m, h), e.g. "1s"'
+                f'invalid duration {shown(text)}: expected ASCII digits and a unit (ns, us, ms, s, m, h), e.g. "1s"'
             )
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
     if total <= 0:
-        raise ValueError(f"period must be positive, got {text!r}")
+        raise ValueError(f"period must be positive, got {shown(text)}")
     if total < MIN_PERIOD:
-        raise ValueError(f"period {text!r} is below the minimum of 10ms")
+        raise ValueError(f"period {shown(text)} is below the minimum of 10ms")
     if total > MAX_PERIOD:
-        raise ValueError(f"period {text!r} is above the maximum of 24h")
+        raise ValueError(f"period {shown(text)} is above the maximum of 24h")
     return total
 
 
@@ -63,7 +70,7 @@ class RuntimeScope:
     """One ``neuron_runtimes`` entry: which applications, which groups at which periods."""
 
     index: int
-    tag_filter: re.Pattern[str]
+    tag_filter: TagFilter
     groups: tuple[tuple[str, float], ...]
 
 
@@ -113,7 +120,7 @@ def _every_group(source: str, period: float) -> Plan:
     return Plan(
         source=source,
         system_groups=tuple((g, period) for g in SYSTEM_GROUPS),
-        runtime_scopes=(RuntimeScope(0, re.compile(".*"), tuple((g, period) for g in RUNTIME_GROUPS)),),
+        runtime_scopes=(RuntimeScope(0, compile_tag_filter(".*"), tuple((g, period) for g in RUNTIME_GROUPS)),),
         root_period=period,
     )
 
@@ -126,7 +133,7 @@ def _json_type(v: Any) -> str:
     if isinstance(v, int | float):
         return f"a number ({v})"
     if isinstance(v, str):
-        return f"a string ({v!r})"
+        return f"a string ({shown(v)})"
     if isinstance(v, list):
         return "an array"
     if isinstance(v, dict):
@@ -188,7 +195,7 @@ def plan_from_data_careful(data: Any, source: str) -> Plan:
     for i, rt in enumerate(cfg.neuron_runtimes):
         rt_period = parse_period(rt.period) if rt.period else root_period
         groups = tuple((m.type, parse_period(m.period) if m.period else rt_period) for m in rt.metrics)
-        scopes.append(RuntimeScope(i, re.compile(rt.tag_filter), groups))
+        scopes.append(RuntimeScope(i, compile_tag_filter(rt.tag_filter), groups))
     return Plan(source=source, system_groups=system, runtime_scopes=tuple(scopes), root_period=root_period)
 
 
@@ -250,8 +257,8 @@ def plan_from_data_fast(data: Any, source: str) -> Plan | None:
         if type(tag_filter) is not str or (address is not None and type(address) is not str):
             return None
         try:
-            pattern = re.compile(tag_filter)
-        except re.error:
+            pattern = compile_tag_filter(tag_filter)
+        except ValueError:
             return None
         rt_period = _period_or(rt.get("period"), root_period)
         metrics = _metrics_fast(rt.get("metrics", []), rt_period) if rt_period is not None else None
@@ -274,27 +281,44 @@ def plan_from_data_fast(data: Any, source: str) -> Plan | None:
     )
 
 
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {shown(key)} (JSON objects in this file must not repeat a key)")
+        out[key] = value
+    return out
+
+
+def parse_json_strict(raw: bytes, name: str) -> Any:
+    """Parse configuration JSON: RFC 8259 (orjson: no NaN, nesting bounded), and no object repeats a key."""
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise ConfigError(f"{name}: invalid JSON: {str(e)[:160]}") from None
+    try:
+        return json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+    except ValueError as e:
+        raise ConfigError(f"{name}: invalid JSON: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{name}: invalid JSON: nested too deeply") from None
+
+
 def load_plan(path: str | None) -> Plan:
-    """Load a config file into a Plan; ``None`` gives the documented defaults."""
+    """Load a config file into a Plan; ``None`` gives the documented defaults.
+
+    The file must be a regular file of at most CONFIG_MAX_BYTES (see inputfile.py): a FIFO or a device is refused
+    at once instead of blocking or filling memory."""
     if path is None:
         return default_plan()
     name = str(path)
     try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{name}: is a directory, not a configuration file") from None
-    except PermissionError:
-        raise ConfigError(f"{name}: permission denied") from None
-    except OSError as e:
-        raise ConfigError(f"{name}: cannot read: {e.strerror}") from None
+        raw = read_regular(path, CONFIG_MAX_BYTES, name)
+    except InputFileError as e:
+        raise ConfigError(str(e)) from None
     if not raw.strip():
         raise ConfigError(f"{name}: file is empty (expected a JSON object)")
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise ConfigError(f"{name}: invalid JSON: {e}") from None
+    data = parse_json_strict(raw, name)
     if not isinstance(data, dict):
         raise ConfigError(f"{name}: (root): expected a JSON object, got {_json_type(data)}")
     return plan_from_data(data, name)

@@ -50,8 +50,8 @@ class NeuronHwCounters(SystemGroup):
         self._zero_entries: dict[int, dict[str, Any]] = {}  # device -> its entry when nothing happened
 
     def _open(self, device: int, k: int) -> KeptFile | None:
-        path = self.root.path(f"{self.tree.stats_rel(device)}/hardware/{COUNTERS[k]}")
-        return KeptFile(path, _READ_SIZE) if path.exists() else None
+        rel = f"{self.tree.stats_rel(device)}/hardware/{COUNTERS[k]}"
+        return self.root.open_kept(rel, _READ_SIZE) if self.root.exists(rel) else None
 
     def _drop(self, device: int) -> None:
         for f in self._files.pop(device, ()):

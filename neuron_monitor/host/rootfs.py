@@ -5,15 +5,114 @@ with pread at offset 0, which is how sysfs and procfs attributes are meant to be
 an open/read/close cycle. Between `begin_collection()` and `end_collection()` (the scheduler brackets each
 collection with them) `listdir` lists each directory once, so that readers which each need the device listing
 (the application snapshot, neuron_hw_counters) see the same one and pay for one.
+
+Confinement: below a root other than ``/``, every open and listing resolves *inside* the root, as if the root were
+``/``: an absolute symlink such as ``<root>/sys/class/dmi/id/product_name -> /etc/hosts`` resolves to
+``<root>/etc/hosts``, and ``..`` stops at the root. This is the kernel's openat2(2) RESOLVE_IN_ROOT (Linux 5.6+,
+https://man7.org/linux/man-pages/man2/openat2.2.html), called through libc's syscall(); on an older kernel the same
+resolution is done component by component (`resolve_in_root`). Every file is opened with O_NONBLOCK, must be a
+regular file (a FIFO or /dev/zero planted under the root is an error, not a hang or a flood) and is read up to
+READ_LIMIT bytes. One exception keeps roots built from links working: a path below ``proc``, ``sys`` or ``dev``
+may resolve into the host's own tree of that name (a root made of ``proc -> /proc`` links, or the simulator's
+``proc/PID -> /proc/PID``); the opened file's real path is checked to lie there.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import stat
+from collections.abc import Callable
 from pathlib import Path
 
 _REOPEN_ERRNOS = {errno.ENOENT, errno.ESTALE, errno.ENODEV, errno.EBADF, errno.ENXIO}
+READ_LIMIT = 16 * 1024 * 1024  # no procfs or sysfs file the daemon reads comes near this
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_SYS_OPENAT2 = 437  # the same number on x86_64 and aarch64 (the unified syscall table)
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_IN_ROOT = 0x10
+_MAX_SYMLINKS = 40
+_PSEUDO_TOPS = ("proc", "sys", "dev")  # host pseudo-filesystems a root may link in (see RootFS.open_fd)
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_openat2_works: bool | None = None  # unknown until tried once
+
+
+def _openat2_in_root(dirfd: int, rel: str, flags: int) -> int | None:
+    """openat2(dirfd, rel, RESOLVE_IN_ROOT); None when the kernel has no openat2."""
+    global _openat2_works
+    if _openat2_works is False:
+        return None
+    how = _OpenHow(flags, 0, _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
+    fd = int(_libc.syscall(_SYS_OPENAT2, dirfd, os.fsencode(rel), ctypes.byref(how), ctypes.sizeof(how)))
+    if fd >= 0:
+        _openat2_works = True
+        return fd
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EPERM) and _openat2_works is None:  # no openat2, or a seccomp filter refuses it
+        _openat2_works = False
+        return None
+    raise OSError(err, os.strerror(err), rel)
+
+
+def resolve_in_root(root: str, rel: str) -> str:
+    """The host path of ``rel`` below ``root`` with every symlink resolved inside the root (the fallback for
+    kernels without openat2): absolute targets restart at the root, ``..`` never climbs above it."""
+    todo = [p for p in rel.split("/") if p not in ("", ".")]
+    todo.reverse()
+    done: list[str] = []
+    links = 0
+    while todo:
+        part = todo.pop()
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        here = os.path.join(root, *done, part)
+        try:
+            st = os.lstat(here)
+        except OSError:
+            done.append(part)  # does not exist (yet): the open reports it
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            done.append(part)
+            continue
+        links += 1
+        if links > _MAX_SYMLINKS:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), rel)
+        target = os.readlink(here)
+        if target.startswith("/"):
+            done = []
+        todo.extend(reversed([p for p in target.split("/") if p not in ("", ".")]))
+    return os.path.join(root, *done)
+
+
+def check_regular(fd: int, path: object) -> None:
+    """Raise OSError (and close ``fd``) unless ``fd`` is a regular file."""
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or socket is never read)", str(path))
+
+
+def read_capped(fd: int, limit: int, path: object) -> bytes:
+    """Read ``fd`` from its current offset to the end, refusing more than ``limit`` bytes (EFBIG)."""
+    parts: list[bytes] = []
+    got = 0
+    while True:
+        chunk = os.read(fd, min(limit + 1 - got, 1 << 20))
+        if not chunk:
+            return b"".join(parts)
+        parts.append(chunk)
+        got += len(chunk)
+        if got > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
 
 
 class RootFS:
@@ -22,6 +121,76 @@ class RootFS:
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self.root = Path(root)
         self._listings: dict[str, list[str] | OSError] | None = None  # within a collection: rel -> listing
+        self.confined = os.path.realpath(self.root) != "/"  # below "/" itself there is nothing to escape to
+        self._root_fd: int | None = None
+
+    def open_fd(self, rel: str, flags: int = _OPEN_FLAGS) -> int:
+        """A descriptor for ``rel``, resolved inside the root (see the module docstring); OSError otherwise."""
+        if not self.confined:
+            return os.open(self.path(rel), flags)
+        if self._root_fd is None:
+            self._root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        inner = rel.lstrip("/") or "."
+        try:
+            fd = _openat2_in_root(self._root_fd, inner, flags)
+            if fd is None:
+                fd = os.open(resolve_in_root(os.fspath(self.root), inner), flags)
+        except OSError:
+            fd = self._open_linked_pseudo_fs(inner, flags)
+            if fd is None:
+                raise
+        return fd
+
+    def _open_linked_pseudo_fs(self, rel: str, flags: int) -> int | None:
+        """The one way out of the root: a root whose ``proc``, ``sys`` or ``dev`` (or one of their entries, as the
+        simulator's ``proc/PID``) links to the host's own tree of the same name. The path is opened as the
+        symlinks say and kept only if the opened file's real path lies in that same host tree."""
+        top = rel.split("/", 1)[0]
+        if top not in _PSEUDO_TOPS:
+            return None
+        try:
+            fd = os.open(self.path(rel), flags)
+        except OSError:
+            return None
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            real = ""
+        if real == f"/{top}" or real.startswith(f"/{top}/"):
+            return fd
+        os.close(fd)
+        raise OSError(errno.EXDEV, f"resolves outside --root (to {real[:120]})", str(self.path(rel)))
+
+    def open_regular(self, rel: str) -> int:
+        """`open_fd` for reading, refusing anything but a regular file."""
+        fd = self.open_fd(rel)
+        check_regular(fd, self.path(rel))
+        return fd
+
+    def _list(self, rel: str) -> list[str]:
+        if not self.confined:
+            return os.listdir(self.path(rel))
+        fd = self.open_fd(rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            return os.listdir(fd)
+        finally:
+            os.close(fd)
+
+    def exists(self, rel: str) -> bool:
+        """True when ``rel`` exists inside the root."""
+        try:
+            os.close(self.open_fd(rel, os.O_PATH | os.O_CLOEXEC))
+        except OSError:
+            return False
+        return True
+
+    def is_dir(self, rel: str) -> bool:
+        """True when ``rel`` is a directory inside the root."""
+        try:
+            os.close(self.open_fd(rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        except OSError:
+            return False
+        return True
 
     def begin_collection(self) -> None:
         self._listings = {}
@@ -33,11 +202,11 @@ class RootFS:
         """The names in directory ``rel``; within a collection, its first listing (or error) again."""
         memo = self._listings
         if memo is None:
-            return os.listdir(self.path(rel))
+            return self._list(rel)
         got = memo.get(rel)
         if got is None:
             try:
-                got = memo[rel] = os.listdir(self.path(rel))
+                got = memo[rel] = self._list(rel)
             except OSError as e:
                 got = memo[rel] = e
         if isinstance(got, OSError):
@@ -48,14 +217,23 @@ class RootFS:
         return self.root / rel.lstrip("/")
 
     def read_bytes(self, rel: str) -> bytes:
-        with open(self.path(rel), "rb", buffering=0) as f:
-            return f.read()
+        """The content of regular file ``rel`` (at most READ_LIMIT bytes)."""
+        fd = self.open_regular(rel)
+        try:
+            return read_capped(fd, READ_LIMIT, self.path(rel))
+        finally:
+            os.close(fd)
 
     def read_text(self, rel: str) -> str:
         return self.read_bytes(rel).decode("utf-8", "replace")
 
-    def open_kept(self, rel: str) -> KeptFile:
-        return KeptFile(self.path(rel))
+    def open_kept(self, rel: str, bufsize: int = 65536) -> KeptFile:
+        return KeptFile(self.path(rel), bufsize, lambda: self.open_regular(rel))
+
+    def close(self) -> None:
+        if self._root_fd is not None:
+            os.close(self._root_fd)
+            self._root_fd = None
 
     def __repr__(self) -> str:
         return f"RootFS({str(self.root)!r})"
@@ -64,15 +242,18 @@ class RootFS:
 class KeptFile:
     """A file read again and again through one descriptor (pread from offset 0 until EOF).
 
-    If the file was replaced or vanished (the descriptor went stale), it is reopened once per read.
+    If the file was replaced or vanished (the descriptor went stale), it is reopened once per read. ``opener``
+    (from `RootFS.open_kept`) opens it inside the root; without one the path is opened as it is. Either way only a
+    regular file is read, at most READ_LIMIT bytes.
     """
 
-    __slots__ = ("_bufsize", "_fd", "path")
+    __slots__ = ("_bufsize", "_fd", "_opener", "path")
 
-    def __init__(self, path: Path, bufsize: int = 65536) -> None:
+    def __init__(self, path: Path, bufsize: int = 65536, opener: Callable[[], int] | None = None) -> None:
         self.path = path
         self._fd: int | None = None
         self._bufsize = bufsize
+        self._opener = opener
 
     def read(self) -> bytes:
         fd = self.fileno()
@@ -88,7 +269,12 @@ class KeptFile:
         """The descriptor (opened now if it is not), for a caller that batches its own preads and falls back to
         `read` on any error."""
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            if self._opener is not None:
+                self._fd = self._opener()
+            else:
+                fd = os.open(self.path, _OPEN_FLAGS)
+                check_regular(fd, self.path)
+                self._fd = fd
         return self._fd
 
     def _read_all(self, fd: int) -> bytes:
@@ -103,6 +289,8 @@ class KeptFile:
                 break
             parts.append(chunk)
             offset += len(chunk)
+            if offset > READ_LIMIT:
+                raise OSError(errno.EFBIG, f"larger than {READ_LIMIT} bytes", str(self.path))
         self._bufsize = max(self._bufsize, offset + 4096)
         return b"".join(parts)
 

@@ -9,7 +9,6 @@ missing; callers decide what that means.
 
 from __future__ import annotations
 
-import os
 import re
 
 from neuron_monitor.host.rootfs import RootFS
@@ -52,15 +51,15 @@ class DriverTree:
 
     def stats_rel(self, index: int) -> str:
         base = self.device_rel(index)
-        if os.path.isdir(self.root.path(f"{base}/stats")):
+        if self.root.is_dir(f"{base}/stats"):
             return f"{base}/stats"
-        if os.path.isdir(self.root.path(f"{base}/metrics/stats")):
+        if self.root.is_dir(f"{base}/metrics/stats"):
             return f"{base}/metrics/stats"
         return f"{base}/stats"
 
     def phys_cores(self, index: int) -> int:
         try:
-            names = os.listdir(self.root.path(self.device_rel(index)))
+            names = self.root.listdir(self.device_rel(index))
         except OSError:
             names = []
         cores = sum(1 for n in names if _CORE_NAME.match(n))

@@ -98,7 +98,7 @@ def read_files(root: RootFS) -> dict[str, bytes | None]:
     out: dict[str, bytes | None] = {}
     for name in FILES:
         try:
-            fd = os.open(root.path(f"{CLASS_DIR}/{name}"), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = root.open_regular(f"{CLASS_DIR}/{name}")  # inside the root, non-blocking, regular only
         except OSError:
             out[name] = None
             continue

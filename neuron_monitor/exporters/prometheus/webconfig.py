@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import os
 import ssl
+import stat
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from neuron_monitor.inputfile import CONFIG_MAX_BYTES, InputFileError, kind_of, read_regular, shown
 
 TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1,
@@ -37,7 +40,11 @@ CLIENT_AUTH = {
 
 
 class WebConfigError(Exception):
-    """A web configuration problem, as one line."""
+    """A web configuration problem, as one line of at most 400 characters."""
+
+    def __str__(self) -> str:
+        text = " ".join(str(self.args[0] if self.args else "").split())
+        return text if len(text) <= 400 else text[:397] + "..."
 
 
 class TLSServerConfig(BaseModel):
@@ -68,7 +75,7 @@ class WebConfig(BaseModel):
     def _bcrypt_hashes(cls, users: dict[str, str]) -> dict[str, str]:
         for user, hashed in users.items():
             if not (hashed.startswith(("$2a$", "$2b$", "$2y$")) and len(hashed) == 60):
-                raise ValueError(f"the password of user {user!r} is not a bcrypt hash")
+                raise ValueError(f"the password of user {shown(user)} is not a bcrypt hash")
         return users
 
 
@@ -80,12 +87,28 @@ def _first_error(e: ValidationError) -> str:
     return f"{where}: {err['msg']}" if where else err["msg"]
 
 
+def _check_regular(p: Path, key: str, value: str) -> None:
+    """A TLS file named by the web config must be a regular file (a FIFO would block the TLS load)."""
+    try:
+        mode = os.stat(value).st_mode
+    except OSError:
+        return  # missing or unreadable: the TLS load names the problem
+    if not stat.S_ISREG(mode):
+        raise WebConfigError(f"web config {p}: tls_server_config.{key}: {shown(value)} is {kind_of(mode)}")
+
+
 def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
+    """Read and validate the web config: a regular file of at most 1 MiB, opened without blocking
+    (see inputfile.py); every problem is one `WebConfigError` line."""
     p = Path(path)
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise WebConfigError(f"cannot read web config {p}: {e.strerror or e}") from None
+        raw = yaml.safe_load(read_regular(p, CONFIG_MAX_BYTES, f"cannot read web config {p}").decode("utf-8"))
+    except InputFileError as e:
+        raise WebConfigError(str(e)) from None
+    except UnicodeDecodeError:
+        raise WebConfigError(f"web config {p} is not UTF-8 text") from None
+    except RecursionError:
+        raise WebConfigError(f"web config {p} is not valid YAML: nested too deeply") from None
     except yaml.YAMLError as e:
         raise WebConfigError(f"web config {p} is not valid YAML: {str(e).splitlines()[0]}") from None
     if raw is None:
@@ -103,6 +126,10 @@ def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
         tls.key_file = str(base / tls.key_file)
         if tls.client_ca_file:
             tls.client_ca_file = str(base / tls.client_ca_file)
+        for key in ("cert_file", "key_file", "client_ca_file"):
+            value = getattr(tls, key)
+            if value:
+                _check_regular(p, key, value)
         if tls.client_auth_type != "NoClientCert" and not tls.client_ca_file:
             raise WebConfigError(f"web config {p}: client_auth_type {tls.client_auth_type} needs client_ca_file")
     return config

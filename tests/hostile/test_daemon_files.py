@@ -1,0 +1,143 @@
+"""Hostile files against the daemon: special files as the configuration, strict JSON, bounded error lines, and
+symlinks, FIFOs and /dev/zero planted under ``--root``.
+
+Before (issue 20, 2026-11-22): a FIFO as ``-c`` blocked forever; ``/dev/zero`` read 3.8 GB then exited 1 with a
+MemoryError traceback; duplicate keys were last-wins; full-width digits passed as periods; an error line echoed a
+200 KB input; ``<root>/sys/class/dmi/id/product_name -> /etc/hosts`` put /etc/hosts into ``instance_type``.
+After: each is exit 2 with one bounded line, or (under ``--root``) an error in the report, and never a wait.
+Every run has a generous deadline (a hang fails the test instead of stalling the suite); no timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEADLINE = 60.0
+HOST_ONLY = {"period": "1s", "system_metrics": [{"type": "memory_info"}, {"type": "vcpu_usage"}]}
+
+
+def _daemon(*args: str, timeout: float = DEADLINE) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "neuron_monitor.cli", "--no-imds", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, check=False)
+
+
+def _one_line_exit_2(done: subprocess.CompletedProcess[str], needle: str) -> str:
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert needle in lines[0], lines[0]
+    assert len(lines[0]) <= 500
+    return lines[0]
+
+
+def test_fifo_as_config_exits_2_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "monitor.conf"
+    os.mkfifo(fifo)
+    _one_line_exit_2(_daemon("-c", str(fifo), "--once"), "is a FIFO")
+
+
+def test_dev_zero_as_config_exits_2_without_reading_it() -> None:
+    _one_line_exit_2(_daemon("-c", "/dev/zero", "--once"), "is a character device")
+
+
+def test_oversize_config_exits_2(tmp_path: Path) -> None:
+    conf = tmp_path / "big.conf"
+    conf.write_bytes(b" " * (2 * 1024 * 1024) + b"{}")
+    _one_line_exit_2(_daemon("-c", str(conf), "--once"), "limit")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('{"period": "1s", "period": "10ms"}', "duplicate key 'period'"),
+        ('{"neuron_runtimes": [{"tag_filter": "a", "tag_filter": "b"}]}', "duplicate key 'tag_filter'"),
+        ('{"period": "\uff11s"}', "ASCII digits"),  # full-width 1
+        ('{"period": "\u0661s"}', "ASCII digits"),  # Arabic-Indic 1
+        ("[" * 100_000 + "]" * 100_000, "invalid JSON"),
+        ('{"system_metrics": [' * 3000 + "]}" * 3000, "invalid JSON"),
+    ],
+)
+def test_strict_json(tmp_path: Path, text: str, needle: str) -> None:
+    conf = tmp_path / "monitor.conf"
+    conf.write_text(text, encoding="utf-8")
+    _one_line_exit_2(_daemon("-c", str(conf), "--once"), needle)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"period": "x" * 200_000},
+        {"period": 7, "y" * 200_000: 1},
+        {"k" * 200_000: 1},
+        {"neuron_runtimes": [{"tag_filter": "(" * 200_000}]},
+    ],
+)
+def test_error_line_never_echoes_the_whole_input(tmp_path: Path, config: dict[str, object]) -> None:
+    conf = tmp_path / "monitor.conf"
+    conf.write_text(json.dumps(config))
+    line = _one_line_exit_2(_daemon("-c", str(conf), "--once"), str(conf))
+    assert len(line) <= 500
+
+
+def _host_root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / "proc").mkdir(parents=True)
+    (root / "proc" / "meminfo").write_text("MemTotal: 1048576 kB\nMemFree: 524288 kB\nMemAvailable: 786432 kB\n")
+    (root / "proc" / "stat").write_text("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 100 0 100 800 0 0 0 0 0 0\nctxt 1000\n")
+    (root / "sys" / "class" / "dmi" / "id").mkdir(parents=True)
+    return root
+
+
+def _report(root: Path, tmp_path: Path) -> dict[str, object]:
+    conf = tmp_path / "host.conf"
+    conf.write_text(json.dumps(HOST_ONLY))
+    done = _daemon("-c", str(conf), "--root", str(root), "--once")
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    return orjson.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+def test_absolute_symlink_out_of_root_is_resolved_inside_it(tmp_path: Path) -> None:
+    root = _host_root(tmp_path)
+    (root / "sys" / "class" / "dmi" / "id" / "product_name").symlink_to("/etc/hostname")
+    (root / "etc").mkdir()
+    (root / "etc" / "hostname").write_text("trn1.inside-root\n")
+    report = _report(root, tmp_path)
+    assert report["instance_info"]["instance_type"] == "trn1.inside-root"  # type: ignore[index]
+
+
+def test_relative_symlink_climbing_out_of_root_stops_at_it(tmp_path: Path) -> None:
+    root = _host_root(tmp_path)
+    outside = tmp_path / "secret"
+    outside.write_text("trn1.leaked\n")
+    depth = "../" * 12
+    (root / "sys" / "class" / "dmi" / "id" / "product_name").symlink_to(f"{depth}secret")
+    report = _report(root, tmp_path)
+    assert "leaked" not in json.dumps(report)
+
+
+def test_proc_meminfo_linked_to_dev_zero_is_an_error_not_a_flood(tmp_path: Path) -> None:
+    root = _host_root(tmp_path)
+    (root / "proc" / "meminfo").unlink()
+    (root / "proc" / "meminfo").symlink_to("/dev/zero")
+    report = _report(root, tmp_path)
+    assert report["system_data"]["memory_info"]["error"]  # type: ignore[index]
+    assert report["system_data"]["vcpu_usage"]["error"] == ""  # type: ignore[index]
+
+
+def test_fifo_under_root_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    root = _host_root(tmp_path)
+    (root / "proc" / "meminfo").unlink()
+    os.mkfifo(root / "proc" / "meminfo")
+    os.mkfifo(root / "sys" / "class" / "dmi" / "id" / "product_name")
+    report = _report(root, tmp_path)
+    assert "regular file" in report["system_data"]["memory_info"]["error"]  # type: ignore[index]
