@@ -5,12 +5,15 @@
 ``--output api`` (default) calls PutMetricData from a sender thread fed through a bounded buffer, so reading stdin
 never waits on CloudWatch; ``--output emf`` writes Embedded Metric Format lines to stdout or ``--emf-file`` for the
 CloudWatch agent. SIGTERM/SIGINT or end of input flushes what is buffered (within ``--flush-timeout``) and exits 0;
-a bad option or missing region/credentials prints one line and exits 2. A summary line goes to stderr at exit.
+a bad option (numbers must be finite and in range) or missing region/credentials prints one line and exits 2; an
+EMF destination whose reader went away (EPIPE) exits 1 at once. A summary line goes to stderr at exit.
+No credential reaches a log: every stderr line, botocore's debug output included, passes `redact.CredentialRedactor`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -18,21 +21,23 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.exporters.cloudwatch.buffer import DatumBuffer
 from neuron_monitor.exporters.cloudwatch.client import SetupError, make_client
 from neuron_monitor.exporters.cloudwatch.datum import Datum
 from neuron_monitor.exporters.cloudwatch.dimensions import PRESETS, DimensionScheme
-from neuron_monitor.exporters.cloudwatch.emf import EmfWriter
+from neuron_monitor.exporters.cloudwatch.emf import EmfDestinationGone, EmfWriter
 from neuron_monitor.exporters.cloudwatch.limits import DatumFilter, check_namespace
 from neuron_monitor.exporters.cloudwatch.mapping import MapOptions, ReportMapper
 from neuron_monitor.exporters.cloudwatch.publisher import Publisher, RetryPolicy
+from neuron_monitor.exporters.cloudwatch.redact import CredentialRedactor
 from neuron_monitor.exporters.stream import ReportStream
+from neuron_monitor.inputfile import InputFileError, open_append
 
 PROG = "neuron-monitor-cloudwatch"
 log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
@@ -41,7 +46,7 @@ log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
 class Settings(BaseModel):
     """The validated command line."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     namespace: str
     region: str | None = None
@@ -54,10 +59,10 @@ class Settings(BaseModel):
     cluster_name: str = ""
     node_name: str = ""
     per_vcpu: bool = False
-    buffer_samples: int = Field(100_000, ge=1000)
-    flush_timeout: float = Field(10.0, ge=0)
-    retry_base_delay: float = Field(0.5, gt=0)
-    retry_max_delay: float = Field(20.0, gt=0)
+    buffer_samples: int = Field(100_000, ge=1000, le=100_000_000)
+    flush_timeout: float = Field(10.0, ge=0, le=3600)
+    retry_base_delay: float = Field(0.5, gt=0, le=3600)
+    retry_max_delay: float = Field(20.0, gt=0, le=3600)
     verbose: int = Field(2, ge=0, le=4)
 
     @model_validator(mode="after")
@@ -75,7 +80,7 @@ class Settings(BaseModel):
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(PROG, description="Publish neuron-monitor reports (stdin) to CloudWatch.")
     p.add_argument("--namespace", default="neuron_monitor", help="CloudWatch namespace (default neuron_monitor)")
-    p.add_argument("--region", help="AWS region (default: boto3's, e.g. AWS_REGION)")
+    p.add_argument("--region", help="AWS region (default: AWS_REGION, then boto3's: AWS_DEFAULT_REGION, profile)")
     p.add_argument("--endpoint-url", help="CloudWatch endpoint, e.g. a VPC endpoint or a local test server")
     p.add_argument("--profile", help="shared config profile for credentials")
     p.add_argument("--output", choices=("api", "emf"), default="api", help="PutMetricData (api) or EMF lines")
@@ -114,6 +119,7 @@ def _reader(
     sink: Callable[[list[Datum]], None],
     done: threading.Event,
     counters: dict[str, int],
+    fatal: list[str],
 ) -> None:
     try:
         for report in stream:
@@ -121,6 +127,9 @@ def _reader(
                 datums = keep.keep_valid(mapper.map(report))
                 sink(datums)
                 counters["datums"] += len(datums)
+            except EmfDestinationGone as exc:  # nothing more can be delivered: stop now, exit non-zero
+                fatal.append(str(exc))
+                return
             except Exception as exc:  # exporters never crash on input
                 counters["report_errors"] += 1
                 log.warning("skipped a report that could not be converted: %s: %s", type(exc).__name__, exc)
@@ -130,10 +139,37 @@ def _reader(
         done.set()
 
 
-def _open_emf(path: str) -> BinaryIO:
+def _open_emf(path: str) -> int:
+    """The EMF destination's descriptor: stdout, or ``path`` appended to (kept open for the process lifetime).
+    A FIFO without a reader is refused at once (see inputfile.open_append) instead of hanging start-up."""
     if path == "-":
-        return sys.stdout.buffer
-    return open(path, "ab")  # kept open for the process lifetime
+        return sys.stdout.fileno()
+    return open_append(path, f"--emf-file {path}")
+
+
+def _flag_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    loc = [str(x) for x in first["loc"]]
+    where = "--" + loc[0].replace("_", "-") if loc and loc[0] in Settings.model_fields else ".".join(loc)
+    msg = str(first["msg"])
+    if first["type"] == "finite_number":
+        msg = "must be a finite number"
+    return f"{where + ': ' if where else ''}{msg}"[:300]
+
+
+def _setup_logging(prog: str, verbose: int) -> CredentialRedactor:
+    """The commands' stderr logging (cli_common), with AWS's SDK loggers (botocore prints request headers at debug)
+    sent through the same handler, and every line of both passed through the credential redactor."""
+    setup_logging(prog, verbose)
+    redactor = CredentialRedactor()
+    handler = logging.getLogger("neuron_monitor").handlers[0]
+    handler.addFilter(redactor)
+    for name in ("botocore", "boto3", "urllib3", "s3transfer"):
+        sdk = logging.getLogger(name)
+        sdk.handlers[:] = [handler]
+        sdk.setLevel(VERBOSITY_LEVELS[verbose])
+        sdk.propagate = False
+    return redactor
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,11 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = parse_settings(argv)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        print(f"{prog}: {where + ': ' if where else ''}{first['msg']}", file=sys.stderr)
+        print(f"{prog}: {_flag_error(exc)}", file=sys.stderr)
         return 2
-    setup_logging(prog, settings.verbose)
+    redactor = _setup_logging(prog, settings.verbose)
     scheme = DimensionScheme(settings.dimensions, settings.cluster_name, settings.node_name)
     mapper = ReportMapper(scheme, MapOptions(settings.high_resolution, settings.per_vcpu))
     keep = DatumFilter()
@@ -154,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     emf: EmfWriter | None = None
     if settings.output == "api":
         try:
-            client, protocol = make_client(settings.region, settings.endpoint_url, settings.profile)
+            client, protocol = make_client(
+                settings.region, settings.endpoint_url, settings.profile, on_credentials=redactor.add_secrets
+            )
         except SetupError as exc:
             print(f"{prog}: {exc}", file=sys.stderr)
             return 2
@@ -171,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         try:
             emf = EmfWriter(_open_emf(settings.emf_file), settings.namespace)
-        except OSError as exc:
-            print(f"{prog}: cannot open --emf-file: {exc}", file=sys.stderr)
+        except InputFileError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
             return 2
         sink = emf.write
 
@@ -188,17 +224,21 @@ def main(argv: list[str] | None = None) -> int:
 
     stream = ReportStream(sys.stdin.buffer)
     counters = {"datums": 0, "report_errors": 0}
+    fatal: list[str] = []
     reader = threading.Thread(
-        target=_reader, args=(stream, mapper, keep, sink, stop, counters), name="stdin-reader", daemon=True
+        target=_reader, args=(stream, mapper, keep, sink, stop, counters, fatal), name="stdin-reader", daemon=True
     )
     reader.start()
     while not stop.wait(0.5):
         pass
+    if emf is not None and settings.emf_file == "-":  # stdout is written with os.write: nothing left to flush
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
 
     if publisher is not None:
         publisher.finish(settings.flush_timeout)
     summary: dict[str, Any] = {
-        "reason": received[0] if received else "eof",
+        "reason": received[0] if received else "emf_destination_gone" if fatal else "eof",
         "reports": stream.stats.reports,
         "bad_lines": stream.stats.bad_lines,
         "report_errors": counters["report_errors"],
@@ -209,9 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         summary.update(publisher.stats.as_dict())
         summary["dropped_samples"] = publisher.buffer.dropped_samples
     if emf is not None:
-        summary.update(emf_events=emf.events, emf_bytes=emf.bytes)
+        summary.update(emf_events=emf.events, emf_bytes=emf.bytes, emf_dropped_events=emf.dropped_events)
+    if fatal:
+        print(f"{prog}: error: {fatal[0]}; exiting", file=sys.stderr, flush=True)
     print(f"{prog}: summary {orjson.dumps(summary).decode()}", file=sys.stderr, flush=True)
-    return 0
+    return 1 if fatal else 0
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ call here) because botocore would also resend requests that got no answer, which
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -27,7 +29,13 @@ def make_client(
     profile: str | None = None,
     connect_timeout: float = 5.0,
     read_timeout: float = 20.0,
+    on_credentials: Callable[..., None] | None = None,
 ) -> tuple[Any, str]:
+    """``region``: --region, else AWS_REGION (which boto3 itself ignores; the AWS SDKs' reference gives it
+    precedence: https://docs.aws.amazon.com/sdkref/latest/guide/feature-region.html), else boto3's chain
+    (AWS_DEFAULT_REGION, the profile). ``on_credentials`` gets the access key id, secret key and session token
+    found, so that logging can redact them."""
+    region = region or os.environ.get("AWS_REGION") or None
     try:
         session = boto3.Session(profile_name=profile, region_name=region)
     except BotoCoreError as exc:  # ProfileNotFound and friends
@@ -43,6 +51,12 @@ def make_client(
             "no AWS credentials found (looked in the environment, the shared config/credentials files "
             "and the container/instance role)"
         )
+    if on_credentials is not None:
+        try:
+            frozen = credentials.get_frozen_credentials()
+        except BotoCoreError as exc:
+            raise SetupError(f"cannot load AWS credentials: {exc}") from None
+        on_credentials(frozen.access_key, frozen.secret_key, frozen.token)
     config = Config(
         retries={"total_max_attempts": 1, "mode": "standard"},
         connect_timeout=connect_timeout,

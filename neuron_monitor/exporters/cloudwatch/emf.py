@@ -5,11 +5,20 @@ top-level fields, and ``_aws.CloudWatchMetrics`` declares the namespace, the dim
 Limits kept: at most 100 metrics per directive, at most 30 dimensions per dimension set, at most 100 values per
 metric (repeated samples of one series become an array), and events below 256 KB (the conservative reading of the
 EMF size limit); an event that would be larger is split.
+
+Destination faults: a reader that went away (EPIPE) raises `EmfDestinationGone` at once, so the exporter exits
+non-zero instead of dropping everything; a full disk (ENOSPC, EDQUOT, EFBIG) drops that report's events, counts
+them in ``dropped_events`` and warns at most once a minute; the next event then starts on a fresh line, so a
+line cut short by the full disk never glues to the next one.
 """
 
 from __future__ import annotations
 
-from typing import Any, BinaryIO
+import errno
+import logging
+import os
+import time
+from typing import Any
 
 import orjson
 
@@ -19,6 +28,13 @@ MAX_METRICS_PER_DIRECTIVE = 100
 MAX_DIMENSIONS_PER_SET = 30
 MAX_VALUES_PER_METRIC = 100
 MAX_EVENT_BYTES = 256 * 1024
+DROP_LOG_INTERVAL = 60.0
+_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+log = logging.getLogger("neuron_monitor.exporters.cloudwatch.emf")
+
+
+class EmfDestinationGone(Exception):
+    """The EMF destination's reader closed it (EPIPE): nothing more can be delivered."""
 
 
 def _event(
@@ -90,20 +106,58 @@ def encode_events(datums: list[Datum], namespace: str) -> list[bytes]:
 
 
 class EmfWriter:
-    """Writes EMF lines for each report's datums to a binary file object, flushing after each report."""
+    """Writes EMF lines for each report's datums to a file descriptor, one ``write`` call per report."""
 
-    def __init__(self, fileobj: BinaryIO, namespace: str) -> None:
-        self._f = fileobj
+    def __init__(self, fd: int, namespace: str, clock: Any = time.monotonic) -> None:
+        self._fd = fd
         self.namespace = namespace
         self.events = 0
         self.bytes = 0
+        self.dropped_events = 0
+        self.write_errors = 0
+        self._torn = False  # the last write stopped mid-line: start the next one on a fresh line
+        self._clock = clock
+        self._last_warning = -1e18
 
     def write(self, datums: list[Datum]) -> None:
         lines = encode_events(datums, self.namespace)
         if not lines:
             return
         blob = b"".join(lines)
-        self._f.write(blob)
-        self._f.flush()
+        if self._torn:
+            blob = b"\n" + blob
+        try:
+            self._write_all(blob)
+        except OSError as e:
+            if e.errno == errno.EPIPE:
+                raise EmfDestinationGone("the EMF destination was closed by its reader (broken pipe)") from None
+            if e.errno not in _FULL_ERRNOS:
+                raise
+            self._dropped(len(lines), e)
+            return
+        self._torn = False
         self.events += len(lines)
         self.bytes += len(blob)
+
+    def _write_all(self, blob: bytes) -> None:
+        view = memoryview(blob)
+        while view:
+            try:
+                n = os.write(self._fd, view)
+            except OSError:
+                if len(view) < len(blob):
+                    self._torn = True
+                raise
+            view = view[n:]
+
+    def _dropped(self, events: int, e: OSError) -> None:
+        self.dropped_events += events
+        self.write_errors += 1
+        now = self._clock()
+        if now - self._last_warning >= DROP_LOG_INTERVAL:
+            self._last_warning = now
+            log.warning(
+                "EMF destination full (%s): %d event(s) dropped so far; retrying with the next report",
+                e.strerror or e,
+                self.dropped_events,
+            )

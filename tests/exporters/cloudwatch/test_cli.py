@@ -22,7 +22,7 @@ def run(args: list[str], stdin: bytes = b"", env: dict[str, str] | None = None) 
         (["--namespace", "AWS/Neuron"], "reserved for AWS"),
         (["--namespace", ""], "empty namespace"),
         (["--dimensions", "container-insights"], "--cluster-name"),
-        (["--buffer-samples", "5"], "buffer_samples"),
+        (["--buffer-samples", "5"], "--buffer-samples"),
         (["--retry-base-delay", "5", "--retry-max-delay", "1"], "--retry-max-delay"),
     ],
 )
