@@ -80,7 +80,10 @@ def run_command(cmd: list[str], reports: int) -> RunFigures:
     )
     assert proc.stdout is not None
     try:
-        if not proc.stdout.readline():
+        first = proc.stdout.readline()
+        if first == b"\n":  # the resync newline before the first report
+            first = proc.stdout.readline()
+        if not first:
             raise RuntimeError("daemon produced no report")
         cpu0, t0 = _cpu_s(proc.pid), time.monotonic()
         for _ in range(reports):

@@ -19,6 +19,11 @@ A pipe whose buffer is smaller than four report lines (Linux's default is 64 KiB
 runtimes is about 80 KB) is grown once with F_SETPIPE_SZ, up to /proc/sys/fs/pipe-max-size (1 MiB by default,
 no privilege needed), so that whole reports fit and go out directly. This buffers at most a few reports in the
 kernel, never in this process; when growing is refused, lines that do not fit take the writer thread as before.
+
+Resync: the first line written starts with a newline. A daemon killed mid-write (kill -9, OOM) leaves a torn line
+in the pipe or file that a restarted daemon writes to; without the newline the restarted daemon's first report
+would be glued to it and lost with it. Readers skip empty lines (exporters/stream.py does; AWS's own
+neuron-monitor-prometheus.py logs one "Unable to decode JSON" and goes on). The recording gets the plain lines.
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ class LineWriter:
         self.recorder = recorder
         self.record_errors = 0
         self._last_record_log = -1e18
-        self._q: queue.Queue[tuple[bytes, asyncio.Future[None], asyncio.AbstractEventLoop] | None] = queue.Queue(
+        self._q: queue.Queue[tuple[bytes, bytes, asyncio.Future[None], asyncio.AbstractEventLoop] | None] = queue.Queue(
             maxsize=1
         )
         self._thread = threading.Thread(target=self._run, name="stdout-writer", daemon=True)
@@ -94,6 +99,7 @@ class LineWriter:
         self._grown_for = 0  # the longest line growing the pipe was tried for
         self.direct_writes = 0
         self._sent: collections.deque[int] = collections.deque(maxlen=SENT_TRACKED)  # sizes of recent lines
+        self._fresh_line = b"\n"  # written before the first line only (see Resync above)
 
     def _grow_pipe(self, n: int) -> None:
         """Try once per new longest line to make the pipe hold PIPE_LINES lines of n bytes."""
@@ -143,13 +149,16 @@ class LineWriter:
         return slots if covered >= unread else self._capacity // PAGE
 
     async def write(self, line: bytes) -> None:
-        if self.recorder is None and self._room_for(len(line)):
-            self._write_all(line)
+        out = line
+        if self._fresh_line:
+            out, self._fresh_line = self._fresh_line + line, b""
+        if self.recorder is None and self._room_for(len(out)):
+            self._write_all(out)
             self.direct_writes += 1
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        self._q.put((line, fut, loop))
+        self._q.put((line, out, fut, loop))
         await fut
 
     def _record(self, line: bytes) -> None:
@@ -186,10 +195,10 @@ class LineWriter:
             item = self._q.get()
             if item is None:
                 return
-            line, fut, loop = item
+            line, out, fut, loop = item
             try:
                 self._record(line)
-                self._write_all(line)
+                self._write_all(out)
             except BaseException as e:
                 loop.call_soon_threadsafe(_set_exception, fut, e)
             else:

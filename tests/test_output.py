@@ -18,7 +18,7 @@ async def test_small_lines_to_a_pipe_with_room_are_written_directly() -> None:
     writer = LineWriter(w)
     await writer.write(b"a\n")
     await writer.write(b"b\n")
-    assert os.read(r, 100) == b"a\nb\n"
+    assert os.read(r, 100) == b"\na\nb\n"  # the first line starts fresh (resync after a torn line)
     assert writer.direct_writes == 2
     writer.close()
     os.close(r)
@@ -29,6 +29,8 @@ async def test_a_line_larger_than_the_free_pipe_space_waits_in_the_thread_for_th
     r, w = os.pipe()
     writer = LineWriter(w)
     big = b"x" * (1 << 20) + b"\n"  # larger than any pipe buffer: must not block the event loop
+    await writer.write(b"first\n")
+    assert os.read(r, 100) == b"\nfirst\n"
     task = asyncio.create_task(writer.write(big))
     await asyncio.sleep(0.05)
     assert not task.done()  # blocked on the reader ...
@@ -47,7 +49,7 @@ async def test_a_line_larger_than_the_free_pipe_space_waits_in_the_thread_for_th
     await asyncio.wait_for(task, 10)
     t.join()
     assert bytes(got) == big and ticks == 5
-    assert writer.direct_writes == 0
+    assert writer.direct_writes == 1  # the first, short line
     writer.close()
     os.close(r)
     os.close(w)
@@ -80,7 +82,7 @@ async def test_recorder_gets_every_line_through_the_thread(tmp_path) -> None:
     for i in range(3):
         await writer.write(b"%d\n" % i)
     assert sink.lines == [b"0\n", b"1\n", b"2\n"]
-    assert (tmp_path / "out").read_bytes() == b"0\n1\n2\n"
+    assert (tmp_path / "out").read_bytes() == b"\n0\n1\n2\n"  # the recording has no resync newline
     writer.close()
     os.close(fd)
 
@@ -90,6 +92,9 @@ async def test_a_pipe_too_small_for_the_lines_is_grown_once() -> None:
     fcntl.fcntl(w, F_SETPIPE_SZ, 65536)
     writer = LineWriter(w)
     line = b"y" * 80_000 + b"\n"  # a trn2.48xlarge report with 16 runtimes is about this long
+    await writer.write(b"first\n")
+    assert os.read(r, 100) == b"\nfirst\n"
+    writer.direct_writes = 0
     await writer.write(line)
     assert writer.direct_writes == 1  # went out at once: the pipe now holds several such lines
     assert fcntl.fcntl(w, F_GETPIPE_SZ) >= min(4 * len(line), int(Path(PIPE_MAX_SIZE).read_text()))
@@ -121,10 +126,10 @@ def test_direct_writes_never_block_on_a_pipe_full_of_unread_lines() -> None:
             await task
             sent.append(1)
         got = bytearray()
-        while len(got) < (len(sent) + 1) * len(line):
+        while len(got) < (len(sent) + 1) * len(line) + 1:  # and the resync newline
             got += await asyncio.to_thread(os.read, r, 1 << 20)
         await task
-        assert bytes(got) == line * (len(sent) + 1)
+        assert bytes(got) == b"\n" + line * (len(sent) + 1)
 
     errors: list[BaseException] = []
 
@@ -140,6 +145,19 @@ def test_direct_writes_never_block_on_a_pipe_full_of_unread_lines() -> None:
     assert not runner.is_alive(), "a direct write blocked the event loop"
     assert not errors, errors
     assert len(sent) >= 4  # the fast path still serves a reader that keeps up
+    writer.close()
+    os.close(r)
+    os.close(w)
+
+
+async def test_a_torn_line_left_by_a_killed_writer_loses_no_report() -> None:
+    """kill -9 mid-write leaves half a line in the pipe; the restarted writer's first report still parses."""
+    r, w = os.pipe()
+    os.write(w, b'{"neuron_runtime_data": [], "system_da')  # the previous daemon, killed mid-line
+    writer = LineWriter(w)
+    await writer.write(b'{"report_time": 1}\n')
+    lines = os.read(r, 1000).split(b"\n")
+    assert lines[1] == b'{"report_time": 1}'  # its own line, after the torn one
     writer.close()
     os.close(r)
     os.close(w)

@@ -31,6 +31,8 @@ class DaemonProcess:
 
     def report(self, timeout: float = 90.0) -> dict[str, Any]:
         line = self.lines.get(timeout=timeout)
+        while line is not None and not line.strip():  # the resync newline before the first report
+            line = self.lines.get(timeout=timeout)
         if line is None:
             raise EOFError(self.stderr())
         assert line.endswith(b"\n")

@@ -32,6 +32,8 @@ def read_reports_until(proc: subprocess.Popen[bytes], pred, timeout: float = 30.
         buf += chunk
         *lines, buf = buf.split(b"\n")
         for line in lines:
+            if not line.strip():  # the resync newline before the first report
+                continue
             report = orjson.loads(line)
             if pred(report):
                 return report

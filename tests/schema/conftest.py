@@ -27,4 +27,4 @@ def simulated_report(shape: str) -> dict[str, Any]:
     """One report of ``neuron-monitor --simulate SHAPE --once`` (a real daemon process)."""
     cmd = [sys.executable, "-m", "neuron_monitor.cli", "--simulate", shape, "--once"]
     out = subprocess.run(cmd, capture_output=True, check=True, timeout=120, cwd=REPO).stdout
-    return orjson.loads(out.splitlines()[0])  # type: ignore[no-any-return]
+    return orjson.loads(next(line for line in out.splitlines() if line.strip()))  # type: ignore[no-any-return]

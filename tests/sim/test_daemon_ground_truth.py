@@ -60,7 +60,8 @@ class Daemon:
     def _pump(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            self.reports.append(json.loads(line))
+            if line.strip():  # the resync newline before the first report is empty
+                self.reports.append(json.loads(line))
 
     def wait_reports(self, n: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout

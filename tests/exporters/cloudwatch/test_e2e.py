@@ -208,6 +208,8 @@ def test_daemon_piped_into_exporter(moto_url: str, tmp_path: Path) -> None:
         while len(lines) < 4:
             line = daemon.stdout.readline()
             assert line, "the daemon stopped"
+            if not line.strip():  # the resync newline before the first report
+                continue
             lines.append(line)
             exporter.stdin.write(line)
             exporter.stdin.flush()
@@ -267,6 +269,8 @@ def test_simulator_daemon_exporter_matches_ground_truth(moto_url: str, tmp_path:
             for _ in range(n):
                 line = daemon.stdout.readline()  # type: ignore[union-attr]
                 assert line, "the daemon stopped"
+                if not line.strip():  # the resync newline before the first report
+                    line = daemon.stdout.readline()  # type: ignore[union-attr]
                 lines.append(line)
                 exporter.stdin.write(line)  # type: ignore[union-attr]
                 exporter.stdin.flush()  # type: ignore[union-attr]
