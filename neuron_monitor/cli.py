@@ -2,8 +2,12 @@
 
 Exit codes: 0 after SIGTERM/SIGINT or ``--once``; 1 when the stdout reader went away or the daemon failed;
 2 for a bad configuration or bad arguments (one line on stderr, never a traceback).
-Signals: SIGTERM/SIGINT finish the line being written and exit 0; SIGHUP reloads the configuration (so does a
-change of the file: see config_watch.py); a bad new configuration keeps the old one and says why.
+Signals: SIGTERM/SIGINT finish the line being written and exit 0, within STOP_DEADLINE_SECONDS whatever a reload
+or a collection is doing (a watchdog thread ends the process if the orderly stop has not; no thread is joined
+without a deadline). SIGHUP reloads the configuration (so does a change of the file: see config_watch.py); a
+burst of them makes one reload (RELOAD_SETTLE_SECONDS), an unchanged file changes nothing, a bad new
+configuration keeps the old one and says why in one line. A reload never delays a collection (see
+scheduler.keep_due).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,7 +37,9 @@ from neuron_monitor.sim.instance_info import SimulatedInstanceInfo
 
 log = logging.getLogger("neuron_monitor")
 
-STOP_GRACE_SECONDS = 5.0
+STOP_GRACE_SECONDS = 1.2  # time allowed to finish the line being written after SIGTERM/SIGINT
+STOP_DEADLINE_SECONDS = 1.8  # after SIGTERM/SIGINT the process is gone by then, orderly or not
+RELOAD_SETTLE_SECONDS = 0.25  # SIGHUPs and file changes within this window make one reload
 
 
 def _positive_int(text: str) -> int:
@@ -106,6 +113,18 @@ def _warn_about(plan: Plan) -> None:
     sys.stderr.flush()
 
 
+def _error_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text[:300]
+
+
+def _stop_now(signame: str) -> None:
+    """The watchdog: the orderly stop after SIGTERM/SIGINT did not finish in time; leave now."""
+    with contextlib.suppress(OSError):
+        os.write(2, f"neuron-monitor: {signame}: stopping took over {STOP_DEADLINE_SECONDS} s; exiting now\n".encode())
+    os._exit(0)
+
+
 def _fail(message: str, code: int) -> int:
     sys.stderr.write(f"neuron-monitor: {message}\n")
     sys.stderr.flush()
@@ -160,32 +179,69 @@ class Daemon:
         self.scheduler = Scheduler(self.collector, self.writer.write)
         self.collector.add_extra("neuron_monitor", self.scheduler.self_report)
         self.stop = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watchdog: threading.Timer | None = None
+        self._reload_why: str | None = None
+        self._reload_task: asyncio.Task[None] | None = None
+
+    def request_reload(self, why: str) -> None:
+        """Reload soon; requests arriving while one is pending or running make one more reload, not one each."""
+        self._reload_why = why
+        if self._reload_task is None or self._reload_task.done():
+            self._reload_task = asyncio.get_running_loop().create_task(self._reloads())
+
+    async def _reloads(self) -> None:
+        while self._reload_why is not None:
+            await asyncio.sleep(RELOAD_SETTLE_SECONDS)
+            why, self._reload_why = self._reload_why, None
+            await self.reload(why)
 
     async def reload(self, why: str) -> None:
-        path = self.args.config_file
-        loop = asyncio.get_running_loop()
+        """Load the configuration file again (on the loop: a capped, non-blocking read of a regular file, so no
+        thread is needed and none can hang) and apply it if it changed; errors keep the running plan."""
         try:
-            plan = await loop.run_in_executor(None, load_plan, path)
+            plan = load_plan(self.args.config_file)
         except ConfigError as e:
             log.error("%s: keeping the previous configuration: %s", why, e)
             sys.stderr.flush()
+            return
+        except Exception as e:  # never a task exception nobody retrieves
+            log.error("%s: keeping the previous configuration: %s", why, _error_line(e))
+            return
+        if plan.same_as(self.collector.plan):
+            log.info("%s: configuration unchanged", why)
             return
         async with self.scheduler.lock:
             self.collector.apply_plan(plan)
         log.warning("%s: configuration reloaded from %s", why, plan.source)
         _warn_about(plan)
 
+    def disarm(self) -> None:
+        """The orderly stop finished: the watchdog is not needed (the simulator may take its time to clean up)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+
+    def _on_stop_signal(self, signum: int, _frame: object) -> None:
+        """SIGTERM/SIGINT (a plain signal handler: it runs even while the loop is busy): stop the loop's work,
+        and arm the watchdog that ends the process at STOP_DEADLINE_SECONDS if the orderly stop stalls."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.stop.set)
+        if self._watchdog is None:
+            self._watchdog = threading.Timer(STOP_DEADLINE_SECONDS, _stop_now, (signal.Signals(signum).name,))
+            self._watchdog.daemon = True
+            self._watchdog.start()
+
     async def run(self) -> int:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop.set)
-        loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(self.reload("SIGHUP")))
+            signal.signal(sig, self._on_stop_signal)
+        loop.add_signal_handler(signal.SIGHUP, self.request_reload, "SIGHUP")
         self.instance.start()
         if self.k8s is not None:
             self.k8s.start()
         watcher = None
         if self.args.config_file:
-            files = ConfigFileWatcher(self.args.config_file, lambda: self.reload("configuration file changed"))
+            files = ConfigFileWatcher(self.args.config_file, self._file_changed)
             self.scheduler.after_report = files.poke
             watcher = loop.create_task(files.run())
         try:
@@ -211,7 +267,12 @@ class Daemon:
                 watcher.cancel()
             self.close()
 
+    async def _file_changed(self) -> None:
+        self.request_reload("configuration file changed")
+
     def close(self) -> None:
+        if self._reload_task is not None:
+            self._reload_task.cancel()
         self.scheduler.close()
         self.writer.close()
         self.instance.close()
@@ -228,7 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         _warn_about(plan)
         with _root_for(args) as root:
             daemon = Daemon(args, plan, RootFS(root))
-            code = asyncio.run(daemon.run())
+            try:
+                code = asyncio.run(daemon.run())
+            finally:
+                daemon.disarm()
     except ConfigError as e:
         return _fail(str(e), 2)
     except KeyboardInterrupt:

@@ -92,6 +92,15 @@ class Plan:
         """True when the lists name no metric group at all (reports then carry only the top-level sections)."""
         return not self.system_groups and not any(s.groups for s in self.runtime_scopes)
 
+    def same_as(self, other: Plan) -> bool:
+        """True when ``other`` would collect exactly the same (a reload of an unchanged file changes nothing)."""
+
+        def key(p: Plan) -> tuple[Any, ...]:
+            scopes = tuple((s.index, s.tag_filter.pattern, s.groups) for s in p.runtime_scopes)
+            return (p.root_period, p.system_groups, scopes)
+
+        return key(self) == key(other)
+
     def scope_for_tag(self, tag: str) -> RuntimeScope | None:
         """The first entry whose tag_filter matches (search semantics, like Go's regexp.MatchString)."""
         for scope in self.runtime_scopes:

@@ -6,7 +6,7 @@ Shape (as AWS's neuron-monitor prints it; key order as in real reports)::
      "system_data": {<group>: {...}},
      "instance_info": {...}, "neuron_hardware_info": {...},
      "report_time": <epoch seconds>,                                  # additive
-     "neuron_monitor": {"version", "start_time", "reports", "skipped_collections",
+     "neuron_monitor": {"version", "start_time", "reports", "skipped_collections", "late_collections",
                         "collection_seconds", "error"}}                 # additive: the daemon's own health
 
 Every group object is ``{"period": s, ...data..., "error": "", "fresh": bool}``. A non-empty ``error`` means the
@@ -18,7 +18,8 @@ because the group's period is longer than the report interval. A consumer that a
 (execution_stats, neuron_hw_counters, context switches) adds them only when ``fresh`` is true, and so counts each
 exactly once whatever the group periods. ``report_time`` is the wall-clock time the report was assembled.
 ``neuron_monitor.skipped_collections`` counts the collection slots skipped since start because the reader (or a
-collection) was slower than the period; ``collection_seconds`` is how long this report's collection took.
+collection) was slower than the period; ``late_collections`` counts collections that started more than 0.1 s (or a
+quarter period, if longer) after their due time; ``collection_seconds`` is how long this report's collection took.
 """
 
 from __future__ import annotations

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
+import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from neuron_monitor import __version__
 from neuron_monitor import report as rpt
@@ -36,7 +38,20 @@ DUE_SLACK = 0.002  # units due within 2 ms of each other are collected together
 LOOP_BUDGET = 0.05  # seconds of wall time a collection may take on the event loop (see Collector.collect)
 LOOP_STRIKES = 3  # consecutive collections over LOOP_BUDGET that move collection off the loop
 HARDWARE_INFO_REFRESH = 30.0
+LATE_AFTER = 0.1  # a collection that starts this long after its due time (or LATE_FRACTION of its period, if
+LATE_FRACTION = 0.25  # longer) is counted in neuron_monitor.late_collections
 HEARTBEAT = ""  # the unit of a configuration without groups
+
+
+def keep_due(unit: _Unit, old: _Unit | None, now: float) -> None:
+    """Give a unit of a new plan its clock: a reload never delays a collection. A unit that stays with its period
+    keeps its due time and grid; one whose period changed is due one new period after its last collection (now at
+    the latest, if that is already past); a new unit starts its grid now."""
+    if old is None or old.next_due <= 0.0:  # new, or the scheduler has not started yet (its _start sets the grid)
+        unit.last, unit.next_due = now, now + unit.period
+        return
+    unit.last = old.last
+    unit.next_due = old.next_due if old.period == unit.period else max(now, old.last + unit.period)
 
 
 @dataclass
@@ -88,22 +103,40 @@ class Collector:
         self.groups.apply(plan)
         self.apps.apply(plan)
         self.assembly.apply(plan)
-        old_last = {(u.scope_index, u.type_name): u.last for u in self.units}
+        old_units = {(u.scope_index, u.type_name): u for u in self.units}
         self.units = [_Unit(name, period, None) for name, period in plan.system_groups]
         for spec in plan.runtime_scopes:
             self.units += [_Unit(name, period, spec.index) for name, period in spec.groups]
         if not self.units:  # nothing configured: still report instance and hardware info
             self.units.append(_Unit(HEARTBEAT, plan.root_period, None))
         for u in self.units:
-            u.last = old_last.get((u.scope_index, u.type_name), now)
-            u.next_due = now + u.period
+            keep_due(u, old_units.get((u.scope_index, u.type_name)), now)
 
     def add_extra(self, key: str, fn: Callable[[], dict[str, Any]]) -> None:
         """Add a top-level report object (e.g. ``neuron_k8s_info``), read when each report is assembled."""
         self._extras[key] = fn
 
     def prime(self) -> None:
+        """Take every baseline now, when the scheduler starts: the system groups', and the runtime groups' for the
+        applications already running, so that the first report covers its whole period for them too (the counts
+        of an application seen for the first time later are counted from that sighting)."""
         self.groups.prime()
+        if not self.plan.runtime_scopes:
+            return
+        self.root.begin_collection()
+        try:
+            self.apps.update(self.app_source.snapshot(), self.app_source.version)
+            for index, scope in self.apps.scopes.items():
+                apps = list(scope.apps.values())
+                for name, runtime_group in self.groups.runtime.get(index, {}).items() if apps else ():
+                    try:
+                        runtime_group.collect(apps, [])  # the first sighting: a baseline, its bodies are not reported
+                    except Exception as e:
+                        log.info("baseline of %s failed: %s", name, e)
+        except Exception as e:  # listing applications failed: the first collection reports why
+            log.info("baseline of the runtime groups failed: %s", e)
+        finally:
+            self.root.end_collection()
 
     def close(self) -> None:
         self.groups.close()
@@ -148,7 +181,7 @@ class Collector:
     def next_due(self) -> float:
         return min((u.next_due for u in self.units), default=self.clock() + 5.0)
 
-    async def collect(self, due: list[_Unit], executor: ThreadPoolExecutor) -> None:
+    async def collect(self, due: list[_Unit], executor: Executor) -> None:
         """Collect every due unit: the system groups, then the runtime groups (one shared application snapshot).
 
         Where: on the event loop itself, as long as collections take at most LOOP_BUDGET of wall time; after
@@ -240,6 +273,56 @@ class Collector:
             self.assembly.forget(index, pid)
 
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+class DaemonThreadExecutor(Executor):
+    """Runs jobs one at a time on a single daemon thread. Unlike ThreadPoolExecutor, whose threads the interpreter
+    joins at exit without a deadline, a job stuck in a read cannot keep the process from ending on SIGTERM."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
+        if self._closed:
+            raise RuntimeError("the executor was shut down")
+        fut: Future[_T] = Future()
+        self._jobs.put((fut, lambda: fn(*args, **kwargs)))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
+            self._thread.start()
+        return fut
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fut, call = job
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(call())
+            except BaseException as e:
+                fut.set_exception(e)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking jobs; ``wait`` waits at most 1 s for the running one (never without a deadline)."""
+        self._closed = True
+        if cancel_futures:
+            while True:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    job[0].cancel()
+        self._jobs.put(None)
+        if wait and self._thread is not None:
+            self._thread.join(timeout=1.0)
+
+
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -253,7 +336,6 @@ class Scheduler:
         collector: Collector,
         write: Callable[[bytes], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,
-        workers: int = 1,  # one collection job at a time (see Collector.collect)
         sleep: Callable[[float], Awaitable[Any]] | None = None,
     ) -> None:
         self.collector = collector
@@ -261,9 +343,10 @@ class Scheduler:
         self.clock = clock
         self._sleep = sleep or self._sleep_until_due_or_stopped
         self._wakeup: asyncio.Future[None] | None = None
-        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect")
+        self.executor = DaemonThreadExecutor("collect")  # one collection job at a time (see Collector.collect)
         self.reports = 0
         self.skipped_slots = 0
+        self.late_collections = 0  # collections that started over LATE_AFTER behind their due time
         self.started = time.time()
         self.last_collection_seconds = 0.0
         self.lock = asyncio.Lock()  # held while collecting and writing; a reload waits for it
@@ -276,12 +359,16 @@ class Scheduler:
             "start_time": round(self.started, 3),
             "reports": self.reports,
             "skipped_collections": self.skipped_slots,
+            "late_collections": self.late_collections,
             "collection_seconds": round(self.last_collection_seconds, 6),
             "error": "",
         }
 
     async def _tick(self, due: list[_Unit]) -> None:
         c = self.collector
+        late = self.clock() - min(u.next_due for u in due)
+        if late > max(LATE_AFTER, LATE_FRACTION * min(u.period for u in due)):
+            self.late_collections += 1
         t0 = time.monotonic()
         await c.collect(due, self.executor)
         self.last_collection_seconds = time.monotonic() - t0

@@ -2,7 +2,8 @@
 
 ``neuron_monitor_daemon_info{version}``, ``neuron_monitor_daemon_start_time_seconds``,
 ``neuron_monitor_daemon_skipped_collections_total`` (collection slots skipped because the reader or a collection
-was slower than the period: the daemon's cumulative count, reset when it restarts) and
+was slower than the period: the daemon's cumulative count, reset when it restarts),
+``neuron_monitor_daemon_late_collections_total`` (collections started late: same reset rule) and
 ``neuron_monitor_daemon_collection_duration_seconds`` (how long the newest report's collection took). Reports
 without the object (AWS's daemon) produce none of these.
 """
@@ -35,6 +36,12 @@ def shape_daemon(ctx: ShapeContext, daemon: dict[str, Any] | None) -> None:
             "skipped_collections",
             COUNTER,
             "Collection slots the daemon skipped because its reader or a collection was slower than the period",
+        ),
+        (
+            "late_collections",
+            "late_collections",
+            COUNTER,
+            "Collections the daemon started over 0.1 s (or a quarter period) behind their due time",
         ),
         ("collection_seconds", "collection_duration_seconds", GAUGE, "Duration of the newest report's collection"),
     ):
