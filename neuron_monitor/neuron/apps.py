@@ -68,6 +68,7 @@ class DeviceData:
     birth_time: float
     info: AppInfo
     final: bool = False
+    removed: bool = False  # the device left the driver's listing: final counts reported once, then dropped
 
 
 @dataclass(eq=False)
@@ -78,6 +79,7 @@ class AppData:
     topology: Topology
     devices: dict[int, DeviceData] = field(default_factory=dict)
     final: bool = False
+    removed_devices: set[int] = field(default_factory=set)  # devices it used that the driver no longer lists
 
 
 @dataclass(eq=False)
@@ -219,6 +221,8 @@ class NeuronAppSource:
             if no_ds:
                 no_ds.intersection_update(pids)
         self._depart(listed, now)
+        read_failed = bool(errors)
+        dropping = self._drop_removed_devices()
         apps = []
         steady = _Steady(tuple((index, infos) for index, _, infos in lists), [], [], [])
         for pid, per_device in sorted(seen.items()):
@@ -242,16 +246,37 @@ class NeuronAppSource:
                 steady.blocks.append((dd, slot))
                 dds.append(dd)
                 tag = tag or reading.tag
-            app = App(pid, tag or str(pid), errors.pop(pid, ""), data, devices)
+            error = errors.pop(pid, "")
+            if data.removed_devices:
+                gone = ", ".join(f"neuron{i}" for i in sorted(data.removed_devices))
+                error = "; ".join(filter(None, (error, f"{gone} removed: its NeuronCores are no longer reported")))
+            app = App(pid, tag or str(pid), error, data, devices)
             apps.append(app)
             steady.tags.append((app, tuple(dds)))
         for pid, err in errors.items():
             apps.append(App(pid=pid, tag=str(pid), error=err, data=None, devices=()))
         self._first = False
         apps.sort(key=_pid_of)
-        self._steady = steady if all(not a.error for a in apps) else None
+        self._steady = steady if not (read_failed or dropping) else None
         steady.apps = list(apps)
         return apps
+
+    def _drop_removed_devices(self) -> bool:
+        """Devices that left the driver's listing: each application's block there (final since `_depart`) is
+        marked removed and reported once more with its final counts, then dropped at the next snapshot, so its
+        cores leave the report; the application carries an error naming the device from then on. True while a
+        drop is pending (the next snapshot must be a full one)."""
+        pending = False
+        for data in self._apps.values():
+            for index in [i for i in data.devices if i not in self._devices]:
+                dd = data.devices[index]
+                data.removed_devices.add(index)
+                if dd.removed:
+                    del data.devices[index]
+                else:
+                    dd.removed = True
+                    pending = True
+        return pending
 
     def _slot_for(self, dev: DeviceIO, pid: int) -> _Slot | None:
         key = self._pid_slot.get((dev.index, pid))
