@@ -193,13 +193,17 @@ def test_rules_use_the_metric_names_and_label_values_the_real_pipeline_serves() 
     from neuron_monitor.sim.shapes import SHAPES
     from tests.exporters.prometheus.prom_helpers import feed, parse, scrape
 
-    line = subprocess.run(
-        [sys.executable, "-m", "neuron_monitor.cli", "--simulate", "trn1.2xlarge", "--once", "--no-imds"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=True,
-    ).stdout.splitlines()[0]
+    line = (
+        subprocess.run(
+            [sys.executable, "-m", "neuron_monitor.cli", "--simulate", "trn1.2xlarge", "--once", "--no-imds"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()[0]
+    )  # (the first line written is the resync newline)
     series = parse(scrape(feed([yaml.safe_load(line)])))
     names = {name for name, _ in series}
     metric_like: set[str] = set()

@@ -46,7 +46,7 @@ def test_trn3_pipe_serves_physical_series() -> None:
         timeout=120,
         cwd=REPO,
     )
-    report = orjson.loads(daemon.stdout.splitlines()[0])
+    report = orjson.loads(next(line for line in daemon.stdout.splitlines() if line.strip()))
     expected = sum(
         len(core["v4d"])
         for rt in report[N.NEURON_RUNTIME_DATA]

@@ -52,6 +52,7 @@ class DeviceData:
     birth_time: float
     info: AppInfo
     final: bool = False
+    removed: bool = False
 
 
 @dataclass(eq=False)
@@ -62,6 +63,7 @@ class AppData:
     topology: Topology
     devices: dict[int, DeviceData] = field(default_factory=dict)
     final: bool = False
+    removed_devices: set[int] = field(default_factory=set)
 
 
 @dataclass(eq=False)
@@ -134,6 +136,15 @@ class NeuronAppSource:
                 seen.setdefault(info.pid, {})[index] = (info, reading, slot)
             no_ds.intersection_update(pids)
         self._depart(listed, now)
+        for app_data in self._apps.values():  # a device the driver no longer lists: final counts once, then gone
+            for index in list(app_data.devices):
+                if index in self._devices:
+                    continue
+                app_data.removed_devices.add(index)
+                if app_data.devices[index].removed:
+                    del app_data.devices[index]
+                else:
+                    app_data.devices[index].removed = True
         apps = []
         for pid, per_device in seen.items():
             data = self._apps.get(pid)
@@ -151,7 +162,11 @@ class NeuronAppSource:
                     dd.reading = reading
                     dd.info = info
                 tag = tag or reading.tag
-            apps.append(App(pid=pid, tag=tag or str(pid), error=errors.pop(pid, ""), data=data,
+            error = errors.pop(pid, "")
+            if data.removed_devices:
+                gone = ", ".join(f"neuron{i}" for i in sorted(data.removed_devices))
+                error = "; ".join(e for e in (error, f"{gone} removed: its NeuronCores are no longer reported") if e)
+            apps.append(App(pid=pid, tag=tag or str(pid), error=error, data=data,
                             devices=tuple(sorted(per_device))))  # fmt: skip
         for pid, err in errors.items():
             apps.append(App(pid=pid, tag=str(pid), error=err, data=None, devices=()))
