@@ -141,3 +141,20 @@ def test_fifo_under_root_is_an_error_not_a_hang(tmp_path: Path) -> None:
     os.mkfifo(root / "sys" / "class" / "dmi" / "id" / "product_name")
     report = _report(root, tmp_path)
     assert "regular file" in report["system_data"]["memory_info"]["error"]  # type: ignore[index]
+
+
+def test_fallback_resolution_without_openat2_stays_in_root(tmp_path: Path) -> None:
+    """The component walk used on kernels without openat2 resolves as RESOLVE_IN_ROOT does."""
+    from neuron_monitor.host.rootfs import resolve_in_root
+
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "sys" / "id").mkdir(parents=True)
+    (root / "sys" / "id" / "abs").symlink_to("/etc/hosts")
+    (root / "sys" / "id" / "up").symlink_to("../../../../../../secret")
+    (root / "sys" / "id" / "loop").symlink_to("loop")
+    assert resolve_in_root(str(root), "sys/id/abs") == str(root / "etc" / "hosts")
+    assert resolve_in_root(str(root), "sys/id/up") == str(root / "secret")
+    assert resolve_in_root(str(root), "/../../etc/x") == str(root / "etc" / "x")
+    with pytest.raises(OSError):
+        resolve_in_root(str(root), "sys/id/loop")
