@@ -55,7 +55,7 @@ def test_simulate_fills_instance_info_from_the_shape_without_the_network() -> No
         )
         assert proc.returncode == 0, proc.stderr
         assert imds.requests == []  # not one request, although a metadata service was there to answer
-    info = json.loads(proc.stdout.splitlines()[0])["instance_info"]
+    info = json.loads(next(line for line in proc.stdout.splitlines() if line.strip()))["instance_info"]
     assert info["instance_type"] == "trn1.2xlarge"
     assert info["instance_id"] == SIMULATED_INSTANCE_ID == "i-simulated"
     assert info["error"] == ""
@@ -89,7 +89,10 @@ def test_kill_9_of_the_daemon_takes_the_simulator_its_workers_and_its_tree() -> 
     daemon = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         lines = _lines(daemon.stdout)
-        report = json.loads(lines.get(timeout=DEADLINE))
+        line = lines.get(timeout=DEADLINE)
+        while not line.strip():  # the resync newline before the first report
+            line = lines.get(timeout=DEADLINE)
+        report = json.loads(line)
         assert report["neuron_hardware_info"]["neuron_device_count"] == 1
         deadline = time.monotonic() + DEADLINE
         while True:  # the simulator and both its workers (the runtimes)
