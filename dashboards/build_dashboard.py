@@ -457,6 +457,79 @@ def build() -> dict[str, Any]:
         8,
     )
 
+    lay.row("Device health")
+    lay.add(
+        panel(
+            "table",
+            "Device health",
+            [
+                target(f"min by (instance, neuron_device_index) (neuron_device_healthy{{{I}}})", "", "A", True, True),
+                target(
+                    f"count by (instance, neuron_device_index) (neuron_device_unhealthy_component{{{I}}} == 1)"
+                    f" or on (instance, neuron_device_index)"
+                    f" (0 * min by (instance, neuron_device_index) (neuron_device_healthy{{{I}}}))",
+                    "",
+                    "B",
+                    True,
+                    True,
+                ),
+            ],
+            description="Per device: healthy (1/0, driver >= 2.30.2) and the number of unhealthy components the "
+            "driver reports (the NeuronDeviceUnhealthy alert names them).",
+        ),
+        6,
+        8,
+    )
+    lay.add(
+        series(
+            "Device power (avg of the last minute)",
+            [
+                (
+                    f'max by (instance, neuron_device_index) (neuron_device_power_utilization_ratio{{{I},stat="avg"}})',
+                    "{{instance}} nd{{neuron_device_index}}",
+                )
+            ],
+            "percentunit",
+            "The driver's one-minute power roll-up as a share of the device's maximum; a roll-up without data "
+            "(NO_DATA/INVALID) leaves a gap, not a zero.",
+            max_value=1,
+        ),
+        6,
+        8,
+    )
+    lay.add(
+        series(
+            "Device memory by category",
+            [
+                (
+                    f"sum by (category) (neuron_device_memory_used_bytes{{{I}}})",
+                    "{{category}}",
+                )
+            ],
+            "bytes",
+            "Device memory of every process and the driver, by the driver's category.",
+            stacked=True,
+        ),
+        6,
+        8,
+    )
+    lay.add(
+        series(
+            "NeuronCore busy vs runtime-reported utilization",
+            [
+                (f"neuroncore_busy_ratio{{{I}}}", "{{instance}} nc{{neuroncore}} busy"),
+                (f"neuroncore_utilization_total_ratio{{{I}}}", "{{instance}} nc{{neuroncore}} runtimes"),
+            ],
+            "percentunit",
+            "Busy: the device's own count of time in use (every process on the core, driver >= 2.30.2). "
+            "Runtimes: the sum of what every runtime on the core reports. Busy above runtimes is work no "
+            "readable data block accounts for.",
+            max_value=1,
+        ),
+        6,
+        8,
+    )
+
     lay.row("Host and runtime CPU, memory")
     lay.add(
         series(

@@ -36,8 +36,19 @@ CORE_NAMES = {ctr: name for name, ctr in L.DEVICE_MEM_COUNTERS}
 FAULT_KINDS = (
     "numerical_burst", "hardware_error", "timeouts", "failed_to_queue_burst", "generic_errors",
     "ecc_uncorrected", "ecc_corrected", "stop_runtime", "hang_runtime", "resume_runtime", "pause", "resume",
-    "start_runtime", "set_rate", "remove_device",
+    "start_runtime", "set_rate", "remove_device", "unhealthy", "healthy", "ecc_repairable", "power_no_data",
+    "power_valid", "busy_without_runtime",
 )  # fmt: skip
+# the per-core sysfs files fed by the datastore counters (status counters and busy time)
+SYSFS_CORE_NAMES: dict[int, str] = {
+    L.NC_TIME_IN_USE: "nc_time_in_use", L.NC_INFER_COMPLETED: "success",
+    L.NC_COMPLETED_WITH_ERR: "execute_completed_with_error",
+    L.NC_COMPLETED_WITH_NUM_ERR: "execute_completed_with_num_error",
+    L.NC_TIMED_OUT: "timeout", L.NC_INCORRECT_INPUT: "exec_bad_input", L.NC_FAILED_TO_QUEUE: "execute_failed_to_queue",
+    L.NC_ERR_GENERIC: "generic_error", L.NC_ERR_HW: "hw_error",
+}  # fmt: skip
+DEVICE_CATEGORY_OF = {ctr: name for name, ctr in L.DEVICE_MEM_COUNTERS}
+HOST_CATEGORY_OF = {ctr: name for name, ctr in L.HOST_MEM_COUNTERS}
 
 
 def default_driver(shape: Shape) -> str:
@@ -79,6 +90,7 @@ class Simulator:
         self.step_s = float(options.get("step", 0.05))
         self.truth_interval = float(options.get("truth_interval", 1.0))
         self.memory_interval = float(options.get("memory_interval", 5.0))
+        self.sysfs_interval = float(options.get("sysfs_interval", 1.0))  # rewrites of the per-core sysfs counters
         self.ecc_rate = float(options.get("ecc_rate", 0.02))  # corrected ECC events per device per second
         self.burn = int(options.get("worker_cpu", 1000))
         self.load_time = float(options.get("load_time", 0.5))
@@ -95,6 +107,15 @@ class Simulator:
         self.removed_devices: set[int] = set()
         self.ecc: list[dict[str, int]] = [dict.fromkeys(d.ecc, 0) for d in self.devices]
         self.sysfs_core: dict[tuple[int, int, str], int] = {}
+        self.unhealthy: dict[int, list[str]] = {}  # device -> components the driver reports unhealthy
+        self.power_no_data: set[int] = set()
+        self.power_lines: dict[int, str] = {}
+        self._power_minute = -1
+        self.orphan_busy: dict[
+            tuple[int, int], float
+        ] = {}  # (device, core) -> utilization of a process without data block
+        self._orphan_acc: dict[tuple[int, int], float] = {}
+        self.mem_peak: dict[tuple[int, int, str], int] = {}  # (device, core or -1 for host, category) -> peak bytes
         self.truth = GroundTruthWriter(root / GROUND_TRUTH_FILE)
         self.control_path = root / CONTROL_FILE
         self.control_path.touch()
@@ -198,7 +219,7 @@ class Simulator:
                 continue
             if not self.live_counters:  # old drivers fold the process's counts into sysfs at exit
                 for core in rt.plan.cores[dev]:
-                    for ctr, name in ((L.NC_TIME_IN_USE, "nc_time_in_use"), (L.NC_INFER_COMPLETED, "success")):
+                    for ctr, name in SYSFS_CORE_NAMES.items():
                         key = (dev, core, name)
                         self.sysfs_core[key] = self.sysfs_core.get(key, 0) + self._own(rt, dev, core, ctr)
             rt.writers[dev].release(keep_nc_counters=self.live_counters)
@@ -224,8 +245,8 @@ class Simulator:
         w = rt.writers.get(dev)
         if w is not None:
             w.set_nc(core, ctr, value)
-        if self.live_counters and ctr in (L.NC_INFER_COMPLETED, L.NC_TIME_IN_USE):
-            name = "success" if ctr == L.NC_INFER_COMPLETED else "nc_time_in_use"
+        if self.live_counters and ctr in SYSFS_CORE_NAMES:
+            name = SYSFS_CORE_NAMES[ctr]
             skey = (dev, core, name)
             self.sysfs_core[skey] = self.sysfs_core.get(skey, 0) + k
 
@@ -246,13 +267,15 @@ class Simulator:
             if rt.state == "running" and now >= rt.ready_at:
                 self._advance(rt, min(dt, now - rt.ready_at))
         self._ecc_step(dt)
+        if self.orphan_busy and self.live_counters:
+            self._orphan_step(dt)
         if self.memory_interval > 0 and now - self._last_memory >= self.memory_interval:
             self._last_memory = now
             self._memory_step()
         if now - self._last_proc >= 0.1:
             self._write_proc(now, now - self._last_proc)
             self._last_proc = now
-        if now - self._last_slow >= 1.0:
+        if now - self._last_slow >= self.sysfs_interval:
             self._last_slow = now
             self._write_slow(now)
         if now - self._last_truth >= self.truth_interval:
@@ -314,6 +337,15 @@ class Simulator:
             lat = self.rng.randint(lo, hi)
             w.set_nc(core, L.NC_LATENCY_DEVICE, lat)
             w.set_nc(core, L.NC_LATENCY_TOTAL, int(lat * self.rng.uniform(1.05, 1.15)))
+
+    def _orphan_step(self, dt: float) -> None:
+        """Busy time of processes with no readable data block: the driver counts it, no runtime reports it."""
+        for (dev, core), utilization in self.orphan_busy.items():
+            acc = self._orphan_acc.get((dev, core), 0.0) + utilization * dt * 1e6
+            k = int(acc)
+            self._orphan_acc[(dev, core)] = acc - k
+            key = (dev, core, "nc_time_in_use")
+            self.sysfs_core[key] = self.sysfs_core.get(key, 0) + k
 
     def _ecc_step(self, dt: float) -> None:
         if self.ecc_rate <= 0:
@@ -437,6 +469,10 @@ class Simulator:
                 return self._reject(cmd, "no cores for the new runtime")
             detail.update(pid=new.pid, tag=new.tag)
             self._write_ioctl_all()
+        elif kind in ("unhealthy", "healthy", "ecc_repairable", "power_no_data", "power_valid", "busy_without_runtime"):
+            error = self._apply_device_fault(kind, cmd, count, detail)
+            if error:
+                return self._reject(cmd, error)
         elif kind == "remove_device":
             dev = int(cmd.get("device", 0))
             self._remove_device(dev)
@@ -448,6 +484,65 @@ class Simulator:
         self._write_totals()
         if "id" in cmd:
             self.truth.write("command", id=cmd["id"], ok=True, **detail)
+
+    def _apply_device_fault(self, kind: str, cmd: dict[str, Any], count: int, detail: dict[str, Any]) -> str:
+        """The device-telemetry faults; returns why a command cannot apply ("" when applied)."""
+        dev = int(cmd.get("device", 0))
+        if not 0 <= dev < len(self.devices) or dev in self.removed_devices:
+            return f"no device {dev}"
+        detail.update(device=dev)
+        d = self.devices[dev]
+        if kind in ("unhealthy", "healthy"):
+            if d.health is None:
+                return f"driver {self.driver} exposes no health status"
+            comps = self.unhealthy.setdefault(dev, [])
+            component = str(cmd.get("component", "hbm"))
+            if kind == "unhealthy" and component not in comps:
+                comps.append(component)
+            elif kind == "healthy":
+                comps[:] = [c for c in comps if c != component] if "component" in cmd else []
+            detail.update(component=component, unhealthy=list(comps))
+            d.health.write((",".join(comps) + "\n").encode())
+        elif kind == "ecc_repairable":
+            if "mem_ecc_repairable_uncorrected" not in self.ecc[dev]:
+                return f"device {dev} has no mem_ecc_repairable_uncorrected"
+            self._ecc_add(dev, "mem_ecc_repairable_uncorrected", count)
+            detail.update(counter="mem_ecc_repairable_uncorrected")
+        elif kind in ("power_no_data", "power_valid"):
+            if d.power is None:
+                return f"driver {self.driver} exposes no power utilization"
+            (self.power_no_data.add if kind == "power_no_data" else self.power_no_data.discard)(dev)
+            self._write_power(force=True)
+        else:  # busy_without_runtime
+            core = int(cmd.get("core", 0))
+            if not 0 <= core < self.shape.phys_cores:
+                return f"no core {core}"
+            utilization = float(cmd.get("utilization", 0.5))
+            if utilization > 0:
+                self.orphan_busy[(dev, core)] = min(1.0, utilization)
+            else:
+                self.orphan_busy.pop((dev, core), None)
+            detail.update(core=core, utilization=utilization)
+        return ""
+
+    def _write_power(self, force: bool = False) -> None:
+        """The driver's once-a-minute power roll-up: rewritten when the wall-clock minute changes."""
+        minute = int(time.time() // 60)
+        if minute == self._power_minute and not force:
+            return
+        self._power_minute = minute
+        for dev, d in enumerate(self.devices):
+            if d.power is None or dev in self.removed_devices:
+                continue
+            if dev in self.power_no_data:
+                line = f"POWER_STATUS_NO_DATA,{minute * 60},0.00,0.00,0.00"
+            else:
+                util = sum(rt.plan.utilization * len(rt.plan.cores.get(dev, ())) for rt in self.runtimes
+                           if rt.state == "running") / max(1, self.shape.phys_cores)  # fmt: skip
+                avg = min(95.0, 10.0 + 70.0 * util)
+                line = f"POWER_STATUS_VALID,{minute * 60},{max(0.0, avg - 5):.2f},{min(100.0, avg + 5):.2f},{avg:.2f}"
+            self.power_lines[dev] = line
+            d.power.write(line.encode() + b"\n")
 
     def _reject(self, cmd: dict[str, Any], why: str) -> None:
         if "id" in cmd:
@@ -525,11 +620,32 @@ class Simulator:
     def _sysfs_mem(self, dev: int) -> None:
         if dev in self.removed_devices:
             return
-        for core, files in enumerate(self.devices[dev].core_files):
+        d = self.devices[dev]
+        owners = list(self.slot_owner[dev].values())
+        for core, files in enumerate(d.core_files):
             total = 0
-            for rt in self.slot_owner[dev].values():
-                total += sum(rt.core_mem.get((dev, core), {}).values())
+            by_cat: dict[str, int] = {}
+            for rt in owners:
+                for ctr, size in rt.core_mem.get((dev, core), {}).items():
+                    total += size
+                    cat = DEVICE_CATEGORY_OF.get(ctr, "uncategorized")
+                    by_cat[cat] = by_cat.get(cat, 0) + size
             files["memory_usage/device_mem"].write(b"%d\n" % total)
+            self._write_mem(d.core_mem[core], dev, core, by_cat)
+        host: dict[str, int] = {}
+        for rt in owners:
+            for ctr, size in rt.host_mem.get(dev, {}).items():
+                cat = HOST_CATEGORY_OF.get(ctr, "uncategorized")
+                host[cat] = host.get(cat, 0) + size
+        self._write_mem(d.host_mem, dev, -1, host)
+
+    def _write_mem(self, files: dict[str, Any], dev: int, core: int, by_cat: dict[str, int]) -> None:
+        for cat, (total_f, peak_f) in files.items():
+            used = by_cat.get(cat, 0)
+            peak = max(used, self.mem_peak.get((dev, core, cat), 0))
+            self.mem_peak[(dev, core, cat)] = peak
+            total_f.write(b"%d\n" % used)
+            peak_f.write(b"%d\n" % peak)
 
     def _write_slow(self, now: float) -> None:
         for dev, d in enumerate(self.devices):
@@ -538,7 +654,9 @@ class Simulator:
             for core, files in enumerate(d.core_files):
                 busy = self.sysfs_core.get((dev, core, "nc_time_in_use"), 0)
                 files["other_info/nc_time_in_use"].write(b"%d\n" % busy)
-                files["status/success"].write(b"%d\n" % self.sysfs_core.get((dev, core, "success"), 0))
+                for name in d.status_names:
+                    files[f"status/{name}"].write(b"%d\n" % self.sysfs_core.get((dev, core, name), 0))
+        self._write_power()
         used = 4 * 1024**3 + sum(sum(sum(h.values()) for h in rt.host_mem.values()) for rt in self.runtimes
                                  if rt.state != "stopped")  # fmt: skip
         total_kb = self.shape.host_memory // 1024
@@ -598,6 +716,9 @@ class Simulator:
             "totals",
             runtimes={str(rt.pid): self._runtime_totals(rt) for rt in self.runtimes if rt.state != "stopped"},
             ecc={str(d): dict(c) for d, c in enumerate(self.ecc)},
+            sysfs={f"{d}:{c}:{n}": v for (d, c, n), v in self.sysfs_core.items()},
+            unhealthy={str(d): list(c) for d, c in self.unhealthy.items()},
+            power={str(d): line for d, line in self.power_lines.items()},
         )
 
     # -- lifetime ------------------------------------------------------------------------------------------

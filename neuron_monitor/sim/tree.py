@@ -58,6 +58,33 @@ class InPlaceFile:
         os.close(self.fd)
 
 
+class ReopenedFile:
+    """A file the simulator rewrites in place but seldom: opened for each write, so thousands of them (memory
+    categories and status counters of a trn2.48xlarge) hold no descriptors."""
+
+    __slots__ = ("_last", "path")
+
+    def __init__(self, path: Path, content: bytes = b"") -> None:
+        self.path = path
+        self._last: bytes | None = None
+        self.write(content)
+
+    def write(self, content: bytes) -> None:
+        if content == self._last:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            os.pwrite(fd, content, 0)
+            if self._last is None or len(content) < len(self._last):
+                os.ftruncate(fd, len(content))
+        finally:
+            os.close(fd)
+        self._last = content
+
+    def close(self) -> None:
+        """Nothing is kept open."""
+
+
 def _write(path: Path, content: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content.encode() if isinstance(content, str) else content)
@@ -89,20 +116,40 @@ class DeviceTree:
             hw.mkdir(parents=True, exist_ok=True)
             names = ["mem_ecc_uncorrected", "sram_ecc_uncorrected"]
             if ver >= (2, 23):
-                _write(hw / "mem_ecc_repairable_uncorrected", "0\n")
+                names.append("mem_ecc_repairable_uncorrected")
             if ver >= (2, 30):
                 names += ["mem_ecc_corrected", "sram_ecc_corrected"]
             self.ecc = {n: InPlaceFile(hw / n, b"0\n") for n in names}
-        self.core_files: list[dict[str, InPlaceFile]] = []
+        self.health: InPlaceFile | None = None
+        if shape.has_ecc_files and ver >= (2, 30, 2):
+            hs = stats_parent / "stats/hardware/health_status"
+            hs.mkdir(parents=True, exist_ok=True)
+            self.health = InPlaceFile(hs / "unhealthy_components", b"\n")
+            _write(hs / "healthcheck_heartbeat", "1\n")
+            _write(hs / "hw_error_event", "0\n")
+        self.power: InPlaceFile | None = None
+        if ver >= (2, 21):
+            (stats_parent / "stats/power").mkdir(parents=True, exist_ok=True)
+            self.power = InPlaceFile(
+                stats_parent / "stats/power/utilization", b"POWER_STATUS_NO_DATA,0,0.00,0.00,0.00\n"
+            )
+        # memory by category: {category: (total, peak)} files, on the device (host memory) and per core
+        self.host_mem = _mem_files(stats_parent / "stats/memory_usage/host_mem", HOST_CATEGORIES, ver)
+        self.status_names = [n for n, since in STATUS_COUNTERS if ver >= since]
+        self.core_mem: list[dict[str, tuple[ReopenedFile, ReopenedFile]]] = []
+        self.core_files: list[dict[str, InPlaceFile | ReopenedFile]] = []
         for k in range(shape.phys_cores):
             core = self.dir / f"neuron_core{k}"
             _write(core / "info/architecture/arch_type", shape.nc_arch + "\n")
             st = (stats_parent / f"neuron_core{k}") / "stats"
-            files: dict[str, InPlaceFile] = {}
-            for rel in ("other_info/nc_time_in_use", "other_info/inference_count", "other_info/flop_count",
-                        "status/success", "memory_usage/device_mem"):  # fmt: skip
+            files: dict[str, InPlaceFile | ReopenedFile] = {}
+            rels = ["other_info/nc_time_in_use", "other_info/inference_count", "other_info/flop_count",
+                    "memory_usage/device_mem", *(f"status/{n}" for n in self.status_names)]  # fmt: skip
+            self.core_mem.append(_mem_files(st / "memory_usage/device_mem", DEVICE_CATEGORIES, ver))
+            for rel in rels:
                 (st / rel).mkdir(parents=True, exist_ok=True)
-                files[rel] = InPlaceFile(st / rel / "total", b"0\n")
+                kept = rel in ("other_info/nc_time_in_use", "status/success", "memory_usage/device_mem")
+                files[rel] = (InPlaceFile if kept else ReopenedFile)(st / rel / "total", b"0\n")
                 if rel == "memory_usage/device_mem":
                     _write(st / rel / "peak", "0\n")
             self.core_files.append(files)
@@ -119,12 +166,45 @@ class DeviceTree:
         self.ioctl_path.parent.mkdir(parents=True, exist_ok=True)
 
     def close(self) -> None:
-        for f in self.ecc.values():
-            f.close()
+        kept: list[InPlaceFile | ReopenedFile | None] = [*self.ecc.values(), self.health, self.power]
         for files in self.core_files:
-            for f in files.values():
+            kept += files.values()
+        for f in kept:
+            if f is not None:
                 f.close()
         os.close(self.dev_fd)
+
+
+# the driver's memory categories (device memory per core, host memory per device) and the driver version that
+# added them: the basic ones with 2.10, the rest with 2.18
+DEVICE_CATEGORIES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("model_code", (2, 10)), ("tensors", (2, 10)), ("constants", (2, 10)), ("model_shared_scratchpad", (2, 10)),
+    ("runtime_memory", (2, 10)), ("driver_memory", (2, 18)), ("collectives", (2, 18)),
+    ("nonshared_scratchpad", (2, 18)), ("notifications", (2, 18)), ("dma_rings", (2, 18)),
+    ("uncategorized", (2, 18)),
+)  # fmt: skip
+HOST_CATEGORIES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("dma_buffers", (2, 10)), ("tensors", (2, 10)), ("constants", (2, 10)), ("application_memory", (2, 10)),
+    ("driver_memory", (2, 18)), ("notifications", (2, 18)), ("dma_rings", (2, 18)), ("uncategorized", (2, 18)),
+)  # fmt: skip
+# per-core status counters (sysfs name) and the driver version that added them
+STATUS_COUNTERS: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("success", (2, 7)), ("failure", (2, 7)), ("timeout", (2, 7)), ("exec_bad_input", (2, 7)), ("hw_error", (2, 7)),
+    ("execute_completed_with_error", (2, 8)), ("execute_completed_with_num_error", (2, 8)),
+    ("generic_error", (2, 7)), ("execute_failed_to_queue", (2, 8)), ("hw_repairable_hbm_ue_error", (2, 23)),
+)  # fmt: skip
+
+
+def _mem_files(
+    base: Path, categories: tuple[tuple[str, tuple[int, ...]], ...], ver: tuple[int, ...]
+) -> dict[str, tuple[ReopenedFile, ReopenedFile]]:
+    out: dict[str, tuple[ReopenedFile, ReopenedFile]] = {}
+    for name, since in categories:
+        if ver >= since:
+            (base / name).mkdir(parents=True, exist_ok=True)
+            _write(base / name / "present", "0\n")
+            out[name] = (ReopenedFile(base / name / "total", b"0\n"), ReopenedFile(base / name / "peak", b"0\n"))
+    return out
 
 
 def write_host_files(root: Path, shape: Shape, driver: str, default_lnc: int) -> None:

@@ -7,6 +7,9 @@ device, and returns every problem once the input ends:
   first fresh execution_stats period with a non-zero count, spans the following erroneous periods, and ends at
   the first clean period that ends more than ``merge_gap`` seconds after the last erroneous one;
 - uncorrected ECC (memory or SRAM) per device, as episodes of fresh neuron_hw_counters periods;
+- repairable uncorrected HBM ECC per device (growth of the count), as episodes of fresh neuron_device_telemetry
+  periods, and a device the driver reports unhealthy, from the first report naming a component to the first
+  healthy one (with the components seen);
 - hang suspicion: a runtime with models loaded, that has worked before, whose NeuronCores all sit at zero
   utilization (and that completes no execution) for ``hang_periods`` fresh periods in a row;
 - a runtime that vanishes: in one report of its instance and not in the next.
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from neuron_monitor.schema.groups import neuron_device_telemetry as T
 from neuron_monitor.timeline.extract import ECC_UNCORRECTED, Runtime, Snapshot
 from neuron_monitor.timeline.selection import HANG_SUSPECTED, RUNTIME_VANISHED, Selection, format_cores
 
@@ -204,6 +208,8 @@ class Detector:
             self._vanished(snap, inst, gone)
         if snap.ecc is not None and snap.ecc_period is not None:
             self._ecc(snap)
+        if snap.tracks:
+            self._device_telemetry(snap)
         inst.last_time = snap.time
 
     def _runtime_errors(self, snap: Snapshot, rt: Runtime) -> None:
@@ -258,6 +264,45 @@ class Detector:
                 )
 
             self._count(key, total, snap.time, period, make)
+
+    def _device_telemetry(self, snap: Snapshot) -> None:
+        """Repairable ECC growth and unhealthy components, from the neuron_device_telemetry group's tracks."""
+        per = snap.cores_per_device
+        sel = self.selection
+        last = self._instances[snap.instance].last_time
+        for _, (track, key, values) in snap.tracks:
+            if (track is not T.TRACK_HEALTH and track is not T.TRACK_REPAIRABLE) or not key or not key[0].isdigit():
+                continue
+            dev = int(key[0])
+            if not sel.wants_any_core(range(dev * per, (dev + 1) * per)):
+                continue
+            kind = T.DEVICE_UNHEALTHY if track is T.TRACK_HEALTH else T.ECC_REPAIRABLE
+            if not sel.wants_type(kind):
+                continue
+            pkey = (snap.instance, kind, ("device", dev))
+            if kind == T.ECC_REPAIRABLE:
+                count = int(values.get(T.REPAIRABLE_ECC, 0.0))
+
+                def make(start: float, end: float, dev: int = dev, kind: str = kind) -> Problem:
+                    cores = tuple(range(dev * per, (dev + 1) * per))
+                    return Problem(kind, snap.instance, f"ND {dev}", start, end, {}, cores, dev)
+
+                self._count(pkey, count, snap.time, snap.time - last if last else 0.0, make)
+                continue
+            components = sorted(c for c, v in values.items() if v > 0)
+            ep = self._open.get(pkey)
+            if components and ep is None:
+                cores = tuple(range(dev * per, (dev + 1) * per))
+                problem = Problem(
+                    kind, snap.instance, f"ND {dev}", snap.time, snap.time, {"components": []}, cores, dev
+                )
+                ep = self._open[pkey] = _Episode(problem)
+            if components and ep is not None:
+                ep.problem.end = snap.time
+                seen = ep.problem.details["components"]
+                seen.extend(c for c in components if c not in seen)
+            elif ep is not None:
+                self._close(pkey)
 
     def _hang(self, snap: Snapshot, state: _RuntimeState) -> None:
         rt = state.runtime

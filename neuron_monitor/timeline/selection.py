@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from neuron_monitor.schema.groups.neuron_device_telemetry import DEVICE_UNHEALTHY, ECC_REPAIRABLE
 from neuron_monitor.schema.spec import COUNTER_TRACK, registry
 from neuron_monitor.timeline.extract import ECC_UNCORRECTED, RUNTIME_ERROR_TYPES
 
@@ -24,7 +25,7 @@ COUNTER_TYPES: tuple[str, ...] = tuple(
 )
 # slices that are neither counters nor errors: a runtime's lifetime; problems found by neuron-monitor-det
 SLICE_TYPES: tuple[str, ...] = ("runtime",)
-ERROR_TYPES: tuple[str, ...] = (*RUNTIME_ERROR_TYPES, ECC_UNCORRECTED)
+ERROR_TYPES: tuple[str, ...] = (*RUNTIME_ERROR_TYPES, ECC_UNCORRECTED, ECC_REPAIRABLE, DEVICE_UNHEALTHY)
 # problems only neuron-monitor-det infers (no single report shows them)
 HANG_SUSPECTED = "hang_suspected"
 RUNTIME_VANISHED = "runtime_vanished"

@@ -138,3 +138,41 @@ def test_details_are_key_value_pairs_that_split_back() -> None:
     assert text == 'runtime_tag="my job" pid=7 ongoing=true share=0.5 tag2="true" n="12" e=""'
     assert parse_details(text) == details
     assert "{" not in text and "'" not in text
+
+
+def _telemetry(rep: dict[str, Any], unhealthy: dict[int, list[str]], repairable: dict[int, int]) -> dict[str, Any]:
+    rep["system_data"]["neuron_device_telemetry"] = {
+        "period": 1.0,
+        "fresh": True,
+        "error": "",
+        "neuron_devices": [
+            {"neuron_device_index": d, "healthy": not unhealthy.get(d), "unhealthy_components": unhealthy.get(d, []),
+             "ecc": {"mem_ecc_repairable_uncorrected": repairable.get(d, 0)}}
+            for d in range(4)
+        ],
+    }  # fmt: skip
+    return rep
+
+
+def test_unhealthy_device_and_repairable_ecc() -> None:
+    reps = [
+        _telemetry(
+            report(T0 + i, [Rt(1, "a", [0])]),
+            {1: ["hbm"] if i in (2, 3) else [], 3: ["link_efa"] if i >= 6 else []},
+            {2: 3 if i == 4 else 0},
+        )
+        for i in range(8)
+    ]
+    problems = {(p.kind, p.subject): p for p in detect(reps)}
+    assert set(problems) == {
+        ("device_unhealthy", "ND 1"),
+        ("device_unhealthy", "ND 3"),
+        ("ecc_repairable_uncorrected", "ND 2"),
+    }
+    one = problems[("device_unhealthy", "ND 1")]
+    assert (one.start, one.end, one.details, one.cores) == (T0 + 2, T0 + 3, {"components": ["hbm"]}, (2, 3))
+    assert problems[("device_unhealthy", "ND 3")].details == {"components": ["link_efa"], "ongoing": True}
+    ecc = problems[("ecc_repairable_uncorrected", "ND 2")]
+    assert (ecc.details["count"], ecc.device) == (3, 2)
+    only = detect(reps, selection=Selection(event_types=frozenset({"ecc_repairable_uncorrected"})))
+    assert [p.kind for p in only] == ["ecc_repairable_uncorrected"]

@@ -61,7 +61,8 @@ def test_det_finds_every_injected_fault_and_nothing_else(tmp_path: Path) -> None
     conf.write_text(json.dumps({
         "period": f"{PERIOD}s",
         "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in runtime_groups]}],
-        "system_metrics": [{"type": t} for t in ("vcpu_usage", "memory_info", "neuron_hw_counters")],
+        "system_metrics": [{"type": t} for t in ("vcpu_usage", "memory_info", "neuron_hw_counters",
+                                                  "neuron_device_telemetry")],
     }))  # fmt: skip
     rec = tmp_path / "rec.gz"
     with TemporarySimulator("trn1.32xlarge", runtimes=6, seed=3, **QUIET) as sim:
@@ -77,10 +78,13 @@ def test_det_finds_every_injected_fault_and_nothing_else(tmp_path: Path) -> None
             sim.inject("timeouts", tag="job-02", count=2)
             sim.inject("failed_to_queue_burst", tag="job-03", count=40)
             sim.inject("ecc_uncorrected", device=5, count=1, memory="sram")
+            sim.inject("ecc_repairable", device=3, count=2)
+            sim.inject("unhealthy", device=7, component="link_efa")
             sim.hang_runtime("job-04")
             seen = reports_in(rec)
             wait_reports(rec, seen + 2)
             sim.stop_runtime("job-05")
+            sim.inject("healthy", device=7)
             wait_reports(rec, seen + HANG_PERIODS + 6)
         finally:
             daemon.terminate()
@@ -112,6 +116,8 @@ def test_det_finds_every_injected_fault_and_nothing_else(tmp_path: Path) -> None
         ("timed_out", "job-02"): 2,
         ("failed_to_queue", "job-03"): 40,
         ("ecc_uncorrected", "ND 5"): 1,
+        ("ecc_repairable_uncorrected", "ND 3"): 2,
+        ("device_unhealthy", "ND 7"): None,
         ("hang_suspected", "job-04"): None,
         ("runtime_vanished", "job-05"): None,
     }
@@ -124,13 +130,15 @@ def test_det_finds_every_injected_fault_and_nothing_else(tmp_path: Path) -> None
             assert subject == cores_of(starts[who], ready)
             assert details["pid"] == starts[who]["pid"]
     assert found[("ecc_uncorrected", "ND 5")][1]["sram_ecc_uncorrected"] == 1
+    assert found[("device_unhealthy", "ND 7")][1]["components"] == ["link_efa"]
+    assert "ongoing" not in found[("device_unhealthy", "ND 7")][1]  # it cleared
     assert found[("hang_suspected", "job-04")][1]["periods"] >= HANG_PERIODS
     assert ("job-04", "hang_runtime") in faults
 
-    # the same recording, as traces: valid in every grouping; the det trace marks the seven problems
+    # the same recording, as traces: valid in every grouping; the det trace marks the nine problems
     events = tef.check_trace(tmp_path / "det.json")
     threads = tef.thread_names(events)
-    assert sum(1 for name in threads.values() if name.startswith("problem: ")) == 7
+    assert sum(1 for name in threads.values() if name.startswith("problem: ")) == 9
     for group_by in GROUP_BY:
         out = tmp_path / f"trace-{group_by}.json"
         t = subprocess.run(

@@ -16,6 +16,7 @@ from typing import Any
 
 from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.core_info import shape_core_info
+from neuron_monitor.exporters.prometheus.core_totals import shape_core_totals
 from neuron_monitor.exporters.prometheus.counting import count_report
 from neuron_monitor.exporters.prometheus.daemon_metrics import shape_daemon
 from neuron_monitor.exporters.prometheus.families import Family, FamilySet
@@ -101,6 +102,7 @@ def shape(report: Report, totals: Totals, options: ShapeOptions) -> FamilySet:
     shape_daemon(ctx, report.monitor)
     for entry in report.runtimes:
         RuntimeShaper(ctx, entry).shape()
+    shape_core_totals(ctx)
     return ctx.fams
 
 

@@ -10,6 +10,26 @@ from pathlib import Path
 from tests.exporters.prometheus.prom_helpers import feed, parse, scrape
 from tests.exporters.prometheus.prom_reports import trn2_report
 
+# a neuron_device_telemetry body as the daemon writes it (one device, one core)
+DEVICE_TELEMETRY = {
+    "period": 1.0,
+    "fresh": True,
+    "error": "",
+    "neuron_devices": [
+        {
+            "neuron_device_index": 0,
+            "power": {"status": "VALID", "sample_time": 1789180860, "min_percent": 10.0, "max_percent": 30.0,
+                      "avg_percent": 20.0},
+            "healthy": False,
+            "unhealthy_components": ["hbm"],
+            "ecc": {"mem_ecc_repairable_uncorrected": 1},
+            "device_memory": {"tensors": {"used_bytes": 1024, "peak_bytes": 2048}},
+            "host_memory": {"dma_buffers": {"used_bytes": 512, "peak_bytes": 512}},
+            "neuroncores": {"0": {"busy_ratio": 0.5, "execution_status": {"success": 3}}},
+        }
+    ],
+}  # fmt: skip
+
 REPO = Path(__file__).resolve().parents[3]
 DASHBOARD = REPO / "dashboards" / "neuron-monitor.json"
 PROMETHEUS_SERIES = {"ALERTS"}  # written by Prometheus itself from the alerting rules (deploy/prometheus/)
@@ -67,7 +87,9 @@ def test_dashboard_structure() -> None:
 
 def test_every_metric_in_the_dashboard_is_one_the_exporter_writes() -> None:
     k8s = {"neuroncores_k8s_info": {"0": {"pod_name": "p", "namespace": "n", "container_name": ["c"]}}, "error": ""}
-    emitted = {name for name, _ in parse(scrape(feed([trn2_report(k8s=k8s)])))}
+    report = trn2_report(k8s=k8s)
+    report["system_data"]["neuron_device_telemetry"] = DEVICE_TELEMETRY
+    emitted = {name for name, _ in parse(scrape(feed([report])))}
     selectors = [m for expr in dashboard_exprs() for m in re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", expr)]
     assert len(selectors) >= 30
     for name in selectors:

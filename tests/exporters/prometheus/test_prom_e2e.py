@@ -28,7 +28,7 @@ pytestmark = [
 ]
 
 RUNTIME_GROUPS = ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage", "execution_stats")
-SYSTEM_GROUPS = ("vcpu_usage", "memory_info", "neuron_hw_counters")
+SYSTEM_GROUPS = ("vcpu_usage", "memory_info", "neuron_hw_counters", "neuron_device_telemetry")
 COUNTERS = ("completed", "generic")
 
 
@@ -65,6 +65,9 @@ class Node:
         self.sim.resume()
         self.sim.inject("ecc_corrected", device=0, count=3, memory="mem")
         self.sim.inject("ecc_corrected", device=0, count=2, memory="sram")
+        self.sim.inject("ecc_repairable", device=0, count=4)
+        self.sim.inject("unhealthy", device=0, component="hbm")
+        self.sim.inject("power_no_data", device=0)
 
     def stop(self) -> None:
         self.daemon.terminate()
@@ -135,6 +138,29 @@ def test_stopped_runtime_series_disappear(fleet: tuple[list[Node], PrometheusSer
     big.exporter.wait_for("/metrics", lambda s, b: 'runtime_tag="job-02"' not in b, timeout=15)
     prom.wait_value(f"count({{{sel}}})", lambda v: v is None, timeout=15)
     assert prom.value(f'count({{instance="{big.target}",runtime_tag="job-00"}})')  # the others stay
+
+
+def test_device_telemetry_reaches_prometheus(fleet: tuple[list[Node], PrometheusServer]) -> None:
+    """The neuron_device_telemetry faults, by the names the alert rules (deploy/prometheus/) use."""
+    nodes, prom = fleet
+    for node in nodes:
+        inst = f'instance="{node.target}"'
+        event = 'event_type="mem_ecc_repairable_uncorrected"'
+        expr = f'sum(hardware_ecc_events_total{{{inst},neuron_device_index="0",{event}}})'
+        assert prom.wait_value(expr, lambda v: v == 4, timeout=30) == 4
+        unhealthy = f'count(neuron_device_unhealthy_component{{{inst},neuron_device_index="0",component="hbm"}} == 1)'
+        assert prom.wait_value(unhealthy, lambda v: v == 1, timeout=30) == 1
+        assert prom.value(f'neuron_device_healthy{{{inst},neuron_device_index="0"}}') == 0
+        if node is nodes[0]:
+            assert prom.value(f'neuron_device_healthy{{{inst},neuron_device_index="1"}}') == 1
+        assert prom.value(f'neuron_device_power_status{{{inst},neuron_device_index="0",status="NO_DATA"}}') == 1
+        assert not prom.query(f'neuron_device_power_utilization_ratio{{{inst},neuron_device_index="0"}}')
+        used = prom.value(f"sum(neuron_device_memory_used_bytes{{{inst}}})")
+        assert used is not None and used > 0
+        busy = prom.query(f"neuroncore_busy_ratio{{{inst}}}")
+        assert busy and all(0 <= float(r["value"][1]) <= 1 for r in busy)
+        total = prom.value(f"sum(neuroncore_utilization_total_ratio{{{inst}}})")
+        assert total is not None and total > 0
 
 
 def test_counter_totals_equal_ground_truth(fleet: tuple[list[Node], PrometheusServer]) -> None:

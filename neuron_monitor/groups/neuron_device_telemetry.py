@@ -1,0 +1,315 @@
+"""System group ``neuron_device_telemetry``: what the Neuron driver exposes per device and core that no runtime
+reports: power, health, repairable ECC, memory by category, core busy time and execution status counts.
+
+Per device, under the driver's sysfs tree (``neuronN/stats``, or ``neuronN/metrics/stats`` before driver 2.8):
+
+- ``power/utilization`` (status, roll-up time, min/max/avg percent; NO_DATA and INVALID carry no percentages);
+- ``hardware/health_status/unhealthy_components`` (driver >= 2.30.2; empty when healthy);
+- ``hardware/mem_ecc_repairable_uncorrected`` (per-period count, modulo 2^16 like the other ECC counters);
+- ``memory_usage/host_mem/<category>/{total,peak}`` and, per physical core,
+  ``neuron_coreK/stats/memory_usage/device_mem/<category>/{total,peak}`` (bytes now and high-water mark);
+- per physical core ``other_info/nc_time_in_use/total`` (microseconds busy, every process on the core) and
+  ``status/<counter>/total`` (executions by outcome), both reported as per-period amounts.
+
+Cores are reported as the runtimes number them: logical NeuronCores (LNC physical cores each), busy ratio the
+mean of their physical cores', memory their sum. Before driver 2.30.2 the driver adds a process's core counters
+to sysfs only when the process exits, so the busy ratio is not reported then (``error`` says why) and the
+status counts arrive at the exit. Whatever file is missing is named in ``error``; the rest is still reported.
+
+Cost: the files are found once per device listing (and again after any read failure); each collection reads
+every numeric file with one pread on its kept descriptor, in one pass, then builds the body.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neuron_monitor.groups.base import GroupError, SystemGroup
+from neuron_monitor.host.rootfs import KeptFile, RootFS
+from neuron_monitor.neuron.hardware import read_topology
+from neuron_monitor.neuron.sysfs import DriverTree
+from neuron_monitor.neuron.telemetry_files import parse_count, parse_power, parse_unhealthy_components
+from neuron_monitor.schema.groups import neuron_device_telemetry as K
+
+_WRAP16 = 1 << 16
+_READ_SIZE = 64
+LIVE_CORE_COUNTERS = (2, 30, 2)  # from this driver on, core counters are live (before: added at process exit)
+
+# what a numeric file feeds: (kind, device, physical core or -1, name, field)
+_Slot = tuple[str, int, int, str, str]
+_HOST_MEM, _DEV_MEM, _STATUS, _BUSY, _ECC = "host_mem", "device_mem", "status", "busy", "ecc"
+
+
+@dataclass
+class _Plan:
+    devices: tuple[int, ...]
+    lnc: int
+    phys: int
+    live: bool
+    files: list[KeptFile] = field(default_factory=list)
+    slots: list[_Slot] = field(default_factory=list)
+    power: dict[int, KeptFile] = field(default_factory=dict)
+    health: dict[int, KeptFile] = field(default_factory=dict)
+    missing: dict[str, list[int]] = field(default_factory=dict)  # what is not exposed -> devices
+
+    def close(self) -> None:
+        for f in (*self.files, *self.power.values(), *self.health.values()):
+            f.close()
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+class NeuronDeviceTelemetry(SystemGroup):
+    type_name = "neuron_device_telemetry"
+
+    def __init__(self, root: RootFS) -> None:
+        super().__init__(root)
+        self.tree = DriverTree(root)
+        self._plan: _Plan | None = None
+        self._prev: dict[_Slot, int] = {}
+
+    # -- finding the files ----------------------------------------------------------------------------------
+    def _make_plan(self, devices: tuple[int, ...]) -> _Plan:
+        try:
+            topo = read_topology(self.root)
+            lnc, phys = topo.lnc, topo.phys_cores
+        except (OSError, ValueError):
+            lnc, phys = 1, 0
+        version = self.tree.driver_version()
+        plan = _Plan(devices, lnc, phys, live=version is not None and version >= LIVE_CORE_COUNTERS)
+        for device in devices:
+            self._plan_device(plan, device)
+        return plan
+
+    def _add(self, plan: _Plan, path: str, slot: _Slot) -> bool:
+        if not os.path.isfile(path):
+            return False
+        plan.files.append(KeptFile(Path(path), _READ_SIZE))
+        plan.slots.append(slot)
+        return True
+
+    def _plan_device(self, plan: _Plan, device: int) -> None:
+        stats = str(self.root.path(self.tree.stats_rel(device)))
+        missing = plan.missing
+        for name, kept in (("power/utilization", plan.power), ("health_status/unhealthy_components", plan.health)):
+            rel = f"{stats}/{name}" if name.startswith("power") else f"{stats}/hardware/{name}"
+            if os.path.isfile(rel):
+                kept[device] = KeptFile(Path(rel), 256)
+            else:
+                missing.setdefault(name, []).append(device)
+        ecc = f"{stats}/hardware/{K.REPAIRABLE_ECC}"
+        if not self._add(plan, ecc, (_ECC, device, -1, K.REPAIRABLE_ECC, "")):
+            missing.setdefault(f"hardware/{K.REPAIRABLE_ECC}", []).append(device)
+        host = f"{stats}/memory_usage/host_mem"
+        categories = [c for c in _listdir(host) if os.path.isdir(f"{host}/{c}")]
+        if not categories:
+            missing.setdefault("memory_usage/host_mem/<category>", []).append(device)
+        for cat in categories:
+            for fld in ("total", "peak"):
+                self._add(plan, f"{host}/{cat}/{fld}", (_HOST_MEM, device, -1, cat, fld))
+        core_parent = stats[: -len("/stats")]
+        phys = plan.phys or sum(1 for n in _listdir(core_parent) if n.startswith("neuron_core"))
+        for core in range(phys):
+            cstats = f"{core_parent}/neuron_core{core}/stats"
+            if not self._add(plan, f"{cstats}/other_info/nc_time_in_use/total", (_BUSY, device, core, "", "")):
+                missing.setdefault("other_info/nc_time_in_use", []).append(device)
+            dmem = f"{cstats}/memory_usage/device_mem"
+            cats = [c for c in _listdir(dmem) if os.path.isdir(f"{dmem}/{c}")]
+            if not cats and core == 0:
+                missing.setdefault("memory_usage/device_mem/<category>", []).append(device)
+            for cat in cats:
+                for fld in ("total", "peak"):
+                    self._add(plan, f"{dmem}/{cat}/{fld}", (_DEV_MEM, device, core, cat, fld))
+            for counter in _listdir(f"{cstats}/status"):
+                self._add(plan, f"{cstats}/status/{counter}/total", (_STATUS, device, core, counter, ""))
+        plan.phys = plan.phys or phys
+
+    # -- reading ----------------------------------------------------------------------------------------------
+    def _current_plan(self) -> _Plan:
+        devices = self.tree.device_indexes()
+        if not devices:
+            raise GroupError("no Neuron devices found (is the Neuron driver loaded?)")
+        plan = self._plan
+        if plan is None or plan.devices != devices:
+            if plan is not None:
+                plan.close()
+            plan = self._plan = self._make_plan(devices)
+        return plan
+
+    @staticmethod
+    def _read_numbers(plan: _Plan) -> tuple[list[int | None], bool]:
+        """Every numeric file: one pread each in one pass; per file, carefully, when anything is unusual."""
+        pread = os.pread
+        try:
+            raws = [pread(f.fileno(), _READ_SIZE, 0) for f in plan.files]
+            if not raws or max(map(len, raws)) < _READ_SIZE:
+                return list(map(int, raws)), True  # int() takes bytes with the newline
+        except (OSError, ValueError):
+            pass
+        values: list[int | None] = []
+        ok = True
+        for f in plan.files:
+            try:
+                values.append(parse_count(f.read()))
+            except (OSError, ValueError):
+                values.append(None)
+                ok = False
+        return values, ok
+
+    def prime(self) -> None:
+        try:
+            plan = self._current_plan()
+        except GroupError:
+            return
+        values, _ = self._read_numbers(plan)
+        self._last_collect = time.monotonic()
+        self._prev = {s: v for s, v in zip(plan.slots, values, strict=True) if v is not None}
+
+    def collect(self) -> dict[str, Any]:
+        plan = self._current_plan()
+        values, ok = self._read_numbers(plan)
+        errors: list[str] = []
+        entries = {d: {K.DEVICE_INDEX: d} for d in plan.devices}
+        ok = self._power_and_health(plan, entries, errors) and ok
+        self._numbers(plan, values, entries, errors)
+        if not ok:  # a file went away or held something odd: find the files again next time
+            plan.close()
+            self._plan = None
+        for name, devices in plan.missing.items():
+            errors.append(f"{name} not exposed by the driver for neuron_device {_ranges(devices)}")
+        body: dict[str, Any] = {K.NEURON_DEVICES: list(entries.values())}
+        if errors:
+            body["error"] = "; ".join(errors)
+        return body
+
+    @staticmethod
+    def _power_and_health(plan: _Plan, entries: dict[int, dict[str, Any]], errors: list[str]) -> bool:
+        """Power and health of each device; False when a file could not be read (look for the files again)."""
+        gone = False
+        for device, f in plan.power.items():
+            try:
+                p = parse_power(f.read())
+            except OSError as e:
+                errors.append(f"power/utilization of neuron_device {device}: {e.strerror}")
+                gone = True
+                continue
+            except ValueError as e:
+                errors.append(f"power/utilization of neuron_device {device}: {e}")
+                continue
+            power: dict[str, Any] = {K.STATUS: p.status, K.SAMPLE_TIME: p.sample_time}
+            if p.avg_percent is not None:
+                power.update({K.MIN: p.min_percent, K.MAX: p.max_percent, K.AVG: p.avg_percent})
+            entries[device][K.POWER] = power
+        for device, f in plan.health.items():
+            try:
+                components = parse_unhealthy_components(f.read())
+            except OSError as e:
+                errors.append(f"unhealthy_components of neuron_device {device}: {e.strerror}")
+                gone = True
+                continue
+            except ValueError as e:
+                errors.append(f"unhealthy_components of neuron_device {device}: {e}")
+                continue
+            entries[device][K.HEALTHY] = not components
+            entries[device][K.UNHEALTHY_COMPONENTS] = components
+        return not gone
+
+    def _numbers(
+        self, plan: _Plan, values: list[int | None], entries: dict[int, dict[str, Any]], errors: list[str]
+    ) -> None:
+        prev, now = self._prev, {}
+        lnc = max(1, plan.lnc)
+        logical = max(1, plan.phys // lnc)
+        busy_us: dict[tuple[int, int], list[int]] = {}
+        unreadable = 0
+        for slot, value in zip(plan.slots, values, strict=True):
+            if value is None:
+                unreadable += 1
+                continue
+            now[slot] = value
+            kind, device, phys, name, fld = slot
+            entry = entries[device]
+            if kind in (_HOST_MEM, _DEV_MEM):
+                mem = entry.setdefault(K.HOST_MEMORY if kind == _HOST_MEM else K.DEVICE_MEMORY, {})
+                key = K.USED if fld == "total" else K.PEAK
+                cat = mem.setdefault(name, {})
+                cat[key] = cat.get(key, 0) + value
+                if kind == _DEV_MEM:
+                    core = _core_entry(entry, device, phys, lnc, logical)
+                    cmem = core.setdefault(K.DEVICE_MEMORY, {}).setdefault(name, {})
+                    cmem[key] = cmem.get(key, 0) + value
+                continue
+            before = prev.get(slot, value)
+            if kind == _ECC:
+                delta = (value - before) % _WRAP16 if before < _WRAP16 and value < _WRAP16 else max(0, value - before)
+                entry.setdefault(K.ECC, {})[name] = delta
+                continue
+            delta = value - before if value >= before else value  # reset (a root write of 0) counts from 0
+            if kind == _STATUS:
+                status = _core_entry(entry, device, phys, lnc, logical).setdefault(K.EXECUTION_STATUS, {})
+                status[name] = status.get(name, 0) + delta
+            else:  # _BUSY
+                busy_us.setdefault((device, phys // lnc), []).append(delta)
+        self._prev = now
+        if unreadable:
+            errors.append(f"{unreadable} counter or memory files could not be read (device reset or gone)")
+        if busy_us and not plan.live:
+            errors.append(
+                "busy_ratio not reported: before driver 2.30.2 nc_time_in_use is updated only at process exit"
+            )
+            return
+        period_us = self._period_us()
+        for (device, lcore), deltas in busy_us.items():
+            if period_us is None:
+                break
+            core = _core_entry(entries[device], device, lcore * lnc, lnc, logical)
+            core[K.BUSY_RATIO] = round(min(1.0, sum(deltas) / len(deltas) / period_us), 6)
+
+    _last_collect: float | None = None
+
+    def _period_us(self) -> float | None:
+        """Microseconds since the previous collection (None at the first one, which has no baseline)."""
+        now = time.monotonic()
+        last, self._last_collect = self._last_collect, now
+        if last is None or now <= last:
+            return None
+        return (now - last) * 1e6
+
+    def close(self) -> None:
+        if self._plan is not None:
+            self._plan.close()
+            self._plan = None
+
+
+def _core_entry(entry: dict[str, Any], device: int, phys: int, lnc: int, logical: int) -> dict[str, Any]:
+    cores: dict[str, dict[str, Any]] = entry.setdefault(K.NEURONCORES, {})
+    key = str(device * logical + phys // lnc)
+    core = cores.get(key)
+    if core is None:
+        core = cores[key] = {}
+    return core
+
+
+def _ranges(devices: list[int]) -> str:
+    parts: list[str] = []
+    start = prev = devices[0]
+    for d in [*devices[1:], None]:
+        if d is not None and d == prev + 1:
+            prev = d
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if d is not None:
+            start = prev = d
+    return ",".join(parts)
+
+
+GROUP = NeuronDeviceTelemetry

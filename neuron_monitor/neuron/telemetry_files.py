@@ -1,0 +1,78 @@
+"""Parsers for the Neuron driver's device-telemetry files (facts and public sources: docs/neuron-data.md).
+
+Each takes the bytes the driver prints and returns a plain value, or raises ``ValueError`` naming what is wrong:
+
+- ``stats/power/utilization``: ``STATUS,epoch,min%,max%,avg%`` with STATUS ``POWER_STATUS_VALID``,
+  ``POWER_STATUS_NO_DATA`` or ``POWER_STATUS_INVALID`` (a once-a-minute roll-up of the device's power draw as a
+  share of its maximum);
+- ``stats/hardware/health_status/unhealthy_components``: a comma list of components, an empty line when the
+  device is healthy, ``device_unreachable`` when the driver could not ask the firmware;
+- the counter and memory files: one unsigned decimal integer and a newline.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+POWER_STATUSES = ("VALID", "NO_DATA", "INVALID")
+_STATUS_PREFIX = "POWER_STATUS_"
+_COMPONENT = re.compile(r"[a-z0-9_]{1,64}")
+MAX_COMPONENTS = 32  # the driver knows ten; more means the file is not what we think
+DEVICE_UNREACHABLE = "device_unreachable"
+
+
+@dataclass(frozen=True, slots=True)
+class PowerReading:
+    """One roll-up of ``power/utilization``: percentages only when the status is VALID."""
+
+    status: str  # VALID, NO_DATA or INVALID
+    sample_time: int  # seconds since the epoch of the roll-up
+    min_percent: float | None
+    max_percent: float | None
+    avg_percent: float | None
+
+
+def parse_power(raw: bytes) -> PowerReading:
+    """``POWER_STATUS_VALID,1789180860,12.50,40.00,20.25`` -> PowerReading; ValueError on anything else."""
+    text = raw.decode("ascii", "replace").strip()
+    parts = text.split(",")
+    if len(parts) != 5:
+        raise ValueError(f"expected STATUS,epoch,min,max,avg, got {text[:80]!r}")
+    status = parts[0].strip()
+    if status.startswith(_STATUS_PREFIX):
+        status = status[len(_STATUS_PREFIX) :]
+    if status not in POWER_STATUSES:
+        raise ValueError(f"unknown power status {parts[0][:40]!r}")
+    try:
+        epoch = int(parts[1])
+        values = [float(p) for p in parts[2:]]
+    except ValueError:
+        raise ValueError(f"non-numeric field in {text[:80]!r}") from None
+    if epoch < 0 or any(not 0.0 <= v <= 100.0 for v in values):  # also refuses nan
+        raise ValueError(f"value out of range in {text[:80]!r}")
+    if status != "VALID":  # NO_DATA and INVALID print zeros that are not measurements
+        return PowerReading(status, epoch, None, None, None)
+    return PowerReading(status, epoch, values[0], values[1], values[2])
+
+
+def parse_unhealthy_components(raw: bytes) -> list[str]:
+    """The unhealthy components, [] when healthy; ``["device_unreachable"]`` when the firmware did not answer."""
+    text = raw.decode("ascii", "replace").strip()
+    if not text:
+        return []
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if len(names) > MAX_COMPONENTS:
+        raise ValueError(f"{len(names)} components listed (at most {MAX_COMPONENTS} expected)")
+    for name in names:
+        if not _COMPONENT.fullmatch(name):
+            raise ValueError(f"unexpected component name {name[:70]!r}")
+    return list(dict.fromkeys(names))
+
+
+def parse_count(raw: bytes) -> int:
+    """One unsigned decimal integer (``"%llu\\n"``); ValueError otherwise."""
+    text = raw.strip()
+    if not text.isdigit():
+        raise ValueError(f"expected an unsigned integer, got {raw[:40]!r}")
+    return int(text)

@@ -1,0 +1,325 @@
+"""``neuron_device_telemetry`` (system): per Neuron device, what the driver exposes and no runtime reports.
+
+Power (status, roll-up time, min/max/avg percent of the device's maximum, VALID rolls-ups only), health
+(unhealthy components; driver >= 2.30.2), repairable uncorrected HBM ECC events over the period, device memory by
+category (per device and per NeuronCore, bytes now and peak), host memory by category, and per NeuronCore the
+busy ratio over the period (every process on the core, driver >= 2.30.2) and execution status counts over the
+period. Its ``error`` may be partial: it names what the driver does not expose, the rest is reported beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from neuron_monitor.schema import names as N
+from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.groups.neuron_hw_counters import CW_EVENT, FAM_ECC
+from neuron_monitor.schema.read import Problems, index, mapping, number, sequence, text
+
+# ---- the body's keys ------------------------------------------------------------------------------------------
+NAME: Final = "neuron_device_telemetry"
+NEURON_DEVICES: Final = N.NEURON_DEVICES
+DEVICE_INDEX: Final = N.NEURON_DEVICE_INDEX
+POWER: Final = "power"
+STATUS: Final = "status"
+SAMPLE_TIME: Final = "sample_time"
+MIN: Final = "min_percent"
+MAX: Final = "max_percent"
+AVG: Final = "avg_percent"
+HEALTHY: Final = "healthy"
+UNHEALTHY_COMPONENTS: Final = "unhealthy_components"
+ECC: Final = "ecc"
+REPAIRABLE_ECC: Final = "mem_ecc_repairable_uncorrected"
+DEVICE_MEMORY: Final = "device_memory"
+HOST_MEMORY: Final = "host_memory"
+USED: Final = "used_bytes"
+PEAK: Final = "peak_bytes"
+NEURONCORES: Final = "neuroncores"
+BUSY_RATIO: Final = "busy_ratio"
+EXECUTION_STATUS: Final = "execution_status"
+POWER_STATUSES: Final = ("VALID", "NO_DATA", "INVALID")
+STATS: Final = {MIN: "min", MAX: "max", AVG: "avg"}
+
+
+@dataclass(slots=True)
+class CoreTelemetry:
+    busy_ratio: float | None = None
+    memory_used: dict[str, float] = field(default_factory=dict)
+    memory_peak: dict[str, float] = field(default_factory=dict)
+    status: dict[str, float] = field(default_factory=dict)  # per-period counts
+
+
+@dataclass(slots=True)
+class DeviceTelemetry:
+    label: str
+    index: int | None
+    power_status: str | None = None
+    power_time: float | None = None
+    power: dict[str, float] = field(default_factory=dict)  # min/max/avg -> percent
+    healthy: bool | None = None  # None: not exposed
+    unhealthy: list[str] = field(default_factory=list)
+    ecc: dict[str, float] = field(default_factory=dict)  # per-period counts
+    memory_used: dict[str, float] = field(default_factory=dict)
+    memory_peak: dict[str, float] = field(default_factory=dict)
+    host_used: dict[str, float] = field(default_factory=dict)
+    cores: dict[str, CoreTelemetry] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class NeuronDeviceTelemetry:
+    devices: list[DeviceTelemetry]
+
+
+def _memory(obj: Any, problems: Problems, where: str) -> tuple[dict[str, float], dict[str, float]]:
+    used: dict[str, float] = {}
+    peak: dict[str, float] = {}
+    for cat, values in (mapping(obj, problems, where, "") or {}).items():
+        values = mapping(values, problems, where, cat) or {}
+        for key, out in ((USED, used), (PEAK, peak)):
+            if values.get(key) is not None:
+                v = number(values[key], problems, f"{where}.{cat}", key)
+                if v is not None:
+                    out[cat] = v
+    return used, peak
+
+
+def _counts(obj: Any, problems: Problems, where: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in (mapping(obj, problems, where, "", counted=True) or {}).items():
+        v = number(value, problems, where, key, counted=True)
+        if v is not None:
+            out[key] = v
+    return out
+
+
+def _device(raw: Any, problems: Problems, where: str) -> DeviceTelemetry:
+    d = mapping(raw, problems, where, "", counted=True) or {}
+    raw_index = d.get(DEVICE_INDEX)
+    dev = DeviceTelemetry(text(raw_index, problems, where, DEVICE_INDEX, counted=True), index(raw_index))
+    power = mapping(d.get(POWER), problems, where, POWER) if d.get(POWER) is not None else None
+    if power:
+        status = power.get(STATUS)
+        dev.power_status = status if status in POWER_STATUSES else None
+        if power.get(SAMPLE_TIME) is not None:
+            dev.power_time = number(power[SAMPLE_TIME], problems, f"{where}.{POWER}", SAMPLE_TIME)
+        for key in STATS:
+            if power.get(key) is not None:
+                v = number(power[key], problems, f"{where}.{POWER}", key)
+                if v is not None:
+                    dev.power[STATS[key]] = v
+    if d.get(HEALTHY) is not None:
+        dev.healthy = bool(d[HEALTHY]) if isinstance(d[HEALTHY], bool) else None
+        comps = sequence(d.get(UNHEALTHY_COMPONENTS), problems, where, UNHEALTHY_COMPONENTS) or []
+        dev.unhealthy = [c for c in comps if isinstance(c, str)]
+    if d.get(ECC) is not None:
+        dev.ecc = _counts(d[ECC], problems, f"{where}.{ECC}")
+    if d.get(DEVICE_MEMORY) is not None:
+        dev.memory_used, dev.memory_peak = _memory(d[DEVICE_MEMORY], problems, f"{where}.{DEVICE_MEMORY}")
+    if d.get(HOST_MEMORY) is not None:
+        dev.host_used, _ = _memory(d[HOST_MEMORY], problems, f"{where}.{HOST_MEMORY}")
+    for core, c in (mapping(d.get(NEURONCORES), problems, where, NEURONCORES) or {}).items():
+        cwhere = f"{where}.{NEURONCORES}.{core}"
+        c = mapping(c, problems, f"{where}.{NEURONCORES}", core) or {}
+        tele = dev.cores[core] = CoreTelemetry()
+        if c.get(BUSY_RATIO) is not None:
+            tele.busy_ratio = number(c[BUSY_RATIO], problems, cwhere, BUSY_RATIO)
+        if c.get(DEVICE_MEMORY) is not None:
+            tele.memory_used, tele.memory_peak = _memory(c[DEVICE_MEMORY], problems, f"{cwhere}.{DEVICE_MEMORY}")
+        if c.get(EXECUTION_STATUS) is not None:
+            tele.status = _counts(c[EXECUTION_STATUS], problems, f"{cwhere}.{EXECUTION_STATUS}")
+    return dev
+
+
+def read(body: dict[str, Any], where: str, problems: Problems) -> NeuronDeviceTelemetry:
+    listed = sequence(body.get(NEURON_DEVICES), problems, where, NEURON_DEVICES, counted=True) or ()
+    return NeuronDeviceTelemetry([_device(d, problems, f"{where}.{NEURON_DEVICES}[{i}]") for i, d in enumerate(listed)])
+
+
+# ---- Prometheus -----------------------------------------------------------------------------------------------
+_DEV = ("neuron_device_index",)
+FAM_POWER = S.PromFamily(
+    "neuron_device_power_utilization_ratio",
+    S.GAUGE,
+    "Power draw of the Neuron device as a share of its maximum over the driver's last one-minute roll-up",
+    S.INSTANCE_SCOPE,
+    (*_DEV, "stat"),
+)
+FAM_POWER_STATUS = S.PromFamily(
+    "neuron_device_power_status",
+    S.GAUGE,
+    "Status of the device's last power roll-up (1 for the current status: VALID, NO_DATA or INVALID)",
+    S.INSTANCE_SCOPE,
+    (*_DEV, "status"),
+)
+FAM_HEALTHY = S.PromFamily(
+    "neuron_device_healthy", S.GAUGE, "1 when the driver reports no unhealthy component", S.INSTANCE_SCOPE, _DEV
+)
+FAM_UNHEALTHY = S.PromFamily(
+    "neuron_device_unhealthy_component",
+    S.GAUGE,
+    "1 for each component the driver reports unhealthy",
+    S.INSTANCE_SCOPE,
+    (*_DEV, "component"),
+)
+FAM_MEM = S.PromFamily(
+    "neuron_device_memory_used_bytes",
+    S.GAUGE,
+    "Device memory allocated on the Neuron device by category (all processes and the driver)",
+    S.INSTANCE_SCOPE,
+    (*_DEV, "category"),
+)
+FAM_MEM_PEAK = S.PromFamily(
+    "neuron_device_memory_peak_bytes",
+    S.GAUGE,
+    "High-water mark of device memory on the Neuron device by category",
+    S.INSTANCE_SCOPE,
+    (*_DEV, "category"),
+)
+FAM_HOST = S.PromFamily(
+    "neuron_host_memory_used_bytes",
+    S.GAUGE,
+    "Host memory the driver allocated for the Neuron device by category",
+    S.INSTANCE_SCOPE,
+    (*_DEV, "category"),
+)
+FAM_BUSY = S.PromFamily(
+    "neuroncore_busy_ratio",
+    S.GAUGE,
+    "Share of the period the NeuronCore was busy, by the device's own count (every process on the core)",
+    S.INSTANCE_SCOPE,
+    ("neuroncore", *_DEV),
+)
+FAM_STATUS = S.PromFamily(
+    "neuroncore_device_executions",
+    S.COUNTER,
+    "Executions on the NeuronCore by outcome, by the device's own count (every process on the core)",
+    S.INSTANCE_SCOPE,
+    ("neuroncore", *_DEV, "status"),
+    drops_unlisted=False,
+)
+
+
+def gauges(value: NeuronDeviceTelemetry) -> Iterator[S.PromSample]:
+    healthy: dict[str, float] = {}
+    busy: dict[str, dict[str, float]] = {}
+    for dev in value.devices:
+        key = (dev.label,)
+        if dev.power:
+            yield FAM_POWER, key, dev.power, 100.0, ()
+        if dev.power_status is not None:
+            yield FAM_POWER_STATUS, key, {s: float(s == dev.power_status) for s in POWER_STATUSES}, 1.0, ()
+        if dev.healthy is not None:
+            healthy[dev.label] = 1.0 if dev.healthy else 0.0
+            if dev.unhealthy:
+                yield FAM_UNHEALTHY, key, dict.fromkeys(dev.unhealthy, 1.0), 1.0, ()
+        if dev.memory_used:
+            yield FAM_MEM, key, dev.memory_used, 1.0, ()
+        if dev.memory_peak:
+            yield FAM_MEM_PEAK, key, dev.memory_peak, 1.0, ()
+        if dev.host_used:
+            yield FAM_HOST, key, dev.host_used, 1.0, ()
+        for core, tele in dev.cores.items():
+            if tele.busy_ratio is not None:
+                busy.setdefault(dev.label, {})[core] = tele.busy_ratio
+    if healthy:
+        yield FAM_HEALTHY, (), healthy, 1.0, ()
+    for label, cores in busy.items():
+        yield FAM_BUSY, (), cores, 1.0, (label,)
+
+
+def counts(value: NeuronDeviceTelemetry, period: float) -> Iterator[S.PromCount]:
+    for dev in value.devices:
+        if dev.ecc:
+            yield FAM_ECC, (dev.label,), dev.ecc, 1.0  # the family of neuron_hw_counters' ECC events
+        for core, tele in dev.cores.items():
+            if tele.status:
+                yield FAM_STATUS, (core, dev.label), tele.status, 1.0
+
+
+# ---- CloudWatch -----------------------------------------------------------------------------------------------
+CW_POWER = S.CwMetric("NeuronDevicePowerUtilization", S.PERCENT, S.DEVICE_DIMS, keyed=True, additive=False)
+CW_HEALTHY = S.CwMetric("NeuronDeviceHealthy", "None", S.DEVICE_DIMS, additive=False)
+CW_UNHEALTHY = S.CwMetric("NeuronDeviceUnhealthy", "None", S.DEVICE_DIMS, keyed=True, additive=False)
+CW_MEM = S.CwMetric("NeuronDeviceMemoryUsed", S.BYTES, S.DEVICE_DIMS, keyed=True, additive=False)
+CW_MEM_PEAK = S.CwMetric("NeuronDeviceMemoryPeak", S.BYTES, S.DEVICE_DIMS, keyed=True, additive=False)
+CW_HOST = S.CwMetric("NeuronHostMemoryUsed", S.BYTES, S.DEVICE_DIMS, keyed=True, additive=False)
+CW_BUSY = S.CwMetric("NeuronCoreBusy", S.PERCENT, S.CORE_DIMS, additive=False)
+
+
+def datums(value: NeuronDeviceTelemetry, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:
+    for dev in value.devices:
+        if dev.index is None:
+            continue
+        key = (str(dev.index),)
+        for stat, percent in dev.power.items():
+            yield CW_POWER, key, stat, percent
+        if dev.healthy is not None:
+            yield CW_HEALTHY, key, "", 1.0 if dev.healthy else 0.0
+            for component in dev.unhealthy:
+                yield CW_UNHEALTHY, key, component, 1.0
+        for event, count in dev.ecc.items():
+            yield CW_EVENT, key, event, count
+        for cat, used in dev.memory_used.items():
+            yield CW_MEM, key, cat, used
+        for cat, peak in dev.memory_peak.items():
+            yield CW_MEM_PEAK, key, cat, peak
+        for cat, used in dev.host_used.items():
+            yield CW_HOST, key, cat, used
+        for core, tele in dev.cores.items():
+            if tele.busy_ratio is not None:
+                yield CW_BUSY, (core,), "", tele.busy_ratio * 100.0
+
+
+# ---- the timeline ---------------------------------------------------------------------------------------------
+TRACK_POWER = S.Track("power", "power", "percent", S.DEVICE_TRACK)
+TRACK_BUSY = S.Track("busy", "busy", "ratio", S.CORE_TRACK)
+# what neuron-monitor-det reads: the unhealthy components (1 each; "none": 0 when healthy) and the repairable ECC
+# events of each fresh period
+TRACK_HEALTH = S.Track("unhealthy components", "device_health", "components", S.DEVICE_TRACK)
+TRACK_REPAIRABLE = S.Track("repairable ECC", "ecc_repairable", "events", S.DEVICE_TRACK)
+# the problems neuron-monitor-det reports from them
+DEVICE_UNHEALTHY: Final = "device_unhealthy"
+ECC_REPAIRABLE: Final = "ecc_repairable_uncorrected"
+
+
+def timeline(value: NeuronDeviceTelemetry) -> Iterator[S.TimelineSample]:
+    for dev in value.devices:
+        if dev.index is None:
+            continue
+        if dev.power:
+            yield TRACK_POWER, (str(dev.index),), dev.power
+        if dev.healthy is not None:
+            yield TRACK_HEALTH, (str(dev.index),), dict.fromkeys(dev.unhealthy, 1.0) or {"none": 0.0}
+        if REPAIRABLE_ECC in dev.ecc:
+            yield TRACK_REPAIRABLE, (str(dev.index),), {REPAIRABLE_ECC: dev.ecc[REPAIRABLE_ECC]}
+        for core, tele in dev.cores.items():
+            if tele.busy_ratio is not None:
+                yield TRACK_BUSY, (core,), {"busy": tele.busy_ratio}
+
+
+SPEC = S.GroupSpec(
+    name=NAME,
+    placement=S.SYSTEM,
+    read=read,
+    doc=__doc__ or "",
+    partial_errors=True,
+    prometheus=(
+        FAM_POWER,
+        FAM_POWER_STATUS,
+        FAM_HEALTHY,
+        FAM_UNHEALTHY,
+        FAM_MEM,
+        FAM_MEM_PEAK,
+        FAM_HOST,
+        FAM_BUSY,
+        FAM_STATUS,
+    ),
+    gauges=gauges,
+    counts=counts,
+    cloudwatch=(CW_POWER, CW_HEALTHY, CW_UNHEALTHY, CW_MEM, CW_MEM_PEAK, CW_HOST, CW_BUSY),
+    datums=datums,
+    tracks=(TRACK_POWER, TRACK_BUSY, TRACK_HEALTH, TRACK_REPAIRABLE),
+    timeline=timeline,
+)
