@@ -9,7 +9,7 @@ device, and returns every problem once the input ends:
 - uncorrected ECC (memory or SRAM) per device, as episodes of fresh neuron_hw_counters periods;
 - repairable uncorrected HBM ECC per device (growth of the count), as episodes of fresh neuron_device_telemetry
   periods, and a device the driver reports unhealthy, from the first report naming a component to the first
-  healthy one (with the components seen);
+  healthy one (``components``: those seen, comma-separated);
 - hang suspicion: a runtime with models loaded, that has worked before, whose NeuronCores all sit at zero
   utilization (and that completes no execution) for ``hang_periods`` fresh periods in a row;
 - a runtime that vanishes: in one report of its instance and not in the next.
@@ -294,13 +294,13 @@ class Detector:
             if components and ep is None:
                 cores = tuple(range(dev * per, (dev + 1) * per))
                 problem = Problem(
-                    kind, snap.instance, f"ND {dev}", snap.time, snap.time, {"components": []}, cores, dev
+                    kind, snap.instance, f"ND {dev}", snap.time, snap.time, {"components": ""}, cores, dev
                 )
                 ep = self._open[pkey] = _Episode(problem)
             if components and ep is not None:
                 ep.problem.end = snap.time
-                seen = ep.problem.details["components"]
-                seen.extend(c for c in components if c not in seen)
+                seen = [c for c in ep.problem.details["components"].split(",") if c]
+                ep.problem.details["components"] = ",".join([*seen, *(c for c in components if c not in seen)])
             elif ep is not None:
                 self._close(pkey)
 

@@ -170,8 +170,8 @@ def test_unhealthy_device_and_repairable_ecc() -> None:
         ("ecc_repairable_uncorrected", "ND 2"),
     }
     one = problems[("device_unhealthy", "ND 1")]
-    assert (one.start, one.end, one.details, one.cores) == (T0 + 2, T0 + 3, {"components": ["hbm"]}, (2, 3))
-    assert problems[("device_unhealthy", "ND 3")].details == {"components": ["link_efa"], "ongoing": True}
+    assert (one.start, one.end, one.details, one.cores) == (T0 + 2, T0 + 3, {"components": "hbm"}, (2, 3))
+    assert problems[("device_unhealthy", "ND 3")].details == {"components": "link_efa", "ongoing": True}
     ecc = problems[("ecc_repairable_uncorrected", "ND 2")]
     assert (ecc.details["count"], ecc.device) == (3, 2)
     only = detect(reps, selection=Selection(event_types=frozenset({"ecc_repairable_uncorrected"})))

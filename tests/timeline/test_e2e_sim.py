@@ -130,7 +130,7 @@ def test_det_finds_every_injected_fault_and_nothing_else(tmp_path: Path) -> None
             assert subject == cores_of(starts[who], ready)
             assert details["pid"] == starts[who]["pid"]
     assert found[("ecc_uncorrected", "ND 5")][1]["sram_ecc_uncorrected"] == 1
-    assert found[("device_unhealthy", "ND 7")][1]["components"] == ["link_efa"]
+    assert found[("device_unhealthy", "ND 7")][1]["components"] == "link_efa"
     assert "ongoing" not in found[("device_unhealthy", "ND 7")][1]  # it cleared
     assert found[("hang_suspected", "job-04")][1]["periods"] >= HANG_PERIODS
     assert ("job-04", "hang_runtime") in faults
