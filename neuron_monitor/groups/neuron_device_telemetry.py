@@ -1,7 +1,8 @@
 """System group ``neuron_device_telemetry``: what the Neuron driver exposes per device and core that no runtime
 reports: power, health, repairable ECC, memory by category, core busy time and execution status counts.
 
-Per device, under the driver's sysfs tree (``neuronN/stats``, or ``neuronN/metrics/stats`` before driver 2.8):
+Per device, under the driver's sysfs tree (``neuronN/stats``, or ``neuronN/metrics/stats`` before driver 2.8;
+every file opened through the RootFS, inside ``--root``):
 
 - ``power/utilization`` (status, roll-up time, min/max/avg percent; NO_DATA and INVALID carry no percentages);
 - ``hardware/health_status/unhealthy_components`` (driver >= 2.30.2; empty when healthy);
@@ -25,7 +26,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from neuron_monitor.groups.base import GroupError, SystemGroup
@@ -61,9 +61,9 @@ class _Plan:
             f.close()
 
 
-def _listdir(path: str) -> list[str]:
+def _listdir(root: RootFS, rel: str) -> list[str]:
     try:
-        return sorted(os.listdir(path))
+        return sorted(root.listdir(rel))
     except OSError:
         return []
 
@@ -90,46 +90,47 @@ class NeuronDeviceTelemetry(SystemGroup):
             self._plan_device(plan, device)
         return plan
 
-    def _add(self, plan: _Plan, path: str, slot: _Slot) -> bool:
-        if not os.path.isfile(path):
+    def _add(self, plan: _Plan, rel: str, slot: _Slot) -> bool:
+        if not self.root.exists(rel):
             return False
-        plan.files.append(KeptFile(Path(path), _READ_SIZE))
+        plan.files.append(self.root.open_kept(rel, _READ_SIZE))
         plan.slots.append(slot)
         return True
 
     def _plan_device(self, plan: _Plan, device: int) -> None:
-        stats = str(self.root.path(self.tree.stats_rel(device)))
+        root = self.root
+        stats = self.tree.stats_rel(device)
         missing = plan.missing
         for name, kept in (("power/utilization", plan.power), ("health_status/unhealthy_components", plan.health)):
             rel = f"{stats}/{name}" if name.startswith("power") else f"{stats}/hardware/{name}"
-            if os.path.isfile(rel):
-                kept[device] = KeptFile(Path(rel), 256)
+            if root.exists(rel):
+                kept[device] = root.open_kept(rel, 256)
             else:
                 missing.setdefault(name, []).append(device)
         ecc = f"{stats}/hardware/{K.REPAIRABLE_ECC}"
         if not self._add(plan, ecc, (_ECC, device, -1, K.REPAIRABLE_ECC, "")):
             missing.setdefault(f"hardware/{K.REPAIRABLE_ECC}", []).append(device)
         host = f"{stats}/memory_usage/host_mem"
-        categories = [c for c in _listdir(host) if os.path.isdir(f"{host}/{c}")]
+        categories = [c for c in _listdir(root, host) if root.is_dir(f"{host}/{c}")]
         if not categories:
             missing.setdefault("memory_usage/host_mem/<category>", []).append(device)
         for cat in categories:
             for fld in ("total", "peak"):
                 self._add(plan, f"{host}/{cat}/{fld}", (_HOST_MEM, device, -1, cat, fld))
         core_parent = stats[: -len("/stats")]
-        phys = plan.phys or sum(1 for n in _listdir(core_parent) if n.startswith("neuron_core"))
+        phys = plan.phys or sum(1 for n in _listdir(root, core_parent) if n.startswith("neuron_core"))
         for core in range(phys):
             cstats = f"{core_parent}/neuron_core{core}/stats"
             if not self._add(plan, f"{cstats}/other_info/nc_time_in_use/total", (_BUSY, device, core, "", "")):
                 missing.setdefault("other_info/nc_time_in_use", []).append(device)
             dmem = f"{cstats}/memory_usage/device_mem"
-            cats = [c for c in _listdir(dmem) if os.path.isdir(f"{dmem}/{c}")]
+            cats = [c for c in _listdir(root, dmem) if root.is_dir(f"{dmem}/{c}")]
             if not cats and core == 0:
                 missing.setdefault("memory_usage/device_mem/<category>", []).append(device)
             for cat in cats:
                 for fld in ("total", "peak"):
                     self._add(plan, f"{dmem}/{cat}/{fld}", (_DEV_MEM, device, core, cat, fld))
-            for counter in _listdir(f"{cstats}/status"):
+            for counter in _listdir(root, f"{cstats}/status"):
                 self._add(plan, f"{cstats}/status/{counter}/total", (_STATUS, device, core, counter, ""))
         plan.phys = plan.phys or phys
 
