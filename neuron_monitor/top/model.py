@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuron_monitor.schema import names as N
+from neuron_monitor.schema.groups import neuron_device_telemetry as telemetry_spec
 from neuron_monitor.schema.groups.execution_stats import ExecutionStats
 from neuron_monitor.schema.groups.memory_info import MemoryInfo
 from neuron_monitor.schema.groups.memory_used import MemoryUsed
+from neuron_monitor.schema.groups.neuron_device_telemetry import NeuronDeviceTelemetry
 from neuron_monitor.schema.groups.neuron_hw_counters import NeuronHwCounters
 from neuron_monitor.schema.groups.neuron_runtime_vcpu_usage import RuntimeVcpuUsage
 from neuron_monitor.schema.groups.neuroncore_counters import NeuroncoreCounters
@@ -37,7 +39,7 @@ MEMORY_CATEGORIES = (
     N.MEMORY_MODEL_SHARED_SCRATCHPAD,
     N.MEMORY_RUNTIME_MEMORY,
 )
-TELEMETRY_GROUP = "neuron_device_telemetry"  # issue 12's group: shown once the schema has a spec for it
+TELEMETRY_GROUP = telemetry_spec.NAME
 # neuron_hardware_info and instance_info keys (the schema's names cover the groups only)
 DEVICE_COUNT = "neuron_device_count"
 DEVICE_MEMORY_SIZE = "neuron_device_memory_size"
@@ -202,26 +204,18 @@ def _str(parent: Any, key: str) -> str:
 
 
 def _telemetry(report: Report) -> dict[int, Telemetry]:
-    """Per-device power and health from the `neuron_device_telemetry` group, once the schema knows the group.
-
-    The group's typed value is not settled yet (issue 12), so its body is read here, leniently: a list
-    ``neuron_devices`` of objects with ``neuron_device_index``, ``power`` {``status``, ``avg``/``avg_percent``,
-    ``max``/``max_percent``} and ``unhealthy_components`` (also under ``health``)."""
+    """Per-device power and health from the `neuron_device_telemetry` group, read through its spec's typed value."""
     group = report.system.get(TELEMETRY_GROUP)
-    devices = group.body.get("neuron_devices") if group is not None else None
+    value = group.data_as(NeuronDeviceTelemetry) if group is not None else None
     out: dict[int, Telemetry] = {}
-    for d in devices if isinstance(devices, list) else ():
-        i = index(d.get("neuron_device_index")) if isinstance(d, dict) else None
-        if i is None:
+    for d in value.devices if value is not None else ():
+        if d.index is None:
             continue
-        power = d.get("power") if isinstance(d.get("power"), dict) else {}
-        health = d.get("health") if isinstance(d.get("health"), dict) else d
-        components = health.get("unhealthy_components")
-        out[i] = Telemetry(
-            power_status=_str(power, "status") or None,
-            power_avg=_num(power, "avg_percent") if "avg_percent" in power else _num(power, "avg"),
-            power_max=_num(power, "max_percent") if "max_percent" in power else _num(power, "max"),
-            unhealthy=tuple(str(c) for c in components) if isinstance(components, list) else None,
+        out[d.index] = Telemetry(
+            power_status=d.power_status,
+            power_avg=d.power.get("avg"),
+            power_max=d.power.get("max"),
+            unhealthy=tuple(d.unhealthy) if d.healthy is not None else None,
         )
     return out
 

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from neuron_monitor.schema.spec import SYSTEM, GroupSpec, registry
 from neuron_monitor.top.layout import Frame, core_ranges, human_bytes, plain, render
-from neuron_monitor.top.model import TELEMETRY_GROUP, Telemetry, screen_from_report
+from neuron_monitor.top.model import Telemetry, screen_from_report
 
 REPORTS = Path(__file__).resolve().parent.parent / "fixtures" / "reports"
 
@@ -130,10 +129,7 @@ def test_malformed_report_parts_read_as_absent_and_are_named() -> None:
     text({}, width=80, height=24)
 
 
-def test_telemetry_lights_up_when_the_group_is_present(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the group (issue 12) is shown once the schema has a spec for it; stand one in until it lands
-    stand_in: GroupSpec[dict[str, Any]] = GroupSpec(TELEMETRY_GROUP, SYSTEM, lambda body, where, problems: body)
-    monkeypatch.setitem(registry().system, TELEMETRY_GROUP, registry().system.get(TELEMETRY_GROUP, stand_in))
+def test_telemetry_lights_up_when_the_group_is_present() -> None:
     report = copy.deepcopy(cwagent())
     assert not screen_from_report(report).has_telemetry
     out = text(report, width=120)
@@ -143,13 +139,16 @@ def test_telemetry_lights_up_when_the_group_is_present(monkeypatch: pytest.Monke
         "neuron_devices": [
             {
                 "neuron_device_index": 0,
-                "power": {"status": "VALID", "min": 10, "max": 60, "avg": 42.0},
-                "health": {"unhealthy_components": []},
+                "power": {"status": "VALID", "sample_time": 1.7e9, "min_percent": 10, "max_percent": 60.0,
+                          "avg_percent": 42.0},
+                "healthy": True,
+                "unhealthy_components": [],
             },
-            {"neuron_device_index": 1, "power": {"status": "NO_DATA"}, "health": {"unhealthy_components": ["hbm0"]}},
+            {"neuron_device_index": 1, "power": {"status": "NO_DATA"}, "healthy": False,
+             "unhealthy_components": ["hbm0"]},
         ],
         "error": "",
-    }
+    }  # fmt: skip
     s = screen_from_report(report)
     assert s.has_telemetry
     assert s.devices[0].telemetry == Telemetry("VALID", 42.0, 60.0, ())
