@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuron_monitor.groups.base import GroupError, SystemGroup
+from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron.hardware import read_topology
 from neuron_monitor.neuron.sysfs import DriverTree
@@ -186,7 +186,7 @@ class NeuronDeviceTelemetry(SystemGroup):
             plan.close()
             self._plan = None
         for name, devices in plan.missing.items():
-            errors.append(f"{name} not exposed by the driver for neuron_device {_ranges(devices)}")
+            errors.append(f"{name} not exposed by the driver for neuron_device {device_ranges(devices)}")
         body: dict[str, Any] = {K.NEURON_DEVICES: list(entries.values())}
         if errors:
             body["error"] = "; ".join(errors)
@@ -298,19 +298,6 @@ def _core_entry(entry: dict[str, Any], device: int, phys: int, lnc: int, logical
     if core is None:
         core = cores[key] = {}
     return core
-
-
-def _ranges(devices: list[int]) -> str:
-    parts: list[str] = []
-    start = prev = devices[0]
-    for d in [*devices[1:], None]:
-        if d is not None and d == prev + 1:
-            prev = d
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if d is not None:
-            start = prev = d
-    return ",".join(parts)
 
 
 GROUP = NeuronDeviceTelemetry

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-from neuron_monitor.groups.base import GroupError, SystemGroup
+from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron.sysfs import DriverTree
 
@@ -127,7 +127,8 @@ class NeuronHwCounters(SystemGroup):
             for device in [d for d in self._files if d not in values]:
                 self._drop(device)
         errors = [
-            f"{name} not exposed by the driver for neuron_device {_ranges(devs)}" for name, devs in missing.items()
+            f"{name} not exposed by the driver for neuron_device {device_ranges(devs)}"
+            for name, devs in missing.items()
         ]
         return values, errors
 
@@ -172,19 +173,6 @@ class NeuronHwCounters(SystemGroup):
         self._fast = None
         for device in list(self._files):
             self._drop(device)
-
-
-def _ranges(devices: list[int]) -> str:
-    parts: list[str] = []
-    start = prev = devices[0]
-    for d in [*devices[1:], None]:
-        if d is not None and d == prev + 1:
-            prev = d
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if d is not None:
-            start = prev = d
-    return ",".join(parts)
 
 
 GROUP = NeuronHwCounters
