@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from neuron_monitor import __version__
-from neuron_monitor.cli_common import ArgumentParser, add_verbosity, setup_logging
+from neuron_monitor.cli_common import ArgumentParser, add_verbosity, positive_int, setup_logging
 from neuron_monitor.config import ConfigError, Plan, load_plan, plan_warnings
 from neuron_monitor.config_watch import ConfigFileWatcher
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT, InstanceInfoSource
@@ -40,16 +40,6 @@ log = logging.getLogger("neuron_monitor")
 STOP_GRACE_SECONDS = 1.2  # time allowed to finish the line being written after SIGTERM/SIGINT
 STOP_DEADLINE_SECONDS = 1.8  # after SIGTERM/SIGINT the process is gone by then, orderly or not
 RELOAD_SETTLE_SECONDS = 0.25  # SIGHUPs and file changes within this window make one reload
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
 
 
 def _positive_float(text: str) -> float:
@@ -74,17 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="write one report, then exit")
     p.add_argument("--root", default="/", metavar="DIR", help="read every host file below this directory (e.g. /host)")
     p.add_argument("--simulate", metavar="SHAPE", help="run against a temporary simulated host (e.g. trn1.32xlarge)")
-    p.add_argument("--sim-runtimes", type=_positive_int, default=None, metavar="N", help="simulated runtimes")
+    p.add_argument("--sim-runtimes", type=positive_int, default=None, metavar="N", help="simulated runtimes")
     p.add_argument("--seed", type=int, default=0, help="simulator seed")
     p.add_argument("--record", metavar="FILE", help="also append every report to this recording (rotated)")
     p.add_argument(
         "--record-max-bytes",
-        type=_positive_int,
+        type=positive_int,
         default=64 * 1024 * 1024,
         metavar="BYTES",
         help="rotate the recording when it reaches this size (default 64 MiB)",
     )
-    p.add_argument("--record-keep", type=_positive_int, default=5, metavar="K", help="rotated files to keep")
+    p.add_argument("--record-keep", type=positive_int, default=5, metavar="K", help="rotated files to keep")
     p.add_argument(
         "--imds-endpoint",
         default=os.environ.get("NEURON_MONITOR_IMDS_ENDPOINT", DEFAULT_ENDPOINT),
@@ -132,7 +122,8 @@ def _fail(message: str, code: int) -> int:
 
 
 @contextlib.contextmanager
-def _root_for(args: argparse.Namespace) -> Iterator[str]:
+def host_root(args: argparse.Namespace) -> Iterator[str]:
+    """The directory to read the host below: ``--root``, or a temporary simulated host for ``--simulate``."""
     if not args.simulate:
         yield args.root
         return
@@ -148,16 +139,20 @@ def _root_for(args: argparse.Namespace) -> Iterator[str]:
         yield str(sim.root)
 
 
+def instance_source(args: argparse.Namespace, root: RootFS) -> InstanceInfoSource | SimulatedInstanceInfo:
+    """Where ``instance_info`` comes from for these options: the simulated shape under ``--simulate`` (never the
+    network: off EC2 the metadata address hangs or says 403), else EC2 instance metadata unless disabled."""
+    if args.simulate:
+        return SimulatedInstanceInfo(args.simulate)
+    imds_enabled = not args.no_imds and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true"
+    return InstanceInfoSource(args.imds_endpoint, args.imds_timeout, enabled=imds_enabled, root=root)
+
+
 class Daemon:
     def __init__(self, args: argparse.Namespace, plan: Plan, root: RootFS) -> None:
         self.args = args
         self.backend = open_backend(root)
-        self.instance: InstanceInfoSource | SimulatedInstanceInfo
-        if args.simulate:  # the simulated shape, never the network: off EC2 the metadata address hangs or says 403
-            self.instance = SimulatedInstanceInfo(args.simulate)
-        else:
-            imds_enabled = not args.no_imds and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true"
-            self.instance = InstanceInfoSource(args.imds_endpoint, args.imds_timeout, enabled=imds_enabled, root=root)
+        self.instance = instance_source(args, root)
         extras: dict[str, Any] = {}
         self.k8s = None
         if args.k8s_info:
@@ -287,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan = load_plan(args.config_file)
         _warn_about(plan)
-        with _root_for(args) as root:
+        with host_root(args) as root:
             daemon = Daemon(args, plan, RootFS(root))
             try:
                 code = asyncio.run(daemon.run())

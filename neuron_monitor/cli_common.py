@@ -65,6 +65,17 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see --help)\n")
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
 def add_verbosity(parser: argparse.ArgumentParser, default: int, short: bool = False) -> None:
     """``--verbose`` / ``--log-level`` (and ``-v`` when ``short``), stored as ``verbose``."""
     names = ["--verbose", "--log-level"] + (["-v"] if short else [])

@@ -15,42 +15,29 @@ import os
 import stat
 import sys
 import time
-from typing import Any, NoReturn
+from typing import Any
 
 from neuron_monitor import __version__
+from neuron_monitor.cli import host_root
+from neuron_monitor.cli_common import ArgumentParser, positive_int
 from neuron_monitor.config import ConfigError
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT
 from neuron_monitor.top.controls import ViewState
 from neuron_monitor.top.layout import Frame, plain, render
 from neuron_monitor.top.model import screen_from_report
-from neuron_monitor.top.sources import CollectSource, Replay, StreamSource, host_root, top_plan
+from neuron_monitor.top.sources import CollectSource, Replay, StreamSource, top_plan
 
 PROG = "neuron-monitor-top"
 ONCE_WIDTH = 120  # columns of a --once snapshot written to a pipe or file (COLUMNS overrides)
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog=PROG, description="Live terminal view of Neuron devices, NeuronCores and runtimes.")
+    p = ArgumentParser(prog=PROG, description="Live terminal view of Neuron devices, NeuronCores and runtimes.")
     src = p.add_argument_group("report source (default: collect in this process every 1 s)")
     src.add_argument("-c", "--config-file", metavar="FILE", help="neuron-monitor configuration to collect with")
     src.add_argument("--root", default=None, metavar="DIR", help="read every host file below DIR (e.g. /host)")
     src.add_argument("--simulate", metavar="SHAPE", help="collect from a temporary simulated host (e.g. trn2.48xlarge)")
-    src.add_argument("--sim-runtimes", type=_positive_int, default=None, metavar="N", help="simulated runtimes")
+    src.add_argument("--sim-runtimes", type=positive_int, default=None, metavar="N", help="simulated runtimes")
     src.add_argument("--seed", type=int, default=0, help="simulator seed")
     src.add_argument("--no-imds", action="store_true", help="do not query EC2 instance metadata")
     src.add_argument(
@@ -66,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--once", action="store_true", help="print one plain-text snapshot and exit")
     out.add_argument("--view", choices=("d", "c", "r"), default="d", help="first view: devices, cores or runtimes")
     out.add_argument("--filter", default="", metavar="REGEX", help="show only runtimes whose tag matches REGEX")
-    out.add_argument("--width", type=_positive_int, default=None, metavar="N", help="--once: columns (default 120)")
+    out.add_argument("--width", type=positive_int, default=None, metavar="N", help="--once: columns (default 120)")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
 

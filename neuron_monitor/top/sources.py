@@ -18,7 +18,6 @@ import asyncio
 import bisect
 import contextlib
 import dataclasses
-import os
 import threading
 import zlib
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from typing import Any, BinaryIO, Protocol
 
 import orjson
 
-from neuron_monitor.config import ConfigError, Plan, load_plan
+from neuron_monitor.config import Plan, load_plan
 from neuron_monitor.exporters.stream import validate_report
 from neuron_monitor.schema.read import read_report
 
@@ -68,35 +67,18 @@ def top_plan(config_file: str | None) -> Plan:
     )
 
 
-@contextlib.contextmanager
-def host_root(args: argparse.Namespace) -> Iterator[str]:
-    """The directory to read the host below: ``--root``, or a temporary simulated host for ``--simulate``."""
-    if not args.simulate:
-        yield args.root
-        return
-    from neuron_monitor.sim.temporary import TemporarySimulator
-
-    try:
-        sim = TemporarySimulator(args.simulate, runtimes=args.sim_runtimes, seed=args.seed)
-    except (KeyError, ValueError) as e:
-        raise ConfigError(f"--simulate: {e.args[0] if e.args else e}") from None
-    with sim:
-        yield str(sim.root)
-
-
 class CollectSource:
     """Collects reports in this process with the daemon's scheduler; each report goes to the feed."""
 
     def __init__(self, args: argparse.Namespace, plan: Plan, root: str) -> None:
-        from neuron_monitor.host.imds import InstanceInfoSource
+        from neuron_monitor.cli import instance_source
         from neuron_monitor.host.rootfs import RootFS
         from neuron_monitor.neuron.backend import open_backend
         from neuron_monitor.scheduler import Collector, Scheduler
 
         rootfs = RootFS(root)
         self.backend = open_backend(rootfs)
-        imds = not args.no_imds and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true"
-        self.instance = InstanceInfoSource(args.imds_endpoint, args.imds_timeout, enabled=imds, root=rootfs)
+        self.instance = instance_source(args, rootfs)
         self.collector = Collector(rootfs, plan, self.backend.apps, self.backend.hardware_info, self.instance.get)
         self.scheduler = Scheduler(self.collector, self._write)
         self.collector.add_extra("neuron_monitor", self.scheduler.self_report)
