@@ -103,6 +103,8 @@ def first_line_s(cmd: list[str]) -> tuple[float, bytes]:
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
     line = proc.stdout.readline()
+    if line == b"\n":  # the daemon's resync newline comes before its first report, in the same write
+        line = proc.stdout.readline()
     took = time.monotonic() - t
     proc.terminate()
     proc.wait(timeout=30)
