@@ -3,6 +3,10 @@
 Yields each valid report as a dict. A line that is not JSON, not a JSON object, has a wrong top-level type, or
 exceeds ``max_line_bytes`` is counted in ``StreamStats`` and skipped (logged at most once per ``log_interval``
 seconds); the stream never raises on input. EOF ends the iteration; ``stats.eof`` tells it happened.
+
+Two ways in: iterate a ``ReportStream`` over a blocking file (pull), or push the chunks an event loop read into
+a ``LineBuffer`` and hand each line to ``ReportStream.decode`` (push; the Prometheus exporter reads stdin on its
+event loop this way). Both count and skip the same lines.
 """
 
 from __future__ import annotations
@@ -90,11 +94,32 @@ class ReportStream:
                 rest = self._f.readline(1024 * 1024)
                 if not rest or rest.endswith(b"\n"):
                     break
-            self.stats.oversize_lines += 1
-            self.stats.lines += 1
-            self._bad(f"line longer than {self.max_line_bytes} bytes")
+            self.oversize()
             return b""
         return line
+
+    def oversize(self) -> None:
+        """Count a line longer than ``max_line_bytes`` (already discarded)."""
+        self.stats.oversize_lines += 1
+        self.stats.lines += 1
+        self._bad(f"line longer than {self.max_line_bytes} bytes")
+
+    def decode(self, line: bytes) -> dict[str, Any] | None:
+        """The report on one line, or None (counted when the line is not blank) for anything else."""
+        if not line.strip():
+            return None
+        self.stats.lines += 1
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            self._bad(f"invalid JSON: {e}")
+            return None
+        why = validate_report(obj)
+        if why:
+            self._bad(why)
+            return None
+        self.stats.reports += 1
+        return obj  # type: ignore[no-any-return]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         while True:
@@ -102,19 +127,56 @@ class ReportStream:
             if line is None:
                 self.stats.eof = True
                 return
-            if not line:
-                continue
-            if not line.strip():
-                continue
-            self.stats.lines += 1
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError as e:
-                self._bad(f"invalid JSON: {e}")
-                continue
-            why = validate_report(obj)
-            if why:
-                self._bad(why)
-                continue
-            self.stats.reports += 1
-            yield obj
+            report = self.decode(line) if line else None
+            if report is not None:
+                yield report
+
+
+class LineBuffer:
+    """Lines from a byte stream pushed in chunks: ``feed`` returns the complete lines (without their newline);
+    a line longer than ``max_line_bytes`` is dropped while it streams in (never held whole) and returned as
+    ``None`` once its newline (or the end of input) arrives. ``finish`` returns the last line at end of input."""
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._dropping = False
+
+    def feed(self, data: bytes) -> list[bytes | None]:
+        lines: list[bytes | None] = []
+        start = 0
+        find = data.find
+        while (end := find(b"\n", start)) >= 0:
+            if self._dropping:
+                lines.append(None)
+                self._dropping = False
+            elif self._parts:
+                size = self._size + end - start
+                lines.append(b"".join([*self._parts, data[start:end]]) if size <= self.max_line_bytes else None)
+                self._parts.clear()
+                self._size = 0
+            else:
+                lines.append(data[start:end] if end - start <= self.max_line_bytes else None)
+            start = end + 1
+        if start < len(data) and not self._dropping:
+            self._size += len(data) - start
+            if self._size > self.max_line_bytes:
+                self._parts.clear()
+                self._size = 0
+                self._dropping = True
+            else:
+                self._parts.append(data[start:] if start else data)
+        return lines
+
+    def finish(self) -> list[bytes | None]:
+        """The unterminated last line, if any (``None`` if it was too long)."""
+        if self._dropping:
+            self._dropping = False
+            return [None]
+        if not self._parts:
+            return []
+        line = b"".join(self._parts)
+        self._parts.clear()
+        self._size = 0
+        return [line]

@@ -12,11 +12,11 @@ and the Neuron series stop once the last report is stale.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import math
 import signal
 import sys
-import threading
 from types import FrameType
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
@@ -27,6 +27,7 @@ from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name
 from neuron_monitor.exporters.prometheus.app import ExporterApp
 from neuron_monitor.exporters.prometheus.auth import BasicAuth
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.ingest import StdinIngest
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH
 from neuron_monitor.exporters.prometheus.server import HTTPFront
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
@@ -201,22 +202,26 @@ def main(argv: list[str] | None = None) -> int:
     app.front = server
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop)
-    try:
-        server.start()
-        scheme = "HTTPS" if tls else "HTTP"
-        log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
-        for report in stream:
-            state.apply(report)
+    stopped_by_eof = False
+
+    def at_eof() -> None:
+        nonlocal stopped_by_eof
         state.close_input()
         log.warning("stdin closed after %d reports; /healthz now fails", stream.stats.reports)
         if args.exit_on_eof:
-            return 1
-        threading.Event().wait()
+            stopped_by_eof = True
+            server.stop_running()
+
+    def ready(loop: asyncio.AbstractEventLoop) -> None:
+        scheme = "HTTPS" if tls else "HTTP"
+        log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
+        StdinIngest(sys.stdin.buffer, stream, state.apply, at_eof).attach(loop)
+
+    try:
+        server.run(ready)  # HTTP and stdin on this thread's event loop (see ingest.py)
     except SystemExit:  # SIGINT or SIGTERM: a clean stop
-        pass
-    finally:
-        server.stop()
-    return 0
+        return 0
+    return 1 if stopped_by_eof else 0
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from neuron_monitor import __version__
-from neuron_monitor.exporters.prometheus.exposition import OPENMETRICS_EOF, render_families, render_metrics
+from neuron_monitor.exporters.prometheus.exposition import OPENMETRICS_EOF, SampleRenderer, render_metrics
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
 from neuron_monitor.exporters.prometheus.state import ExporterState, View
 from neuron_monitor.exporters.stream import StreamStats
@@ -46,8 +46,9 @@ def _deflater(size: int) -> zlib._Compress:
 class RenderedReport:
     """The Neuron part of the scrape body for one served report (or for none), rendered lazily per format."""
 
-    def __init__(self, view: View, families: Sequence[Family]) -> None:
+    def __init__(self, view: View, families: Sequence[Family], renderer: SampleRenderer) -> None:
         self.shaped = view.shaped
+        self.renderer = renderer
         self.serving = view.serving
         self.families = families
         self._text: dict[bool, bytes] = {}
@@ -62,7 +63,7 @@ class RenderedReport:
         with self._lock:
             body = self._text.get(openmetrics)
             if body is None:
-                body = render_families(self.families, openmetrics).encode("utf-8")
+                body = self.renderer.render(self.families, openmetrics).encode("utf-8")
                 self._text[openmetrics] = body
                 self.renders += 1
             return body
@@ -86,6 +87,7 @@ class ExporterCollector(Collector):
         self.stream_stats = stream_stats or StreamStats()
         self._rendered: RenderedReport | None = None
         self._lock = threading.Lock()
+        self.renderer = SampleRenderer()  # keeps each series' label text from report to report
 
     def collect(self) -> Iterator[Metric]:
         """client_python's collector interface: the same metrics as ``scrape``, from one view of the state."""
@@ -98,13 +100,13 @@ class ExporterCollector(Collector):
         with self._lock:
             cached = self._rendered
             if cached is None or not cached.matches(view):
-                cached = RenderedReport(view, self.served_families(view))
+                cached = RenderedReport(view, self.served_families(view), self.renderer)
                 self._rendered = cached
             return cached
 
     def tail(self, view: View, others: Sequence[Collector], openmetrics: bool) -> bytes:
         """The per-scrape part: self-metrics, then ``others``' metrics, then OpenMetrics' EOF."""
-        text = render_families(self.self_families(view), openmetrics)
+        text = self.renderer.render(self.self_families(view), openmetrics)
         text += render_metrics([m for c in others for m in c.collect()], openmetrics)
         if openmetrics:
             text += OPENMETRICS_EOF

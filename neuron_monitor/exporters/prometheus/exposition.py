@@ -4,11 +4,21 @@ client_python validates, sorts and escapes label names again on every line, whic
 report's scrape (figures in docs/prometheus.md). ``render_families`` writes the same bytes (same label order,
 escaping and float formatting; a test holds it to client_python's output) by sorting each family's label names
 once. Both the Prometheus text format 0.0.4 and OpenMetrics 1.0.0 are supported.
+
+``SampleRenderer.render`` is its fast twin for the families of report after report: a series keeps its label
+set from one report to the next, so the text of each sample line up to its value (``name{labels} ``) is kept
+per family and label values, and only the values are formatted (``format_values``: ``repr`` in bulk, Go's
+exponent form only where it differs). It writes exactly what ``render_families`` writes (an equivalence test
+holds them together).
 """
 
 from __future__ import annotations
 
+import math
+import threading
+from array import array
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.exposition import generate_latest
@@ -39,11 +49,7 @@ def render_families(families: Iterable[Family], openmetrics: bool) -> str:
     fmt = _format_float
     for fam in families:
         sample_name = fam.sample_name
-        if openmetrics:
-            header, kind = fam.name, fam.kind
-        else:
-            header, kind = sample_name, ("gauge" if fam.kind == INFO else fam.kind)
-        append(f"# HELP {header} {_escape_help(fam.help, openmetrics)}\n# TYPE {header} {kind}\n")
+        append(_help_lines(fam, openmetrics))
         names = fam.labelnames
         created = fam.created
         if not names:
@@ -67,6 +73,94 @@ def render_families(families: Iterable[Family], openmetrics: bool) -> str:
             label_text[values] = "{" + '",'.join([p + esc(values[i]) for p, i in pairs]) + '"}'
         _created_lines(out, fam, label_text, openmetrics)
     return "".join(out)
+
+
+def _help_lines(fam: Family, openmetrics: bool) -> str:
+    if openmetrics:
+        header, kind = fam.name, fam.kind
+    else:
+        header, kind = fam.sample_name, ("gauge" if fam.kind == INFO else fam.kind)
+    return f"# HELP {header} {_escape_help(fam.help, openmetrics)}\n# TYPE {header} {kind}\n"
+
+
+def format_values(values: Iterable[float]) -> list[str]:
+    """Each value as ``floatToGoString`` writes it (the fast twin of mapping it): ``repr`` in bulk, and Go's
+    exponent form for the values it applies to (1e6 and above) or the special forms (NaN, infinities)."""
+    floats = list(map(float, values))
+    texts = list(map(float.__repr__, floats))
+    total = sum(floats)
+    if total - total == 0.0 and (not floats or max(floats) < 1e6):  # all finite and below Go's exponent range
+        return texts
+    fmt = _format_float
+    return [t if -math.inf < v < 1e6 else fmt(v) for v, t in zip(floats, texts, strict=True)]
+
+
+@dataclass(slots=True)
+class _KeptFamily:
+    """A family's sample lines as last rendered: its series, their line heads, the values' bits, the text."""
+
+    keys: list[tuple[str, ...]]
+    heads: list[str]
+    bits: bytes
+    text: str
+
+
+class SampleRenderer:
+    """Renders families as ``render_families`` does, keeping each family's lines from one call to the next.
+
+    Per family (sample name and label names) it keeps the series' label values, the text of each line up to its
+    value (``name{labels} ``), the values' exact bits and the lines. A family whose series and values are the
+    same as last time is served from that text; one whose values changed gets only its values formatted; new
+    series get their head built once. What is kept is the newest version of each family, so it stays bounded by
+    one report's series."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, tuple[str, ...]], _KeptFamily] = {}
+        self._help: dict[tuple[str, str, str, bool], str] = {}
+        self._lock = threading.Lock()
+
+    def render(self, families: Iterable[Family], openmetrics: bool) -> str:
+        out: list[str] = []
+        with self._lock:
+            for fam in families:
+                if fam.created is not None:
+                    out.append(render_families((fam,), openmetrics))
+                    continue
+                key = (fam.name, fam.kind, fam.help, openmetrics)
+                help_text = self._help.get(key)
+                if help_text is None:
+                    help_text = self._help[key] = _help_lines(fam, openmetrics)
+                out.append(help_text)
+                if fam.samples:
+                    out.append(self._lines(fam))
+        return "".join(out)
+
+    def _lines(self, fam: Family) -> str:
+        samples = fam.samples
+        keys = list(samples)
+        bits = array("d", samples.values()).tobytes()  # exact: tells -0.0 from 0.0, and NaN from a number
+        where = (fam.sample_name, fam.labelnames)
+        kept = self._kept.get(where)
+        if kept is not None and kept.keys == keys:
+            if kept.bits == bits:
+                return kept.text
+            heads = kept.heads
+        else:
+            known = dict(zip(kept.keys, kept.heads, strict=True)) if kept is not None else {}
+            heads = [known.get(values) or _line_head(fam, values) for values in keys]
+        text = "\n".join(map(str.__add__, heads, format_values(samples.values()))) + "\n"
+        self._kept[where] = _KeptFamily(keys, heads, bits, text)
+        return text
+
+
+def _line_head(fam: Family, values: tuple[str, ...]) -> str:
+    """A sample line up to its value: ``name{labels} `` with the label names sorted, as client_python writes."""
+    names = fam.labelnames
+    if not names:
+        return fam.sample_name + " "
+    order = sorted(range(len(names)), key=names.__getitem__)
+    labels = '",'.join([f'{names[i]}="{_escape_value(values[i])}' for i in order])
+    return f'{fam.sample_name}{{{labels}"}} '
 
 
 def _created_lines(out: list[str], fam: Family, label_text: dict[tuple[str, ...], str], openmetrics: bool) -> None:

@@ -346,6 +346,30 @@ class HTTPFront:
             self.auth_pending -= 1
 
     # --- lifecycle
+    def run(self, ready: Callable[[asyncio.AbstractEventLoop], None] | None = None) -> None:
+        """Serve on the calling thread until ``stop_running`` (or an exception out of a callback, such as a
+        signal handler's ``SystemExit``) ends the loop; ``ready(loop)`` runs once the listener is up."""
+        asyncio.set_event_loop(self.loop)
+        try:
+            self._server = self.loop.run_until_complete(self._serve())
+            if ready is not None:
+                ready(self.loop)
+            self.loop.run_forever()
+        finally:
+            self._close_all()
+
+    def stop_running(self) -> None:
+        """End ``run`` (call on the loop thread)."""
+        self.loop.stop()
+
+    def _close_all(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.abort()
+        self.auth_pool.shutdown(wait=False, cancel_futures=True)
+        self.sock.close()
+
     def start(self) -> None:
         ready = threading.Event()
         failure: list[BaseException] = []

@@ -1,0 +1,111 @@
+"""The fast renderer (``SampleRenderer``, ``format_values``) writes exactly what its careful twin writes.
+
+``render_families`` is held to client_python's output elsewhere; here the renderer that keeps each family's lines
+between scrapes must match it scrape after scrape, while series come and go, values change (including -0.0, NaN,
+infinities, integers and values in Go's exponent range) and label values need escaping.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.utils import floatToGoString
+
+from neuron_monitor.exporters.prometheus.exposition import SampleRenderer, format_values, render_families
+from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
+from neuron_monitor.exporters.prometheus.state import ExporterState
+from tests.exporters.prometheus.prom_reports import runtime, trn2_report
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "reports"
+
+values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1e6, 999999.9999, 1e16, 1e11, 123456789.0, 5e-324, -1e7]),
+    st.integers(min_value=-(10**12), max_value=10**12),
+)
+label_values = st.text(alphabet=st.sampled_from(["a", "0", '"', "\\", "\n", "é", " ", "-"]), max_size=4)
+
+
+def _family(name: str, kind: str, names: tuple[str, ...], samples: dict[tuple[str, ...], float]) -> Family:
+    return Family(name, kind, f"help of {name} with \\ and\nnewline", names, samples)
+
+
+@st.composite
+def report_sequences(draw: st.DrawFn) -> list[list[Family]]:
+    """A few scrapes of the same families whose series and values change between scrapes."""
+    shapes = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from([GAUGE, COUNTER, INFO]),
+                st.lists(st.sampled_from(["b", "a", "zz", "c"]), unique=True, max_size=3),
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
+    scrapes = []
+    for _ in range(draw(st.integers(1, 4))):
+        fams = []
+        for i, (kind, names) in enumerate(shapes):
+            keys = draw(st.lists(st.tuples(*[label_values for _ in names]), unique=True, max_size=5))
+            fams.append(_family(f"fam{i}", kind, tuple(names), {k: draw(values) for k in keys}))
+        scrapes.append(fams)
+    return scrapes
+
+
+@settings(max_examples=300, deadline=None)
+@given(report_sequences())
+def test_renderer_matches_its_careful_twin_scrape_after_scrape(scrapes: list[list[Family]]) -> None:
+    renderer = SampleRenderer()
+    for families in scrapes:
+        for openmetrics in (False, True):
+            assert renderer.render(families, openmetrics) == render_families(families, openmetrics)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(values, max_size=20))
+def test_format_values_is_float_to_go_string(vals: list[float]) -> None:
+    assert format_values(vals) == [floatToGoString(v) for v in vals]
+
+
+def test_sign_of_zero_and_nan_are_not_mistaken_for_unchanged_values() -> None:
+    renderer = SampleRenderer()
+    for value in (0.0, -0.0, 0.0, math.nan, math.nan, math.inf, 1.0):
+        fam = [_family("x", GAUGE, ("a",), {("1",): value})]
+        assert renderer.render(fam, False) == render_families(fam, False)
+
+
+def _real_report_sequence() -> list[dict[str, object]]:
+    reports: list[dict[str, object]] = []
+    for path in sorted(FIXTURES.glob("*.json*")):
+        for line in path.read_bytes().splitlines():
+            if line.strip():
+                reports.append(orjson.loads(line))
+    for i in range(6):  # runtimes come and go, counts and values change
+        rts = [
+            runtime(100 + d, f"job-{d}", [2 * d, 2 * d + 1], completed=i * d, utilization=10.0 * i)
+            for d in range(i % 4 + 1)
+        ]
+        reports.append(trn2_report(rts, report_time=1.7e9 + i, ecc=i % 2))
+    return reports
+
+
+def test_served_reports_render_as_the_careful_twin_does() -> None:
+    state = ExporterState()
+    renderer = SampleRenderer()
+    rendered = 0
+    for report in _real_report_sequence():
+        if not state.apply(report):
+            continue
+        view = state.view()
+        assert view.shaped is not None
+        for openmetrics in (False, True):
+            assert renderer.render(view.shaped.families, openmetrics) == render_families(
+                view.shaped.families, openmetrics
+            )
+        rendered += 1
+    assert rendered >= 6
