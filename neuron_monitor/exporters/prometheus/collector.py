@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 from neuron_monitor import __version__
 from neuron_monitor.exporters.prometheus.exposition import OPENMETRICS_EOF, SampleRenderer, render_metrics
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
+from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
 from neuron_monitor.exporters.prometheus.state import ExporterState, View
 from neuron_monitor.exporters.stream import StreamStats
 
@@ -105,12 +106,22 @@ class ExporterCollector(Collector):
             return cached
 
     def tail(self, view: View, others: Sequence[Collector], openmetrics: bool) -> bytes:
-        """The per-scrape part: self-metrics, then ``others``' metrics, then OpenMetrics' EOF."""
-        text = self.renderer.render(self.self_families(view), openmetrics)
-        text += render_metrics([m for c in others for m in c.collect()], openmetrics)
+        """The per-scrape part: self-metrics, then ``others``' metrics, then OpenMetrics' EOF. Families from a
+        ``ProcessMetrics`` go through the renderer with the self-metrics; other collectors through
+        ``render_metrics``."""
+        families = self.self_families(view)
+        parts: list[str] = []
+        for collector in others:
+            if isinstance(collector, ProcessMetrics):
+                families += collector.families()
+                continue
+            parts.append(self.renderer.render(families, openmetrics))
+            families = []
+            parts.append(render_metrics(list(collector.collect()), openmetrics))
+        parts.append(self.renderer.render(families, openmetrics))
         if openmetrics:
-            text += OPENMETRICS_EOF
-        return text.encode("utf-8")
+            parts.append(OPENMETRICS_EOF)
+        return "".join(parts).encode("utf-8")
 
     def body(self, others: Sequence[Collector], openmetrics: bool, gzipped: bool) -> bytes:
         """One /metrics body, gzip-compressed (one gzip member) when ``gzipped``."""

@@ -1,0 +1,48 @@
+"""``ProcessMetrics`` serves what client_python's process, platform and GC collectors serve (its careful twins):
+the same families in the same order, names, types, help texts and labels, and the same values (those that move
+between two reads within their tolerance)."""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
+from prometheus_client.metrics_core import Metric
+
+from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
+
+MOVING = {  # values that may move between the two reads, and by how much
+    "process_virtual_memory_bytes": 64 * 1024 * 1024,
+    "process_resident_memory_bytes": 64 * 1024 * 1024,
+    "process_cpu_seconds_total": 5.0,
+    "process_open_fds": 4,
+    "python_gc_objects_collected_total": math.inf,
+    "python_gc_collections_total": math.inf,
+}
+
+
+def _samples(metrics: list[Metric]) -> list[tuple[str, str, str, tuple[tuple[str, str], ...], str, float]]:
+    return [
+        (m.name, m.type, m.documentation, tuple(sorted(s.labels.items())), s.name, s.value)
+        for m in metrics
+        for s in m.samples
+    ]
+
+
+def test_same_families_and_values_as_client_pythons_collectors() -> None:
+    ours = _samples(list(ProcessMetrics().collect()))
+    theirs = _samples([m for c in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR) for m in c.collect()])
+    assert [row[:5] for row in ours] == [row[:5] for row in theirs]
+    for mine, other in zip(ours, theirs, strict=True):
+        tolerance = MOVING.get(mine[4], 0.0)
+        assert abs(mine[5] - other[5]) <= tolerance, (mine, other)
+
+
+def test_without_proc_only_the_python_families_remain() -> None:
+    names = [f.name for f in ProcessMetrics(proc="/nonexistent").families()]
+    assert names == [
+        "python_info",
+        "python_gc_objects_collected",
+        "python_gc_objects_uncollectable",
+        "python_gc_collections",
+    ]
