@@ -9,7 +9,7 @@ else waits for the bounded bcrypt pool (``auth``, ``server``).
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,10 @@ from neuron_monitor.exporters.prometheus.state import ExporterState
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "dashboards" / "neuron-monitor.json"  # in a source checkout
 UNAUTHORIZED = plain(401, "Unauthorized", **{"WWW-Authenticate": 'Basic realm="neuron-monitor-prometheus"'})
+
+
+def _nothing() -> None:
+    pass
 
 
 class ExporterApp:
@@ -44,8 +48,10 @@ class ExporterApp:
         self.headers = headers or {}
         self.dashboard = dashboard if dashboard is not None and dashboard.is_file() else None
         self.front: HTTPFront | None = None  # set by the front that serves this app (for the bcrypt pool)
+        self.refresh: Callable[[], None] = _nothing  # applies reports that arrived (set by the CLI's stdin reader)
 
     def __call__(self, request: Request) -> Response | Coroutine[Any, Any, Response]:
+        self.refresh()
         path = request.path
         if path == "/healthz":
             view = self.state.view()

@@ -224,16 +224,21 @@ def main(argv: list[str] | None = None) -> int:
             stopped_by_eof = True
             server.stop_running()
 
+    ingest = StdinIngest(sys.stdin.buffer, stream, state.apply, at_eof)
+    app.refresh = ingest.refresh  # every request first applies the reports that have arrived
+
     def ready(loop: asyncio.AbstractEventLoop) -> None:
         quiet_gc()
         scheme = "HTTPS" if tls else "HTTP"
         log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
-        StdinIngest(sys.stdin.buffer, stream, state.apply, at_eof).attach(loop)
+        ingest.attach(loop)
 
     try:
         server.run(ready)  # HTTP and stdin on this thread's event loop (see ingest.py)
     except SystemExit:  # SIGINT or SIGTERM: a clean stop
         return 0
+    finally:
+        ingest.restore()
     return 1 if stopped_by_eof else 0
 
 

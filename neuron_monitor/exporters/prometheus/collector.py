@@ -7,12 +7,14 @@ A scrape body has three parts, in this order (the Neuron metrics fill the first 
 2. the ``neuron_exporter_*`` self-metrics, which change between reports (lines read, health, staleness);
 3. client_python's ``process_*``/``python_*`` collectors.
 
-Parts 2 and 3 are small and rendered per scrape. With gzip, part 1 is kept as a gzip header and a raw deflate
-stream flushed to a byte boundary (with its CRC-32 and length); a scrape appends the tail's own small deflate
-stream (ending in the final block) and the gzip trailer (the CRC continued over the tail), which is one valid
-gzip member (RFC 1951/1952). A scrape costs one small render, never the report's families again. Every scrape reads one
-``View`` of the state, so its parts describe the same report, and a report is never half-applied (``state``
-swaps whole snapshots). ``collect`` offers the same metrics through client_python's collector interface.
+Parts 2 and 3 are small and rendered per scrape. With gzip, the first scrape of a report compresses the whole
+body in one pass (Prometheus scrapes less often than reports arrive, so that is usually the only scrape of it).
+From its second scrape on, part 1 is kept as a gzip header and a raw deflate stream flushed to a byte boundary
+(with its CRC-32 and length); a scrape appends the tail's own small deflate stream (ending in the final block)
+and the gzip trailer (the CRC continued over the tail), which is one valid gzip member (RFC 1951/1952). A scrape
+costs one small render, never the report's families again. Every scrape reads one ``View`` of the state, so its
+parts describe the same report, and a report is never half-applied (``state`` swaps whole snapshots).
+``collect`` offers the same metrics through client_python's collector interface.
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ GZIP_LEVEL = 1  # the text compresses ~15x at level 1; higher levels cost 3-5x t
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # RFC 1952: deflate, no flags, no mtime, OS unknown
 
 
-def _deflater(size: int) -> zlib._Compress:
-    """A raw deflate compressor sized for ``size`` bytes: the window and hash table need not exceed the input,
-    and setting up a full-size one (256 kB of state) costs more than compressing a small tail."""
+def _deflater(size: int, gzip_wrapper: bool = False) -> zlib._Compress:
+    """A raw deflate compressor (or a whole gzip member's, with ``gzip_wrapper``) sized for ``size`` bytes: the
+    window and hash table need not exceed the input, and setting up a full-size one (256 kB of state) costs more
+    than compressing a small tail."""
     window_bits = min(max(size.bit_length(), 9), 15)
-    return zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -window_bits, min(max(window_bits - 7, 1), 8))
+    wbits = window_bits + 16 if gzip_wrapper else -window_bits
+    return zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, wbits, min(max(window_bits - 7, 1), 8))
 
 
 class RenderedReport:
@@ -56,6 +60,7 @@ class RenderedReport:
         self._gzip: dict[bool, tuple[bytes, int, int]] = {}
         self._lock = threading.Lock()
         self.renders = 0
+        self._scrapes: set[bool] = set()  # the formats (OpenMetrics or not) served gzip-compressed at least once
 
     def matches(self, view: View) -> bool:
         return self.shaped is view.shaped and self.serving == view.serving
@@ -68,6 +73,14 @@ class RenderedReport:
                 self._text[openmetrics] = body
                 self.renders += 1
             return body
+
+    def scraped(self, openmetrics: bool) -> bool:
+        """Whether this report was served compressed in this format before (and so may be again: then its
+        compressed head is kept); marks it served."""
+        with self._lock:
+            seen = openmetrics in self._scrapes
+            self._scrapes.add(openmetrics)
+            return seen
 
     def gzip(self, openmetrics: bool) -> tuple[bytes, int, int]:
         """(gzip header + raw deflate of the Neuron part, ending on a byte boundary; its CRC-32; its length)."""
@@ -89,6 +102,7 @@ class ExporterCollector(Collector):
         self._rendered: RenderedReport | None = None
         self._lock = threading.Lock()
         self.renderer = SampleRenderer()  # keeps each series' label text from report to report
+        self._kept_self: tuple[tuple[object, ...], str] | None = None  # (what the self-metrics show, their text)
 
     def collect(self) -> Iterator[Metric]:
         """client_python's collector interface: the same metrics as ``scrape``, from one view of the state."""
@@ -109,8 +123,8 @@ class ExporterCollector(Collector):
         """The per-scrape part: self-metrics, then ``others``' metrics, then OpenMetrics' EOF. Families from a
         ``ProcessMetrics`` go through the renderer with the self-metrics; other collectors through
         ``render_metrics``."""
-        families = self.self_families(view)
-        parts: list[str] = []
+        parts: list[str] = [self._self_text(view, openmetrics)]
+        families: list[Family] = []
         for collector in others:
             if isinstance(collector, ProcessMetrics):
                 families += collector.families()
@@ -130,6 +144,9 @@ class ExporterCollector(Collector):
         tail = self.tail(view, others, openmetrics)
         if not gzipped:
             return rendered.text(openmetrics) + tail
+        if not rendered.scraped(openmetrics):  # usually the only scrape of this report: one pass over it all
+            whole = _deflater(len(rendered.text(openmetrics)) + len(tail), gzip_wrapper=True)
+            return whole.compress(rendered.text(openmetrics)) + whole.compress(tail) + whole.flush()
         head, crc, length = rendered.gzip(openmetrics)
         finish = _deflater(len(tail))
         deflated = finish.compress(tail) + finish.flush()  # Z_FINISH: the stream's final block
@@ -145,6 +162,29 @@ class ExporterCollector(Collector):
         if view.serving and view.shaped is not None:
             return view.shaped.families
         return ()
+
+    def _self_text(self, view: View, openmetrics: bool) -> str:
+        """The self-metrics' text, rebuilt only when something they show changed."""
+        stats = self.stream_stats
+        key = (
+            view.changes,
+            view.serving,
+            view.healthy,
+            view.interval,
+            view.window,
+            stats.lines,
+            stats.bad_lines,
+            stats.oversize_lines,
+            openmetrics,
+        )
+        with self._lock:
+            kept = self._kept_self
+            if kept is not None and kept[0] == key:
+                return kept[1]
+        text = self.renderer.render(self.self_families(view), openmetrics)
+        with self._lock:
+            self._kept_self = (key, text)
+        return text
 
     def self_families(self, view: View) -> list[Family]:
         """The ``neuron_exporter_*`` metrics of this view."""

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from neuron_monitor.exporters.prometheus.families import FamilySet
-from neuron_monitor.exporters.prometheus.labels import K8S_LABELS, PodMap
+from neuron_monitor.exporters.prometheus.labels import K8S_LABELS, PodMap, kept_string
 from neuron_monitor.exporters.prometheus.ledger import Totals
 from neuron_monitor.schema.spec import CORE_SCOPE, RUNTIME_SCOPE, PromFamily, PromSample
 
@@ -38,7 +38,7 @@ class ShapeContext:
 
     def device_of(self, core: str) -> str:
         if self.cores_per_device > 0 and core.isdigit():
-            return str(int(core) // self.cores_per_device)
+            return kept_string(str(int(core) // self.cores_per_device))
         return ""
 
     def samples_of(self, family: PromFamily) -> dict[Labels, float]:

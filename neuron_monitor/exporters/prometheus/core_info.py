@@ -15,6 +15,7 @@ from typing import Any
 
 from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.families import INFO
+from neuron_monitor.exporters.prometheus.labels import kept_string
 from neuron_monitor.exporters.prometheus.values import number
 
 FAMILY = "neuroncore"  # exposed as neuroncore_info
@@ -35,6 +36,6 @@ def shape_core_info(ctx: ShapeContext, hardware_info: dict[str, Any] | None) -> 
     samples = ctx.fams.family(FAMILY, INFO, HELP, (*ctx.inst_names, "neuroncore", "neuron_device_index")).samples
     cores = int(per_device)
     for device in range(int(devices)):
-        dev = str(device)
+        dev = kept_string(str(device))
         for core in range(device * cores, (device + 1) * cores):
-            samples[(*ctx.inst_values, str(core), dev)] = 1.0
+            samples[(*ctx.inst_values, kept_string(str(core)), dev)] = 1.0

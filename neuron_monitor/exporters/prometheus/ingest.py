@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import stat
 import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -25,10 +26,18 @@ from neuron_monitor.exporters.stream import LineBuffer, ReportStream
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 
 CHUNK = 256 * 1024  # one read: four trn2.48xlarge reports; the daemon's pipe holds up to 1 MiB
+READ_EVERY = 0.25  # seconds between reads of stdin while reports keep coming (see StdinIngest)
 
 
 class StdinIngest:
-    """Feeds the reports of ``fileobj`` to ``apply`` on ``loop``; calls ``at_eof`` (on the loop) at end of input."""
+    """Feeds the reports of ``fileobj`` to ``apply`` on ``loop``; calls ``at_eof`` (on the loop) at end of input.
+
+    A pipe (or socket) is read without blocking and at most every ``read_every`` seconds while reports keep
+    coming: the first report after a pause wakes the loop at once, later ones wait for the next tick, and every
+    HTTP request reads what has arrived first (``refresh``), so a scrape always serves the newest report. At 10
+    reports a second that is four wake-ups instead of ten, and each wake-up of an idle process costs more than
+    applying a small report. Our daemon's pipe holds at least four reports (it grows it), more than a tick's
+    worth at 0.1 s; a writer whose report does not fit the pipe waits for the next tick at most."""
 
     def __init__(
         self,
@@ -36,14 +45,19 @@ class StdinIngest:
         stream: ReportStream,
         apply: Callable[[dict[str, Any]], object],
         at_eof: Callable[[], None],
+        read_every: float = READ_EVERY,
     ) -> None:
         self.fileobj = fileobj
         self.stream = stream
         self.apply = apply
         self.at_eof = at_eof
+        self.read_every = read_every
         self.lines = LineBuffer(stream.max_line_bytes)
         self.polled = False  # True when read on the loop, False when a thread reads
+        self.closed = False
+        self._nonblocking = False  # O_NONBLOCK set by us (and cleared again by ``restore``)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._fd = -1
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -55,20 +69,67 @@ class StdinIngest:
             self.polled = True
         except (OSError, ValueError):  # a regular file or /dev/null (EPERM), or no usable descriptor
             threading.Thread(target=self._read_blocking, name="stdin", daemon=True).start()
+            return
+        mode = os.fstat(self._fd).st_mode
+        if (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and os.get_blocking(self._fd):
+            os.set_blocking(self._fd, False)  # a terminal stays blocking: read only when it is readable
+            self._nonblocking = True
+
+    def restore(self) -> None:
+        """Give stdin back as it was handed to us (blocking), for whoever shares it after we exit."""
+        if self._nonblocking:
+            with contextlib.suppress(OSError):
+                os.set_blocking(self._fd, True)
+
+    def refresh(self) -> None:
+        """Apply whatever has arrived (before answering a request); a no-op unless stdin is read without blocking."""
+        if self._nonblocking and not self.closed:
+            self._drain()
 
     def _readable(self) -> None:
-        try:
-            data = os.read(self._fd, CHUNK)
-        except BlockingIOError:
-            return
-        except OSError as e:
-            log.warning("reading stdin failed: %s", e)
-            data = b""
-        if data:
-            self._take(self.lines.feed(data))
+        self._drain()
+        if self.closed or not self._nonblocking:
             return
         assert self._loop is not None
+        self._loop.remove_reader(self._fd)  # until the next tick: see the class docstring
+        self._timer = self._loop.call_later(self.read_every, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        assert self._loop is not None
+        if self._drain():
+            self._timer = self._loop.call_later(self.read_every, self._tick)
+        elif not self.closed:
+            self._loop.add_reader(self._fd, self._readable)  # a pause: wake on the next report
+
+    def _drain(self) -> bool:
+        """Read and apply what stdin holds now (one read unless non-blocking); True if anything came."""
+        got = False
+        while True:
+            try:
+                data = os.read(self._fd, CHUNK)
+            except BlockingIOError:
+                return got
+            except OSError as e:
+                log.warning("reading stdin failed: %s", e)
+                data = b""
+            if not data:
+                self._end()
+                return got
+            got = True
+            self._take(self.lines.feed(data))
+            if len(data) < CHUNK or not self._nonblocking:
+                return got  # the pipe is (very likely) empty now; the next readiness or tick reads on
+
+    def _end(self) -> None:
+        assert self._loop is not None
+        self.closed = True
         self._loop.remove_reader(self._fd)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._take(self.lines.finish())
         self.stream.stats.eof = True
         self.at_eof()

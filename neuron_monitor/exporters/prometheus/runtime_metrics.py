@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.families import INFO
-from neuron_monitor.exporters.prometheus.labels import NO_POD
+from neuron_monitor.exporters.prometheus.labels import NO_POD, kept_string
 from neuron_monitor.exporters.prometheus.ledger import Subject
 from neuron_monitor.exporters.prometheus.values import MalformedReport
 from neuron_monitor.schema import names as N
@@ -25,7 +25,7 @@ class RuntimeShaper:
     def __init__(self, ctx: ShapeContext, entry: RuntimeEntry) -> None:
         self.ctx = ctx
         self.entry = entry
-        self.pid, self.tag = entry.pid_label, entry.tag
+        self.pid, self.tag = kept_string(entry.pid_label), kept_string(entry.tag)
         self.subject: Subject = ("rt", self.tag)
         self._core_labels: dict[str, tuple[str, ...]] = {}
         self.runtime_labels: tuple[str, ...] = ()
@@ -48,10 +48,11 @@ class RuntimeShaper:
         if labels is None:
             ctx = self.ctx
             pod = ctx.pods.core(core) if ctx.k8s else ()
+            name = kept_string(core)
             if ctx.core_device_label:
-                labels = (*ctx.inst_values, self.tag, *pod, core, ctx.device_of(core))
+                labels = (*ctx.inst_values, self.tag, *pod, name, ctx.device_of(core))
             else:
-                labels = (*ctx.inst_values, self.tag, *pod, core)
+                labels = (*ctx.inst_values, self.tag, *pod, name)
             self._core_labels[core] = labels
         return labels
 

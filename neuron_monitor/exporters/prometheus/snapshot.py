@@ -20,7 +20,7 @@ from neuron_monitor.exporters.prometheus.core_totals import shape_core_totals
 from neuron_monitor.exporters.prometheus.counting import count_report
 from neuron_monitor.exporters.prometheus.daemon_metrics import shape_daemon
 from neuron_monitor.exporters.prometheus.families import Family, FamilySet
-from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH, cap_strings
+from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH, LabelGuard, cap_strings
 from neuron_monitor.exporters.prometheus.labels import PodMap, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import CounterLedger, Totals
 from neuron_monitor.exporters.prometheus.runtime_metrics import RuntimeShaper
@@ -58,22 +58,25 @@ class Snapshot:
     group_errors: Counter[str] = field(default_factory=Counter)
     truncated_labels: int = 0  # strings shortened to the label cap when shaped
     read: Report | None = None  # the report as the counting pass read it (reused when shaping)
+    guard: LabelGuard | None = None  # the builder's check for label values over the cap (None: no cap)
     _shaped: Shaped | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def shaped(self) -> Shaped:
-        """The families of this report, shaped on first use (raises ``MalformedReport``). Strings longer than
-        the label cap are shortened first (see ``labelcap``; the ledger caps its keys the same way)."""
+        """The families of this report, shaped on first use (raises ``MalformedReport``). When a label value
+        is longer than the cap, the report's long strings are shortened and it is shaped again (see
+        ``labelcap``; the ledger caps its keys the same way)."""
         with self._lock:
             if self._shaped is None:
-                if self.options.max_label_length > 0:
-                    self.truncated_labels = cap_strings(self.report, self.options.max_label_length)
-                read = self.read
-                if read is None or self.truncated_labels:  # strings were shortened: read the report again
-                    read = read_report(self.report)
+                read = self.read if self.read is not None else read_report(self.report)
                 fams = shape(read, self.totals, self.options)
+                families = fams.families()
+                if self.guard is not None and self.guard.too_long(families):
+                    self.truncated_labels = cap_strings(self.report, self.options.max_label_length)
+                    fams = shape(read_report(self.report), self.totals, self.options)  # with the strings shortened
+                    families = fams.families()
                 self.read = None  # the families hold what is needed; drop the typed values
-                self._shaped = Shaped(tuple(fams.families()), fams.series_count())
+                self._shaped = Shaped(tuple(families), fams.series_count())
             return self._shaped
 
 
@@ -110,6 +113,8 @@ class SnapshotBuilder:
     def __init__(self, options: ShapeOptions | None = None) -> None:
         self.options = options or ShapeOptions()
         self.ledger = CounterLedger()
+        limit = self.options.max_label_length
+        self.guard = LabelGuard(limit) if limit > 0 else None
 
     def ingest(self, report: dict[str, Any]) -> Snapshot:
         """Count a report; raises ``MalformedReport`` (and changes nothing) if a counted value is mistyped."""
@@ -130,4 +135,5 @@ class SnapshotBuilder:
             groups_failed=frozenset(counted.groups_failed),
             group_errors=counted.group_errors,
             read=counted.read,
+            guard=self.guard,
         )

@@ -52,6 +52,7 @@ class View:
     interval: float
     window: float = 0.0
     age: float | None = None
+    changes: int = 0  # the state's change count when this view was taken (see ``ExporterState.changes``)
 
 
 class ExporterState:
@@ -81,6 +82,7 @@ class ExporterState:
         self.group_errors_total: Counter[str] = Counter()
         self.bad_input_total: Counter[str] = Counter()
         self.input_closed = False
+        self.changes = 0  # grows with every change the self-metrics show (a report, a rejection, bad input, EOF)
         self._lock = threading.Lock()  # guards the counters above against a concurrent view()
         self._last_reject_log = -1e18
         self._last_bad_log = -1e18
@@ -102,6 +104,7 @@ class ExporterState:
                 times.append(snapshot.report_time)
             self.group_errors_total.update(snapshot.group_errors)
             self.accepted_reports += 1
+            self.changes += 1
             self._received = now
             self._received_wall = self._wall()
             self._snapshot = snapshot
@@ -112,6 +115,7 @@ class ExporterState:
     def _count_bad(self, bad: Counter[str]) -> None:
         with self._lock:
             self.bad_input_total.update(bad)
+            self.changes += 1
         now = self._clock()
         if now - self._last_bad_log >= 60.0:
             log.warning("dropped or truncated bad input values: %s", ", ".join(f"{k}={v}" for k, v in bad.items()))
@@ -124,6 +128,7 @@ class ExporterState:
     def _reject(self, e: MalformedReport) -> None:
         with self._lock:
             self.rejected_reports += 1
+            self.changes += 1
         now = self._clock()
         if now - self._last_reject_log >= 60.0:
             log.warning("skipped a malformed report: %s", e)
@@ -155,7 +160,9 @@ class ExporterState:
             return self._good
 
     def close_input(self) -> None:
-        self.input_closed = True
+        with self._lock:
+            self.input_closed = True
+            self.changes += 1
 
     def interval(self) -> float:
         """The report interval: the median gap between recent ``report_time`` values, else the shortest period."""
@@ -179,9 +186,10 @@ class ExporterState:
         with self._lock:
             interval = self.interval()
             window = self.window()
+            changes = self.changes
         if served is None:
             reason = "stdin closed before any report" if self.input_closed else "no report received yet"
-            return View(None, None, False, False, reason, 0.0, interval, window)
+            return View(None, None, False, False, reason, 0.0, interval, window, changes=changes)
         snapshot, shaped, received, received_wall = served
         age = self._clock() - received
         fresh = age <= window
@@ -192,5 +200,14 @@ class ExporterState:
         else:
             reason = "ok"
         return View(
-            snapshot, shaped, fresh, fresh and not self.input_closed, reason, received_wall, interval, window, age
+            snapshot,
+            shaped,
+            fresh,
+            fresh and not self.input_closed,
+            reason,
+            received_wall,
+            interval,
+            window,
+            age,
+            changes,
         )
