@@ -1,0 +1,109 @@
+"""Reading stdin on the exporter's event loop (``StdinIngest``): pipes read without blocking and coalesced, a
+request reads what has arrived first, end of input once, and the thread fallback for a regular file; and the
+label guard that spares walking reports for over-long strings."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from neuron_monitor.exporters.prometheus.families import GAUGE, Family
+from neuron_monitor.exporters.prometheus.ingest import StdinIngest
+from neuron_monitor.exporters.prometheus.labelcap import LabelGuard
+from neuron_monitor.exporters.stream import ReportStream
+
+DEADLINE = 30.0
+
+
+def _line(i: int) -> bytes:
+    return orjson.dumps({"system_data": None, "report_time": 1.7e9 + i}) + b"\n"
+
+
+def _run_until(loop: asyncio.AbstractEventLoop, done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not done():
+        assert time.monotonic() < deadline, "condition not met before the deadline"
+        loop.run_until_complete(asyncio.sleep(0.01))
+
+
+def _ingest(fileobj: Any, read_every: float = 0.25) -> tuple[StdinIngest, list[float], list[int]]:
+    applied: list[float] = []
+    eofs: list[int] = []
+    stream = ReportStream(fileobj)
+    ingest = StdinIngest(
+        fileobj, stream, lambda r: applied.append(r["report_time"]), lambda: eofs.append(1), read_every
+    )
+    return ingest, applied, eofs
+
+
+def test_a_pipe_is_read_on_the_loop_and_a_request_reads_what_arrived() -> None:
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, eofs = _ingest(reader, read_every=3600.0)  # ticks never come within the test
+        ingest.attach(loop)
+        assert ingest.polled and not os.get_blocking(r)
+        os.write(w, _line(0))
+        _run_until(loop, lambda: applied == [1.7e9])  # the first report after a pause wakes the loop
+        os.write(w, _line(1) + _line(2)[:10])
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert applied == [1.7e9]  # within a tick: not read until a request or the tick
+        ingest.refresh()  # what a request does first
+        assert applied == [1.7e9, 1.7e9 + 1]  # the torn third line waits for its end
+        os.write(w, _line(2)[10:])
+        os.close(w)
+        ingest.refresh()  # the rest of the line (a short read: the end of input is seen by the next read)
+        ingest.refresh()
+        assert applied == [1.7e9, 1.7e9 + 1, 1.7e9 + 2] and eofs == [1]
+        ingest.refresh()
+        assert eofs == [1]
+        ingest.restore()
+        assert os.get_blocking(r)
+    loop.close()
+
+
+def test_reports_keep_flowing_between_requests() -> None:
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=0.05)
+        ingest.attach(loop)
+        for i in range(20):
+            os.write(w, _line(i))
+            loop.run_until_complete(asyncio.sleep(0.01))
+        _run_until(loop, lambda: len(applied) == 20)
+        assert applied == [1.7e9 + i for i in range(20)]
+        os.close(w)
+    loop.close()
+
+
+def test_a_regular_file_is_read_by_a_thread() -> None:
+    with tempfile.TemporaryFile() as f:
+        f.write(b"".join(_line(i) for i in range(5)) + b"not json\n")
+        f.seek(0)
+        loop = asyncio.new_event_loop()
+        reader = io.BufferedReader(f.raw if hasattr(f, "raw") else f)  # type: ignore[arg-type]
+        ingest, applied, eofs = _ingest(reader)
+        ingest.attach(loop)
+        assert not ingest.polled
+        _run_until(loop, lambda: eofs == [1])
+        assert applied == [1.7e9 + i for i in range(5)]
+        assert ingest.stream.stats.bad_lines == 1 and ingest.stream.stats.eof
+        loop.close()
+
+
+def test_label_guard_checks_new_series_only() -> None:
+    guard = LabelGuard(16)
+    fam = Family("f", GAUGE, "h", ("a",), {("short",): 1.0})
+    assert not guard.too_long([fam])
+    assert guard.too_long([Family("f", GAUGE, "h", ("a",), {("x" * 17,): 1.0})])
+    assert not guard.too_long([Family("f", GAUGE, "h", ("a",), {("x" * 16,): 1.0})])
+    assert not guard.too_long([Family("g", GAUGE, "h", (), {(): 1.0})])
+    assert not LabelGuard(0).too_long([Family("f", GAUGE, "h", ("a",), {("x" * 99,): 1.0})])
