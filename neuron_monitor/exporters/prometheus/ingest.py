@@ -26,18 +26,20 @@ from neuron_monitor.exporters.stream import LineBuffer, ReportStream
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 
 CHUNK = 256 * 1024  # one read: four trn2.48xlarge reports; the daemon's pipe holds up to 1 MiB
-READ_EVERY = 0.25  # seconds between reads of stdin while reports keep coming (see StdinIngest)
+READ_EVERY = 0.25  # seconds between reads of stdin while small reports keep coming (see StdinIngest)
+COALESCE_BELOW = 64 * 1024  # reads smaller than this are coalesced into ticks; larger ones are not
 
 
 class StdinIngest:
     """Feeds the reports of ``fileobj`` to ``apply`` on ``loop``; calls ``at_eof`` (on the loop) at end of input.
 
-    A pipe (or socket) is read without blocking and at most every ``read_every`` seconds while reports keep
-    coming: the first report after a pause wakes the loop at once, later ones wait for the next tick, and every
-    HTTP request reads what has arrived first (``refresh``), so a scrape always serves the newest report. At 10
-    reports a second that is four wake-ups instead of ten, and each wake-up of an idle process costs more than
-    applying a small report. Our daemon's pipe holds at least four reports (it grows it), more than a tick's
-    worth at 0.1 s; a writer whose report does not fit the pipe waits for the next tick at most."""
+    A pipe (or socket) is read without blocking. While small reports keep coming (less than ``COALESCE_BELOW``
+    bytes a read), it is read at most every ``read_every`` seconds: the first report after a pause wakes the loop
+    at once, later ones wait for the next tick, and every HTTP request reads what has arrived first
+    (``refresh``), so a scrape always serves the newest report. At 10 small reports a second that is four
+    wake-ups instead of ten, and each wake-up of an idle process costs more than applying a small report (our
+    daemon's pipe holds at least four reports, more than a tick's worth at 0.1 s). Larger reports are applied as
+    they arrive, so that a scrape never has to ingest several of them before it can answer."""
 
     def __init__(
         self,
@@ -87,9 +89,9 @@ class StdinIngest:
             self._drain()
 
     def _readable(self) -> None:
-        self._drain()
-        if self.closed or not self._nonblocking:
-            return
+        got = self._drain()
+        if self.closed or not self._nonblocking or got >= COALESCE_BELOW:
+            return  # large reports are applied as they arrive: a scrape then only shapes, never ingests
         assert self._loop is not None
         self._loop.remove_reader(self._fd)  # until the next tick: see the class docstring
         self._timer = self._loop.call_later(self.read_every, self._tick)
@@ -99,14 +101,15 @@ class StdinIngest:
         if self.closed:
             return
         assert self._loop is not None
-        if self._drain():
+        got = self._drain()
+        if 0 < got < COALESCE_BELOW:
             self._timer = self._loop.call_later(self.read_every, self._tick)
         elif not self.closed:
-            self._loop.add_reader(self._fd, self._readable)  # a pause: wake on the next report
+            self._loop.add_reader(self._fd, self._readable)  # a pause (or large reports): wake on the next one
 
-    def _drain(self) -> bool:
-        """Read and apply what stdin holds now (one read unless non-blocking); True if anything came."""
-        got = False
+    def _drain(self) -> int:
+        """Read and apply what stdin holds now (one read unless non-blocking); the number of bytes read."""
+        got = 0
         while True:
             try:
                 data = os.read(self._fd, CHUNK)
@@ -118,7 +121,7 @@ class StdinIngest:
             if not data:
                 self._end()
                 return got
-            got = True
+            got += len(data)
             self._take(self.lines.feed(data))
             if len(data) < CHUNK or not self._nonblocking:
                 return got  # the pipe is (very likely) empty now; the next readiness or tick reads on
