@@ -17,7 +17,7 @@ from neuron_monitor.groups.data_block_group import DataBlockGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
-from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use
+from neuron_monitor.neuron.deltas import DeltaTracker, DeviceDelta, cores_in_use
 from neuron_monitor.neuron.hardware import Topology
 
 _INDICES = (L.NC_TIME_IN_USE, L.NC_MAC_COUNT)
@@ -46,54 +46,83 @@ class NeuroncoreCounters(DataBlockGroup):
         data = app.data
         if not isinstance(data, AppData):
             return {"neuroncores_in_use": {}}
-        lnc, per_device, breakdown, group_name, phys_names = self._shape_of(data.topology)
-        cores: dict[int, dict[str, Any]] = {}
-        period = 0.0
-        for device, dd, dt, n, deltas in self._tracker.step(app):
-            period = max(period, dt)
-            busy, macs = deltas[:n], deltas[n:]  # per physical core: TIME_IN_USE, MAC_COUNT
-            if dt > 0:
-                scale = dt * 1e4
-                utils = [u if (u := b / scale) < 100.0 else 100.0 for b in busy]  # min(100.0, b / scale)
-                flops = [int(2 * m / dt) for m in macs]
-            else:
-                utils, flops = [0.0] * n, [0] * n
-            first = device * per_device
-            used = cores_in_use(dd, busy)
-            if lnc == 1:  # the mean and sum of one physical core are its own values
-                for phys in used:
-                    cores[first + phys] = {"neuroncore_utilization": utils[phys], "flops": flops[phys]}
-                continue
-            if len(used) == n and lnc == 2 and n % 2 == 0 and breakdown:  # trn2 with every core in use
-                name0, name1 = phys_names[0], phys_names[1]
-                for k in range(0, n, 2):
-                    u0, u1 = utils[k], utils[k + 1]
-                    cores[first + k // 2] = {
-                        "neuroncore_utilization": sum((u0, u1)) / 2,  # as sum() of a list: the same float
-                        "flops": flops[k] + flops[k + 1],
-                        group_name: {name0: {"neuroncore_utilization": u0}, name1: {"neuroncore_utilization": u1}},
-                    }
-                continue
-            if len(used) == n and n % lnc == 0:  # every core in use: logical core k is physical k*lnc..
-                members: Any = [range(k, k + lnc) for k in range(0, n, lnc)]
-            else:
-                grouped: dict[int, list[int]] = {}
-                for phys in used:
-                    grouped.setdefault(phys // lnc, []).append(phys)
-                members = grouped.values()
-            for physical in members:
-                entry: dict[str, Any] = {
-                    "neuroncore_utilization": sum([utils[p] for p in physical]) / len(physical),
-                    "flops": sum([flops[p] for p in physical]),
-                }
-                if breakdown:
-                    entry[group_name] = {phys_names[p % lnc]: {"neuroncore_utilization": utils[p]} for p in physical}
-                cores[first + physical[0] // lnc] = entry
-        keys = _KEYS if not cores or max(cores) < len(_KEYS) else [str(k) for k in range(max(cores) + 1)]
-        body: dict[str, Any] = {"neuroncores_in_use": {keys[k]: cores[k] for k in sorted(cores)}}
+        shape = self._shape_of(data.topology)
+        steps = self._tracker.step(app)
+        in_use = cores_fast(steps, shape) if len(steps) == 1 else None
+        if in_use is None:
+            in_use = cores_careful(steps, shape)
+        body: dict[str, Any] = {"neuroncores_in_use": in_use}
+        period = max([dt for _, _, dt, _, _ in steps], default=0.0)
         if period > 0:
             body["period"] = round(period, 9)
         return body
+
+
+def cores_fast(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any] | None:
+    """`cores_careful` for the usual case on LNC=2 chips (Trn2): one device, its physical cores in pairs, each busy
+    during a period that has a length. One loop over the logical cores, keys made in order; None in any other
+    case (the careful twin then decides)."""
+    lnc, per_device, breakdown, group_name, phys_names = shape
+    device, _dd, dt, n, deltas = steps[0]
+    if lnc != 2 or not breakdown or dt <= 0 or n % 2 or not all(deltas[:n]):
+        return None
+    first = device * per_device
+    if first + n // 2 > len(_KEYS):
+        return None
+    scale = dt * 1e4
+    name0, name1 = phys_names[0], phys_names[1]
+    cores: dict[str, Any] = {}
+    for k in range(0, n, 2):
+        u0 = deltas[k] / scale
+        if u0 >= 100.0:
+            u0 = 100.0
+        u1 = deltas[k + 1] / scale
+        if u1 >= 100.0:
+            u1 = 100.0
+        cores[_KEYS[first + (k >> 1)]] = {
+            "neuroncore_utilization": sum((u0, u1)) / 2,  # as the careful twin's sum() of a list: the same float
+            "flops": int(2 * deltas[n + k] / dt) + int(2 * deltas[n + k + 1] / dt),
+            group_name: {name0: {"neuroncore_utilization": u0}, name1: {"neuroncore_utilization": u1}},
+        }
+    return cores
+
+
+def cores_careful(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any]:
+    """``neuroncores_in_use`` from the per-device deltas of TIME_IN_USE and MAC_COUNT: every core the app uses on
+    each device (see `cores_in_use`), keyed by its flat logical index as a string, in ascending order."""
+    lnc, per_device, breakdown, group_name, phys_names = shape
+    cores: dict[int, dict[str, Any]] = {}
+    for device, dd, dt, n, deltas in steps:
+        busy, macs = deltas[:n], deltas[n:]  # per physical core: TIME_IN_USE, MAC_COUNT
+        if dt > 0:
+            scale = dt * 1e4
+            utils = [u if (u := b / scale) < 100.0 else 100.0 for b in busy]  # min(100.0, b / scale)
+            flops = [int(2 * m / dt) for m in macs]
+        else:
+            utils, flops = [0.0] * n, [0] * n
+        first = device * per_device
+        used = cores_in_use(dd, busy)
+        if lnc == 1:  # the mean and sum of one physical core are its own values
+            for phys in used:
+                cores[first + phys] = {"neuroncore_utilization": utils[phys], "flops": flops[phys]}
+            continue
+        if len(used) == n and n % lnc == 0:  # every core in use: logical core k is physical k*lnc..
+            members: Any = [range(k, k + lnc) for k in range(0, n, lnc)]
+        else:
+            grouped: dict[int, list[int]] = {}
+            for phys in used:
+                grouped.setdefault(phys // lnc, []).append(phys)
+            members = grouped.values()
+        for physical in members:
+            entry: dict[str, Any] = {
+                "neuroncore_utilization": sum([utils[p] for p in physical]) / len(physical),
+                "flops": sum([flops[p] for p in physical]),
+            }
+            if breakdown:
+                entry[group_name] = {phys_names[p % lnc]: {"neuroncore_utilization": utils[p]} for p in physical}
+            cores[first + physical[0] // lnc] = entry
+    keys = _KEYS if not cores or max(cores) < len(_KEYS) else [str(k) for k in range(max(cores) + 1)]
+    return {keys[k]: cores[k] for k in sorted(cores)}
 
 
 GROUP = NeuroncoreCounters

@@ -1,9 +1,15 @@
-"""neuroncore_counters: utilization and FLOPS from time-in-use and MAC deltas, flat core keys, the v3d breakdown."""
+"""neuroncore_counters: utilization and FLOPS from time-in-use and MAC deltas, flat core keys, the v3d breakdown;
+the fast logical-core pass against its careful twin."""
 
 from __future__ import annotations
 
-from neuron_monitor.groups.neuroncore_counters import NeuroncoreCounters
+import orjson
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from neuron_monitor.groups.neuroncore_counters import NeuroncoreCounters, cores_careful, cores_fast
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.deltas import DeviceDelta
 from tests.neuron.appdata import TRN1, TRN2, app_with, counters
 
 MEM = {22: 4096}  # some device memory on the core: the app uses it
@@ -45,3 +51,47 @@ def test_gone_app_reports_final_counts_once_and_is_forgotten() -> None:
     out = g.collect([], [final])
     assert out[a.pid]["neuroncores_in_use"]["0"]["neuroncore_utilization"] == 50.0
     assert g._tracker._prev == {}
+
+
+@st.composite
+def _device_steps(draw: st.DrawFn) -> tuple[list[DeviceDelta], tuple[int, int, bool, str, tuple[str, ...]]]:
+    """One device's deltas as DeltaTracker.step gives them, with a topology shape; edges included (zero busy,
+    odd core counts, no period, huge counts, LNC 1 and chips without a breakdown)."""
+    usual = draw(st.booleans())  # half the cases in the fast pass's domain: LNC 2, a breakdown, cores in pairs
+    n = draw(st.integers(1, 8)) * 2 if usual else draw(st.integers(1, 16))
+    lnc = 2 if usual else draw(st.sampled_from([1, 2, 4]))
+    breakdown = usual or (lnc > 1 and draw(st.booleans()))
+    names = tuple(f"nc_v3.{i}" for i in range(lnc)) if breakdown else ()
+    device = draw(st.integers(0, 63))
+    some = (
+        st.integers(1, 2 * 10**7) if usual or draw(st.booleans()) else st.one_of(st.just(0), st.integers(1, 2 * 10**7))
+    )
+    busy = draw(st.lists(some, min_size=n, max_size=n))
+    macs = draw(st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n))
+    dt = draw(st.sampled_from([0.0, 1e-9, 0.1, 0.100289447, 1.0, 300.0]))
+    mem = {c: counters({22: 4096}) if draw(st.booleans()) else counters({}) for c in range(n)}
+    app = app_with(mem, t=1.0, device=device, topology=TRN2)
+    dd = app.data.devices[device]
+    return [(device, dd, dt, n, busy + macs)], (lnc, max(1, n // lnc), breakdown, "v3d", names)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_device_steps())
+def test_the_fast_logical_core_pass_gives_what_its_careful_twin_does(
+    case: tuple[list[DeviceDelta], tuple[int, int, bool, str, tuple[str, ...]]],
+) -> None:
+    steps, shape = case
+    fast = cores_fast(steps, shape)
+    if fast is not None:  # where it answers, exactly what the careful twin gives: keys, their order, types, digits
+        event("fast pass answered")
+        assert repr(fast) == repr(cores_careful(steps, shape))
+
+
+def test_the_fast_pass_takes_the_usual_trn2_case() -> None:
+    start = {c: counters({**MEM}) for c in range(8)}
+    g = NeuroncoreCounters(RootFS("/"))
+    g._tracker.step(app_with(start, t=0.0, topology=TRN2))
+    steps = g._tracker.step(app_with({c: counters({0: 50_000 + c, 29: 10**12 + c, **MEM}) for c in range(8)}, t=0.1))
+    shape = g._shape_of(TRN2)
+    assert cores_fast(steps, shape) is not None
+    assert orjson.dumps(cores_fast(steps, shape)) == orjson.dumps(cores_careful(steps, shape))
