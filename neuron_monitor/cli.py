@@ -171,7 +171,7 @@ class Daemon:
         self.writer = LineWriter(1, recorder)
         instance_info = InstanceInfoWithUltraServer(self.instance.get, UltraServerSource(root))
         self.collector = Collector(root, plan, self.backend.apps, self.backend.hardware_info, instance_info, extras)
-        self.scheduler = Scheduler(self.collector, self.writer.write)
+        self.scheduler = Scheduler(self.collector, self.writer.write, write_now=self.writer.write_now)
         self.collector.add_extra("neuron_monitor", self.scheduler.self_report)
         self.stop = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None

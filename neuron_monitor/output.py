@@ -1,6 +1,8 @@
 """The stdout writer: one report line at a time, from a dedicated thread, with back-pressure instead of buffering.
 
-`LineWriter.write(line)` resolves when the whole line reached the file descriptor (a pipe, file or tty). At most
+`LineWriter.write(line)` resolves when the whole line reached the file descriptor (a pipe, file or tty);
+`write_now(line)` writes it at once when that cannot block and says whether it did (the scheduler's timer writes
+its reports so, without a coroutine). At most
 one line is in flight: a slow reader makes the scheduler wait (and skip collection slots, whose counts then land
 in the next report), so memory stays bounded and no count is lost. A reader that went away raises `ReaderGone`.
 The optional recorder gets every line first, so a recording is complete even when no one reads stdout.
@@ -148,14 +150,23 @@ class LineWriter:
             slots += _slots(size)
         return slots if covered >= unread else self._capacity // PAGE
 
+    def write_now(self, line: bytes) -> bool:
+        """Write ``line`` at once on the caller's thread if that cannot block (the direct path above): True when
+        written; False when nothing was written and the line must go through `write`."""
+        out = self._fresh_line + line if self._fresh_line else line
+        if self.recorder is not None or not self._room_for(len(out)):
+            return False
+        self._write_all(out)
+        self._fresh_line = b""
+        self.direct_writes += 1
+        return True
+
     async def write(self, line: bytes) -> None:
+        if self.write_now(line):
+            return
         out = line
         if self._fresh_line:
             out, self._fresh_line = self._fresh_line + line, b""
-        if self.recorder is None and self._room_for(len(out)):
-            self._write_all(out)
-            self.direct_writes += 1
-            return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         self._q.put((line, out, fut, loop))

@@ -2,8 +2,8 @@
 
 Timing: each unit is due on a fixed grid ``start + k * period`` (no drift: 1 s for an hour gives 3600 reports).
 Everything due at a wake-up is collected in one go (on the loop while collections stay quick, in a worker
-thread once one was slow: see `Collector.collect`), then one report is assembled and awaited through the
-writer. While the writer is blocked (slow reader) nothing is collected; grid slots that passed meanwhile are
+thread once one was slow: see `Collector.collect`), then one report is assembled and written (by the timer
+callback itself when nothing has to be waited for: see `Scheduler`). While the writer is blocked (slow reader) nothing is collected; grid slots that passed meanwhile are
 skipped, and the next collection's deltas cover the whole gap, so no count is lost and at most one report is
 ever buffered. Each group's ``period`` is the measured interval since its previous collection.
 
@@ -194,22 +194,22 @@ class Collector:
         off the loop, so that signals and reloads are served while it waits. Either way it is one job, never two
         concurrent ones: the groups are Python code under one GIL, and two threads would only hand the GIL over
         at every file read."""
-        self.assembly.mark_stale()
-        system_due = [u for u in due if u.scope_index is None and u.type_name != HEARTBEAT]
-        runtime_due = [u for u in due if u.scope_index is not None]
-        now = self.clock()
-        refresh_hw = self._hardware_info is None or now - self._hardware_info_at >= HARDWARE_INFO_REFRESH
-        if refresh_hw:
-            self._hardware_info_at = now
-        if not (system_due or runtime_due or refresh_hw):
+        if self.on_loop:
+            self.collect_on_loop(due)
             return
-        if not self.on_loop:
-            await asyncio.get_running_loop().run_in_executor(
-                executor, self._collect_all, system_due, refresh_hw, runtime_due
-            )
+        self.assembly.mark_stale()
+        work = self._work(due)
+        if work is not None:
+            await asyncio.get_running_loop().run_in_executor(executor, self._collect_all, *work)
+
+    def collect_on_loop(self, due: list[_Unit]) -> None:
+        """`collect` while collections run on the event loop (``on_loop``): here and now, counting slow ones."""
+        self.assembly.mark_stale()
+        work = self._work(due)
+        if work is None:
             return
         started = time.monotonic()
-        self._collect_all(system_due, refresh_hw, runtime_due)
+        self._collect_all(*work)
         took = time.monotonic() - started
         self._collections += 1
         if took <= LOOP_BUDGET or self._collections == 1:
@@ -225,6 +225,19 @@ class Collector:
                 LOOP_BUDGET * 1000,
                 took * 1000,
             )
+
+    def _work(self, due: list[_Unit]) -> tuple[list[_Unit], bool, list[_Unit]] | None:
+        """What a collection of ``due`` does (system units, whether hardware info is refreshed, runtime units), or
+        None when there is nothing to do."""
+        system_due = [u for u in due if u.scope_index is None and u.type_name != HEARTBEAT]
+        runtime_due = [u for u in due if u.scope_index is not None]
+        now = self.clock()
+        refresh_hw = self._hardware_info is None or now - self._hardware_info_at >= HARDWARE_INFO_REFRESH
+        if refresh_hw:
+            self._hardware_info_at = now
+        if not (system_due or runtime_due or refresh_hw):
+            return None
+        return system_due, refresh_hw, runtime_due
 
     def _collect_all(self, system_due: list[_Unit], refresh_hw: bool, runtime_due: list[_Unit]) -> None:
         self.root.begin_collection()  # directories listed once per collection (the device listing)
@@ -329,7 +342,14 @@ def _wake(fut: asyncio.Future[None]) -> None:
 
 
 class Scheduler:
-    """Runs a Collector on its due-time grid and hands each report to ``write``."""
+    """Runs a Collector on its due-time grid and hands each report to ``write``.
+
+    With ``write_now`` (a write that happens at once or not at all, `LineWriter.write_now`) and the default
+    sleep, a report that nothing has to wait for is made by the timer callback that finds it due (`_tick_now`),
+    so the `run` task stays asleep: no task switch and one event-loop turn per report. `run` wakes only for
+    what must wait (a write the reader is not ready for, collections moved to the worker thread, a reload
+    holding the lock), for a failure, and to stop; it then finishes the report through `_tick`, the twin that
+    may await. Both make the same report from the same steps."""
 
     def __init__(
         self,
@@ -337,12 +357,18 @@ class Scheduler:
         write: Callable[[bytes], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] | None = None,
+        write_now: Callable[[bytes], bool] | None = None,
     ) -> None:
         self.collector = collector
         self.write = write
+        self.write_now = write_now if sleep is None else None  # a sleep of the caller's own makes no report
         self.clock = clock
         self._sleep = sleep or self._sleep_until_due_or_stopped
         self._wakeup: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._stop: asyncio.Event | None = None
+        self._unsent: tuple[list[_Unit], bytes] | None = None  # a report made by the timer, its write still due
+        self._failure: BaseException | None = None  # raised in a timer callback, re-raised by run
         self.executor = DaemonThreadExecutor("collect")  # one collection job at a time (see Collector.collect)
         self.reports = 0
         self.skipped_slots = 0
@@ -364,20 +390,45 @@ class Scheduler:
             "error": "",
         }
 
-    async def _tick(self, due: list[_Unit]) -> None:
-        c = self.collector
+    def _count_late(self, due: list[_Unit]) -> None:
         late = self.clock() - min(u.next_due for u in due)
         if late > max(LATE_AFTER, LATE_FRACTION * min(u.period for u in due)):
             self.late_collections += 1
-        t0 = time.monotonic()
-        await c.collect(due, self.executor)
-        self.last_collection_seconds = time.monotonic() - t0
-        line = rpt.encode(c.build_report())
-        await self.write(line)
-        c.retire_gone()
+
+    def _reported(self) -> None:
+        """A report went out."""
+        self.collector.retire_gone()
         self.reports += 1
         if self.after_report is not None:
             self.after_report()
+
+    async def _tick(self, due: list[_Unit]) -> None:
+        c = self.collector
+        self._count_late(due)
+        t0 = time.monotonic()
+        await c.collect(due, self.executor)
+        self.last_collection_seconds = time.monotonic() - t0
+        await self.write(rpt.encode(c.build_report()))
+        self._reported()
+
+    def _tick_now(self, due: list[_Unit]) -> bool:
+        """`_tick` without awaiting anything, when collections run on the loop: True when the report went out.
+        False when nothing was done (collections run in the worker thread), or when the report was made but its
+        write must wait: it is then left in ``_unsent`` for `run`."""
+        c = self.collector
+        if not c.on_loop:
+            return False
+        self._count_late(due)
+        t0 = time.monotonic()
+        c.collect_on_loop(due)
+        self.last_collection_seconds = time.monotonic() - t0
+        line = rpt.encode(c.build_report())
+        assert self.write_now is not None
+        if not self.write_now(line):
+            self._unsent = (due, line)
+            return False
+        self._reported()
+        return True
 
     def _advance(self, due: list[_Unit]) -> None:
         now = self.clock()
@@ -399,15 +450,41 @@ class Scheduler:
 
     async def _sleep_until_due_or_stopped(self, delay: float) -> None:
         """Sleep ``delay`` seconds, or less when stopped. One future and one timer: the cheapest wake-up asyncio
-        offers (``asyncio.wait`` with a timeout costs more CPU per report: docs/neuron-data.md)."""
+        offers (``asyncio.wait`` with a timeout costs more CPU per report: docs/neuron-data.md). With
+        ``write_now`` the timer makes every report it can itself (`_on_due`) and ends the sleep only for one it
+        cannot."""
         loop = asyncio.get_running_loop()
         self._wakeup = fut = loop.create_future()
-        timer = loop.call_later(delay, _wake, fut)
+        self._timer = loop.call_later(delay, self._on_due if self.write_now is not None else _wake, fut)
         try:
             await fut
         finally:
-            timer.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             self._wakeup = None
+
+    def _on_due(self, fut: asyncio.Future[None]) -> None:
+        """Timer callback: make the report that is due now (`_tick_now`) and set the timer for the next one; end
+        the sleep (``fut``) for anything that must wait or be seen by `run`."""
+        self._timer = None
+        if fut.done():
+            return
+        try:
+            if self.lock.locked() or self._unsent is not None or (self._stop is not None and self._stop.is_set()):
+                _wake(fut)
+                return
+            due = self.collector.due_units(self.clock())
+            if due:
+                if not self._tick_now(due):
+                    _wake(fut)
+                    return
+                self._advance(due)
+            delay = self.collector.next_due() - self.clock()
+            self._timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._on_due, fut)
+        except BaseException as e:  # ReaderGone, or a bug: run() raises it, as it would from _tick
+            self._failure = e
+            _wake(fut)
 
     def _stopped(self, _: object) -> None:
         if self._wakeup is not None:
@@ -415,16 +492,28 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         await self._start()
+        self._stop = stop
         stopped = asyncio.get_running_loop().create_task(stop.wait())  # one waiter for the whole run, not one per sleep
         stopped.add_done_callback(self._stopped)
         try:
-            while not stop.is_set():
-                delay = self.collector.next_due() - self.clock()
-                if delay > 0:
-                    await self._sleep(delay)
-                    if stop.is_set():
+            while self._unsent is not None or not stop.is_set():  # a report made is written, stopping or not
+                if self._unsent is None:
+                    delay = self.collector.next_due() - self.clock()
+                    if delay > 0:
+                        await self._sleep(delay)
+                    if self._failure is not None:
+                        failure, self._failure = self._failure, None
+                        raise failure
+                    if self._unsent is None and stop.is_set():
                         break
                 async with self.lock:
+                    if self._unsent is not None:  # made by the timer; the reader was not ready for it
+                        due, line = self._unsent
+                        self._unsent = None
+                        await self.write(line)
+                        self._reported()
+                        self._advance(due)
+                        continue
                     due = self.collector.due_units(self.clock())
                     if not due:
                         continue

@@ -17,6 +17,7 @@ from neuron_monitor.collection import groups as group_set_mod
 from neuron_monitor.config import plan_from_data
 from neuron_monitor.groups.base import RuntimeGroup, SystemGroup
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.output import ReaderGone
 from neuron_monitor.report import empty_hardware_info, empty_instance_info
 from neuron_monitor.scheduler import Collector, Scheduler
 
@@ -460,3 +461,73 @@ async def test_a_body_returned_unchanged_is_encoded_once_and_reported_as_is(monk
     apps.apps = [App(102, "serve")]
     await run_ticks(c, clock, 2, 1.0)
     assert {pid for _, pid, _ in c.assembly.reused} == {102}
+
+
+def _shape(value: Any) -> Any:
+    """A decoded report with every number replaced by its type: what two reports share when made the same way."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    return type(value).__name__
+
+
+async def test_reports_the_timer_makes_match_those_run_makes_and_every_count_arrives_once() -> None:
+    """The timer's own reports (`write_now` took the line) and those `run` finishes (it declined): the same keys
+    in the same order, the same types, and together every event counted exactly once."""
+    apps = FakeApps()
+    apps.apps = [App(7, "train")]
+    conf = {
+        "system_metrics": [{"type": "vcpu_usage", "period": "20ms"}],
+        "neuron_runtimes": [{"metrics": [{"type": "execution_stats", "period": "20ms"}]}],
+    }
+    c = make_collector(conf, apps)
+    stop = asyncio.Event()
+    lines: list[tuple[str, bytes]] = []
+    calls = itertools.count()
+
+    def record(path: str, line: bytes) -> None:
+        CountingSystemGroup.events += 2
+        CountingRuntimeGroup.totals[7] = CountingRuntimeGroup.totals.get(7, 0) + 5
+        lines.append((path, line))
+        if len(lines) == 12:
+            stop.set()
+
+    def write_now(line: bytes) -> bool:
+        if next(calls) % 3 == 2:  # the reader is not ready for every third line
+            return False
+        record("timer", line)
+        return True
+
+    async def write(line: bytes) -> None:
+        await asyncio.sleep(0.005)
+        record("run", line)
+
+    s = Scheduler(c, write, write_now=write_now)
+    await asyncio.wait_for(s.run(stop), timeout=30)
+    s.close()
+    reports = [(path, orjson.loads(line)) for path, line in lines]
+    assert {path for path, _ in reports} == {"timer", "run"}
+    shapes = {orjson.dumps(_shape(r)) for _, r in reports}
+    assert len(shapes) == 1
+    assert s.reports == len(lines)
+    switches = sum(r["system_data"]["vcpu_usage"]["context_switch_count"] for _, r in reports)
+    completed = sum(r["neuron_runtime_data"][0]["report"]["execution_stats"]["execution_summary"]["completed"]
+                    for _, r in reports)  # fmt: skip
+    assert switches == CountingSystemGroup.events - 2  # the last bump came after the last collection
+    assert completed == CountingRuntimeGroup.totals[7] - 5
+
+
+async def test_a_failure_in_the_timers_report_ends_run_as_one_in_runs_own_would() -> None:
+    c = make_collector({"system_metrics": [{"type": "vcpu_usage", "period": "20ms"}]}, FakeApps())
+
+    def write_now(line: bytes) -> bool:
+        raise ReaderGone()
+
+    async def write(line: bytes) -> None:
+        raise AssertionError("not reached")
+
+    s = Scheduler(c, write, write_now=write_now)
+    with pytest.raises(ReaderGone):
+        await asyncio.wait_for(s.run(asyncio.Event()), timeout=30)
+    s.close()
