@@ -3,9 +3,10 @@
 Timing: each unit is due on a fixed grid ``start + k * period`` (no drift: 1 s for an hour gives 3600 reports).
 Everything due at a wake-up is collected in one go (on the loop while collections stay quick, in a worker
 thread once one was slow: see `Collector.collect`), then one report is assembled and written (by the timer
-callback itself when nothing has to be waited for: see `Scheduler`). While the writer is blocked (slow reader) nothing is collected; grid slots that passed meanwhile are
-skipped, and the next collection's deltas cover the whole gap, so no count is lost and at most one report is
-ever buffered. Each group's ``period`` is the measured interval since its previous collection.
+callback itself when nothing has to be waited for: see `Scheduler`). While the writer is blocked (slow reader)
+nothing is collected; grid slots that passed meanwhile are skipped, and the next collection's deltas cover the
+whole gap, so no count is lost and at most one report is ever buffered. Each group's ``period`` is the
+measured interval since its previous collection.
 
 Runtime units share one application snapshot per wake-up. An application that vanishes stays in the report until
 each of its groups has run once more (reporting its final counts, marked fresh), then leaves.
