@@ -21,7 +21,7 @@ from neuron_monitor.app import App
 from neuron_monitor.groups.data_block_group import DataBlockGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
-from neuron_monitor.neuron.deltas import DeltaTracker, picker
+from neuron_monitor.neuron.deltas import DeltaTracker, DeviceDelta, Picker, picker
 
 _EXEC = tuple(c for _, c in L.EXECUTION_SUMMARY)
 _ERR = tuple(c for _, c in L.ERROR_SUMMARY)
@@ -55,9 +55,9 @@ class ExecutionStats(DataBlockGroup):
 
     def __init__(self, root: RootFS) -> None:
         super().__init__(root, DeltaTracker(_INDICES, often=1))  # completed changes all the time, the rest rarely
-        self._latency_pickers: dict[int, tuple[Any, Any]] = {}  # cores -> (device, total) latency pickers
+        self._latency_pickers: dict[int, tuple[Picker, Picker]] = {}  # cores -> (device, total) latency pickers
 
-    def _latencies(self, n: int) -> tuple[Any, Any]:
+    def _latencies(self, n: int) -> tuple[Picker, Picker]:
         pickers = self._latency_pickers.get(n)
         if pickers is None:
             pickers = self._latency_pickers[n] = (
@@ -67,42 +67,72 @@ class ExecutionStats(DataBlockGroup):
         return pickers
 
     def _body(self, app: App) -> dict[str, Any]:
-        totals: list[int] | None = None
-        device_lat: list[float] = []
-        total_lat: list[float] = []
-        period = 0.0
-        for _device, dd, dt, n, deltas in self._tracker.step(app):
-            if dt > period:
-                period = dt
-            per_counter = list(zip(*[iter(deltas)] * n, strict=True))  # one tuple of n core deltas per counter
-            sums = list(map(sum, per_counter))
-            if len(sums) < len(_INDICES):  # the rarely changing counts did not change
-                sums += _ZEROS[len(sums) :]
-            totals = sums if totals is None else list(map(add, totals, sums))
-            # the latest latencies of the cores that executed are the samples
-            pick_device, pick_total = self._latencies(n)
-            counters = dd.reading.counters
-            if all(per_counter[0]):  # every core completed executions (the usual case under load)
-                device_lat += [v / 1e6 for v in pick_device(counters) if v]
-                total_lat += [v / 1e6 for v in pick_total(counters) if v]
-                continue
-            executed = list(map(any, zip(*per_counter[:_N_EXEC], strict=True)))  # per core: did it execute?
-            if any(executed):
-                device_lat += [v / 1e6 for v in compress(pick_device(counters), executed) if v]
-                total_lat += [v / 1e6 for v in compress(pick_total(counters), executed) if v]
-        if totals is None:
-            totals = [0] * len(_INDICES)
-        body: dict[str, Any] = {
-            "error_summary": dict(zip(_ERR_NAMES, totals[_N_EXEC:], strict=True)),
-            "execution_summary": dict(zip(_EXEC_NAMES, totals[:_N_EXEC], strict=True)),
-            "latency_stats": {
-                "total_latency": percentiles(total_lat) if total_lat else None,
-                "device_latency": percentiles(device_lat) if device_lat else None,
-            },
-        }
+        steps = self._tracker.step(app)
+        body = None
+        if len(steps) == 1:
+            body = summary_fast(steps[0], self._latencies(steps[0][3]))
+        if body is None:
+            body = summary_careful(steps, self._latencies)
+        period = max([dt for _, _, dt, _, _ in steps], default=0.0)
         if period > 0:
             body["period"] = round(period, 9)
         return body
+
+
+def summary_fast(step: DeviceDelta, pickers: tuple[Picker, Picker]) -> dict[str, Any] | None:
+    """`summary_careful` for the usual case under load: one device, every core completed executions, and none of
+    the rarely changing outcome and error counts changed (the tracker then stops the deltas after ``completed``).
+    None in any other case (the careful twin then decides)."""
+    _device, dd, _dt, n, deltas = step
+    if len(deltas) != n or not all(deltas):
+        return None
+    pick_device, pick_total = pickers
+    counters = dd.reading.counters
+    device_lat = [v / 1e6 for v in pick_device(counters) if v]
+    total_lat = [v / 1e6 for v in pick_total(counters) if v]
+    return {
+        "error_summary": dict.fromkeys(_ERR_NAMES, 0),
+        "execution_summary": dict(zip(_EXEC_NAMES, (sum(deltas), *_ZEROS[1:_N_EXEC]), strict=True)),
+        "latency_stats": {
+            "total_latency": percentiles(total_lat) if total_lat else None,
+            "device_latency": percentiles(device_lat) if device_lat else None,
+        },
+    }
+
+
+def summary_careful(steps: list[DeviceDelta], latencies: Callable[[int], tuple[Picker, Picker]]) -> dict[str, Any]:
+    """``error_summary``, ``execution_summary`` and ``latency_stats`` from the per-device deltas of the mapped
+    counters (``latencies(cores)`` gives the pickers of the latest device and total latency of each core)."""
+    totals: list[int] | None = None
+    device_lat: list[float] = []
+    total_lat: list[float] = []
+    for _device, dd, _dt, n, deltas in steps:
+        per_counter = list(zip(*[iter(deltas)] * n, strict=True))  # one tuple of n core deltas per counter
+        sums = list(map(sum, per_counter))
+        if len(sums) < len(_INDICES):  # the rarely changing counts did not change
+            sums += _ZEROS[len(sums) :]
+        totals = sums if totals is None else list(map(add, totals, sums))
+        # the latest latencies of the cores that executed are the samples
+        pick_device, pick_total = latencies(n)
+        counters = dd.reading.counters
+        if all(per_counter[0]):  # every core completed executions (the usual case under load)
+            device_lat += [v / 1e6 for v in pick_device(counters) if v]
+            total_lat += [v / 1e6 for v in pick_total(counters) if v]
+            continue
+        executed = list(map(any, zip(*per_counter[:_N_EXEC], strict=True)))  # per core: did it execute?
+        if any(executed):
+            device_lat += [v / 1e6 for v in compress(pick_device(counters), executed) if v]
+            total_lat += [v / 1e6 for v in compress(pick_total(counters), executed) if v]
+    if totals is None:
+        totals = [0] * len(_INDICES)
+    return {
+        "error_summary": dict(zip(_ERR_NAMES, totals[_N_EXEC:], strict=True)),
+        "execution_summary": dict(zip(_EXEC_NAMES, totals[:_N_EXEC], strict=True)),
+        "latency_stats": {
+            "total_latency": percentiles(total_lat) if total_lat else None,
+            "device_latency": percentiles(device_lat) if device_lat else None,
+        },
+    }
 
 
 GROUP = ExecutionStats

@@ -1,9 +1,15 @@
-"""execution_stats: nearest-rank percentiles, null latency when nothing ran, counter mapping."""
+"""execution_stats: nearest-rank percentiles, null latency when nothing ran, counter mapping; the fast summary
+against its careful twin."""
 
 from __future__ import annotations
 
-from neuron_monitor.groups.execution_stats import ExecutionStats, percentiles
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from neuron_monitor.groups.execution_stats import _INDICES as INDICES
+from neuron_monitor.groups.execution_stats import ExecutionStats, percentiles, summary_careful, summary_fast
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.deltas import DeviceDelta
 from tests.neuron.appdata import app_with, counters
 
 
@@ -31,3 +37,32 @@ def test_deltas_and_latency() -> None:
     assert body["latency_stats"]["device_latency"]["p50"] == 0.0015  # core 1 did not execute: not sampled
     assert body["latency_stats"]["total_latency"]["p100"] == 0.0017
     assert body["period"] == 2.0
+
+
+@st.composite
+def _device_step(draw: st.DrawFn) -> DeviceDelta:
+    """One device's deltas as the group's tracker gives them: the frequent ``completed`` per core, then (when one
+    of them changed) the rare counts; latencies in the reading, zeros included."""
+    n = draw(st.integers(1, 16))
+    usual = draw(st.booleans())  # half the cases in the fast summary's domain: every core completed, nothing rare
+    completed = draw(st.lists(st.integers(1 if usual else 0, 10**9), min_size=n, max_size=n))
+    rare = (
+        []
+        if usual
+        else draw(st.lists(st.integers(0, 10**6), min_size=n * (len(INDICES) - 1), max_size=n * (len(INDICES) - 1)))
+    )
+    if not usual and draw(st.booleans()):
+        rare = []
+    lat = {c: counters({13: draw(st.integers(0, 10**7)), 14: draw(st.integers(0, 10**7))}) for c in range(n)}
+    app = app_with(lat, t=1.0)
+    return (0, app.data.devices[0], draw(st.sampled_from([0.0, 0.1, 2.5])), n, completed + rare)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_device_step())
+def test_the_fast_summary_gives_what_its_careful_twin_does(step: DeviceDelta) -> None:
+    g = ExecutionStats(RootFS("/"))
+    fast = summary_fast(step, g._latencies(step[3]))
+    if fast is not None:  # where it answers, exactly the careful twin's body: keys, their order, types, digits
+        event("fast summary answered")
+        assert repr(fast) == repr(summary_careful([step], g._latencies))
