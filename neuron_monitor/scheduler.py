@@ -171,9 +171,7 @@ class Collector:
             except Exception as e:
                 log.debug("runtime group %s failed", name, exc_info=True)
                 results = {pid: {"error": error_text(e)} for pid in scope.apps}
-        for pid, body in results.items():
-            if pid in scope.apps or pid in scope.gone:
-                self.assembly.put_runtime(index, pid, name, body, body.get("period", window))
+        self.assembly.put_runtime_group(index, name, results, window, scope)
         self.apps.reported(index, name, gone)
 
     def due_units(self, now: float) -> list[_Unit]:
