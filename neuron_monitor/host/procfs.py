@@ -48,6 +48,9 @@ def _cpu_counters(parts: list[bytes]) -> tuple[int, ...]:
     return vals
 
 
+_COMMAS = bytes.maketrans(b" \n", b",,")
+
+
 @functools.lru_cache(maxsize=8)
 def _time_columns(columns: int, cpus: int) -> tuple[bool, ...]:
     """Which numbers of a cpu block are the 8 time columns: every column of the aggregate row but guest time, then
@@ -64,7 +67,15 @@ def _parse_cpu_block_fast(block: bytes) -> tuple[tuple[int, ...], tuple[int, ...
     if not first or first[0] != b"cpu" or len(first) < 9:
         return None
     columns = len(first) - 1
-    body = block[3:].replace(b"\ncpu", b",").replace(b" ", b",").lstrip(b",")
+    # One pass: spaces and newlines become commas and the "cpu" of each row goes, when those are the only c, p
+    # and u in the block (checked by the lengths: then it is what replacing "\ncpu" and " " by "," gives).
+    rows = block.count(b"\n")
+    if block.count(b"\ncpu") != rows:
+        return None
+    body = block[3:].translate(_COMMAS, b"cpu")
+    if len(body) != len(block) - 3 - 3 * rows:
+        return None
+    body = body.lstrip(b",")
     if body.translate(None, b"0123456789,"):  # anything but digits and commas: not the kernel's layout
         return None
     try:

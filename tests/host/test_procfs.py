@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neuron_monitor.host.procfs import (
@@ -65,6 +65,25 @@ def test_stat_fast_path_equals_line_by_line(cpus: list[tuple[int, list[int]]]) -
     st_ = parse_stat(data)
     assert st_.cpu_ids == tuple(i for i, _ in cpus)
     assert st_.cpus == {i: tuple(r[:8]) for i, r in cpus}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(list("cpu \n0123456789,x\t-"))), max_size=4))
+def test_stat_fast_path_on_a_damaged_block_is_none_or_the_line_by_line_result(
+    damage: list[tuple[int, str]],
+) -> None:
+    """Stray characters anywhere in the cpu block (letters of "cpu" included): the one-array parse either declines
+    or gives exactly the line-by-line result; it never takes a damaged number as another."""
+    data = bytearray(_stat_bytes([0, 1, 3], [[1, 2, 3, 4, 5, 6, 7, 8, 0, 0], [10, 20, 30, 40, 50, 60, 70, 80, 9, 9],
+                                             [5, 5, 5, 5, 5, 5, 5, 5, 0, 0]]))  # fmt: skip
+    end = data.find(b"\nintr ")
+    for at, char in damage:
+        data.insert(at % end, ord(char))
+        end += 1
+    block = bytes(data[:end])
+    fast = _parse_cpu_block_fast(block)
+    if fast is not None:
+        assert fast == _parse_cpu_lines(block)
 
 
 @pytest.mark.parametrize("sep", ["  ", "\t"])
