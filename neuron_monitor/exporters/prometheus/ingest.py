@@ -27,14 +27,14 @@ log = logging.getLogger("neuron_monitor.exporters.prometheus")
 
 CHUNK = 256 * 1024  # one read: four trn2.48xlarge reports; the daemon's pipe holds up to 1 MiB
 READ_EVERY = 0.25  # seconds between reads of stdin while small reports keep coming (see StdinIngest)
-COALESCE_BELOW = 64 * 1024  # reads smaller than this are coalesced into ticks; larger ones are not
+LARGE_REPORT = 16 * 1024  # reports this long or longer are applied as they arrive; shorter ones coalesce
 
 
 class StdinIngest:
     """Feeds the reports of ``fileobj`` to ``apply`` on ``loop``; calls ``at_eof`` (on the loop) at end of input.
 
-    A pipe (or socket) is read without blocking. While small reports keep coming (less than ``COALESCE_BELOW``
-    bytes a read), it is read at most every ``read_every`` seconds: the first report after a pause wakes the loop
+    A pipe (or socket) is read without blocking. While small reports keep coming (under ``LARGE_REPORT`` bytes),
+    it is read at most every ``read_every`` seconds: the first report after a pause wakes the loop
     at once, later ones wait for the next tick, and every HTTP request reads what has arrived first
     (``refresh``), so a scrape always serves the newest report. At 10 small reports a second that is four
     wake-ups instead of ten, and each wake-up of an idle process costs more than applying a small report (our
@@ -57,6 +57,7 @@ class StdinIngest:
         self.lines = LineBuffer(stream.max_line_bytes)
         self.polled = False  # True when read on the loop, False when a thread reads
         self.closed = False
+        self.large = False  # the newest report was LARGE_REPORT bytes or more
         self._nonblocking = False  # O_NONBLOCK set by us (and cleared again by ``restore``)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -84,13 +85,14 @@ class StdinIngest:
                 os.set_blocking(self._fd, True)
 
     def refresh(self) -> None:
-        """Apply whatever has arrived (before answering a request); a no-op unless stdin is read without blocking."""
-        if self._nonblocking and not self.closed:
+        """Apply whatever small reports have arrived (before answering a request). A no-op unless stdin is read
+        without blocking and its reports are small: large ones are applied as they arrive, on the loop."""
+        if self._nonblocking and not self.closed and not self.large:
             self._drain()
 
     def _readable(self) -> None:
-        got = self._drain()
-        if self.closed or not self._nonblocking or got >= COALESCE_BELOW:
+        self._drain()
+        if self.closed or not self._nonblocking or self.large:
             return  # large reports are applied as they arrive: a scrape then only shapes, never ingests
         assert self._loop is not None
         self._loop.remove_reader(self._fd)  # until the next tick: see the class docstring
@@ -101,8 +103,7 @@ class StdinIngest:
         if self.closed:
             return
         assert self._loop is not None
-        got = self._drain()
-        if 0 < got < COALESCE_BELOW:
+        if self._drain() and not self.large:
             self._timer = self._loop.call_later(self.read_every, self._tick)
         elif not self.closed:
             self._loop.add_reader(self._fd, self._readable)  # a pause (or large reports): wake on the next one
@@ -140,6 +141,8 @@ class StdinIngest:
     def _take(self, lines: list[bytes | None]) -> None:
         stream, apply = self.stream, self.apply
         for line in lines:
+            if line:
+                self.large = len(line) >= LARGE_REPORT  # the newest report tells
             if line is None:
                 stream.oversize()
                 continue

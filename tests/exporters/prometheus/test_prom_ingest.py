@@ -69,6 +69,24 @@ def test_a_pipe_is_read_on_the_loop_and_a_request_reads_what_arrived() -> None:
     loop.close()
 
 
+def test_large_reports_are_applied_as_they_arrive_not_by_a_request() -> None:
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * 20_000}) + b"\n"
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=3600.0)
+        ingest.attach(loop)
+        os.write(w, big)
+        _run_until(loop, lambda: len(applied) == 1)
+        assert ingest.large
+        os.write(w, big)
+        ingest.refresh()  # a scrape does not ingest large reports first
+        assert len(applied) == 1
+        _run_until(loop, lambda: len(applied) == 2)  # the loop's reader stays armed: no tick to wait for
+        os.close(w)
+    loop.close()
+
+
 def test_reports_keep_flowing_between_requests() -> None:
     r, w = os.pipe()
     loop = asyncio.new_event_loop()
