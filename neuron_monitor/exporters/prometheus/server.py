@@ -3,7 +3,9 @@
 Design (issue 15's lean path and issue 20's hostile front are one):
 
 - **One event-loop thread** (``HTTPFront``) runs every connection as a small ``asyncio.Protocol``: no thread per
-  client. The listen backlog is ``backlog`` (1024; the kernel caps it at ``net.core.somaxconn``).
+  client. The listen backlog is ``backlog`` (1024; the kernel caps it at ``net.core.somaxconn``). ``run`` serves
+  on the calling thread (the exporter's main thread, whose loop also reads stdin: ``ingest``); ``start`` on a
+  thread of its own.
 - **Deadlines.** A request's head (request line and headers, at most ``max_header_bytes``) must arrive completely
   within ``header_timeout`` seconds of its first byte, and a keep-alive connection may idle ``idle_timeout``
   seconds between requests; a TLS handshake gets ``header_timeout`` too. A slow (slowloris) client is dropped
