@@ -1,6 +1,7 @@
 """Benchmark: the daemon against the floor (what reading its raw inputs costs), and its start-up (prints, never fails).
 
     python3 bench/bench_floor.py [--shape trn2.48xlarge] [--runtimes 16] [--reports 200] [--repeat 3]
+                                 [--against OTHER_CHECKOUT [--rounds 8]]
 
 1. The floor and the daemon, at the same time on the same simulated host, every group at 0.1 s. The floor is a
    process (``bench/bench_floor.py --floor-loop``) that, on the same 0.1 s grid, only reads what the daemon reads —
@@ -13,6 +14,10 @@
 2. Start-up: wall time from exec to the first report line on the simulator, for ``--once`` and for a normal start
    (median of ``--repeat``), beside the time ``python -c pass`` and ``python -c "import orjson"`` take (the
    interpreter's own floor), and the load average.
+3. With ``--against TREE`` (another checkout, e.g. ``git worktree add /tmp/old main~3``): ``--rounds`` rounds in
+   which this checkout's daemon, TREE's daemon and the floor run at the same time on the one simulator (which
+   daemon starts first alternates), printing this / TREE daemon CPU per round and the median: an A/B that a
+   drifting machine slows on both sides alike.
 """
 
 from __future__ import annotations
@@ -111,25 +116,48 @@ def first_line_s(cmd: list[str]) -> tuple[float, bytes]:
     return took, line
 
 
-def pair(daemon: list[str], floor: list[str], reports: int) -> tuple[RunFigures, RunFigures]:
-    """The daemon and the floor run at the same time, ``reports`` reports each."""
+def together(runs: list[tuple[str, list[str], Path]], reports: int) -> dict[str, RunFigures]:
+    """The (name, command, source tree) runs at the same time, ``reports`` reports each, started in list order."""
     out: dict[str, RunFigures] = {}
     errors: list[BaseException] = []
 
-    def run(name: str, cmd: list[str]) -> None:
+    def run(name: str, cmd: list[str], tree: Path) -> None:
         try:
-            out[name] = run_command(cmd, reports)
+            out[name] = run_command(cmd, reports, tree)
         except BaseException as e:  # reported by the caller
             errors.append(e)
 
-    threads = [threading.Thread(target=run, args=(n, c)) for n, c in (("daemon", daemon), ("floor", floor))]
+    threads = [threading.Thread(target=run, args=r) for r in runs]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     if errors:
         raise errors[0]
+    return out
+
+
+def pair(daemon: list[str], floor: list[str], reports: int) -> tuple[RunFigures, RunFigures]:
+    """The daemon and the floor run at the same time, ``reports`` reports each."""
+    out = together([("daemon", daemon, REPO), ("floor", floor, REPO)], reports)
     return out["daemon"], out["floor"]
+
+
+def against(daemon: list[str], floor: list[str], tree: Path, reports: int, rounds: int) -> None:
+    """Rounds of this checkout's daemon, ``tree``'s daemon and the floor at the same time; ratios printed."""
+    ratios: list[float] = []
+    print(f"\nthis checkout's daemon (new) beside {tree}'s (old) and the floor, {rounds} rounds of {reports} reports:")
+    for i in range(rounds):
+        runs = [("new", daemon, REPO), ("old", daemon, tree), ("floor", floor, REPO)]
+        if i % 2:
+            runs[0], runs[1] = runs[1], runs[0]
+        out = together(runs, reports)
+        new, old, fl = (out[k].cpu_ms_per_report for k in ("new", "old", "floor"))
+        ratios.append(new / old)
+        print(f"  round {i + 1}: new {new:.2f} ms, old {old:.2f} ms CPU/report -> new / old {ratios[-1]:.3f}; "
+              f"floor {fl:.2f} ms (new {new / fl:.2f} x, old {old / fl:.2f} x); "
+              f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(f"new / old, median of {rounds}: {statistics.median(ratios):.3f}")
 
 
 def main() -> int:
@@ -138,6 +166,8 @@ def main() -> int:
     ap.add_argument("--runtimes", type=int, default=16)
     ap.add_argument("--reports", type=int, default=200, help="reports per run (after the first)")
     ap.add_argument("--repeat", type=int, default=3, help="runs (median)")
+    ap.add_argument("--against", metavar="TREE", type=Path, help="also an A/B against the daemon of this checkout")
+    ap.add_argument("--rounds", type=int, default=8, help="rounds of the A/B (with --against)")
     ap.add_argument("--floor-loop", metavar="ROOT", help=argparse.SUPPRESS)
     ap.add_argument("--sample", metavar="FILE", help=argparse.SUPPRESS)
     ap.add_argument("--period", type=float, default=0.1, help=argparse.SUPPRESS)
@@ -189,6 +219,8 @@ def main() -> int:
             ratio = statistics.median(ratios)
             print(f"daemon / floor, median of {args.repeat}: {ratio:.2f} x (target <= 3.0: "
                   f"{'met' if ratio <= 3.0 else 'NOT met'})")  # fmt: skip
+            if args.against:
+                against(daemon, floor, args.against.resolve(), args.reports, args.rounds)
     finally:
         conf.unlink()
         sample.unlink()

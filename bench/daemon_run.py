@@ -66,17 +66,17 @@ def run_daemon(args: list[str], reports: int) -> RunFigures:
     return run_command([sys.executable, "-m", "neuron_monitor.cli", *args], reports)
 
 
-def run_command(cmd: list[str], reports: int) -> RunFigures:
-    """Start ``cmd`` (a process writing one line per report to stdout), skip its first line (start-up), count
-    CPU over the next ``reports`` lines."""
+def run_command(cmd: list[str], reports: int, tree: Path = REPO) -> RunFigures:
+    """Start ``cmd`` (a process writing one line per report to stdout) with the package imported from ``tree``
+    (this checkout unless told), skip its first line (start-up), count CPU over the next ``reports`` lines."""
     import time
 
     proc = subprocess.Popen(
         cmd,
-        cwd=REPO,
+        cwd=tree,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(tree)},
     )
     assert proc.stdout is not None
     try:
