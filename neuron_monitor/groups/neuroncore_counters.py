@@ -3,7 +3,10 @@
 Reads the per-core TIME_IN_USE (µs) and MAC_COUNT counters of the app's data blocks (neuron/apps.py) and returns
 ``neuroncores_in_use`` keyed by the flat logical core index (device x cores per device + core):
 ``neuroncore_utilization`` = Δ time in use / Δ wall time x 100 (for a logical core: the mean of its physical
-cores), ``flops`` = 2 x Δ MACs / Δ wall time (summed over its physical cores). With logical cores (LNC=2, e.g.
+cores), ``flops`` = 2 x Δ MACs / Δ wall time (summed over its physical cores). A rate above ``MAX_FLOPS`` per
+physical core (10,000 times a real one) can only come from a damaged counter: that core's ``flops`` is left out
+of the period's entry rather than reported (a 64-bit counter jump over 0.1 s is a number JSON encoders refuse,
+which would otherwise stop the daemon's report). With logical cores (LNC=2, e.g.
 trn2 "v3d") each entry also carries the physical breakdown as AWS prints it: ``"v3d": {"nc_v3.0":
 {"neuroncore_utilization": ..}, "nc_v3.1": {..}}``.
 """
@@ -19,10 +22,12 @@ from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
 from neuron_monitor.neuron.deltas import DeltaTracker, DeviceDelta, cores_in_use
 from neuron_monitor.neuron.hardware import Topology
+from neuron_monitor.schema.spec import MAX_FLOPS
 
 _INDICES = (L.NC_TIME_IN_USE, L.NC_MAC_COUNT)
 _Shape = tuple[int, int, bool, str, tuple[str, ...]]
 _KEYS = tuple(str(k) for k in range(L.MAX_CORES * 64))  # flat core index -> key string (64 devices' worth)
+MAX_MACS = MAX_FLOPS / 2  # MACs per second of one physical core beyond which its counter is taken as damaged
 
 
 class NeuroncoreCounters(DataBlockGroup):
@@ -69,6 +74,8 @@ def cores_fast(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any] | None
     first = device * per_device
     if first + n // 2 > len(_KEYS):
         return None
+    if max(deltas[n:]) > MAX_MACS * dt:
+        return None  # a damaged MAC counter: the careful twin leaves that core's flops out
     scale = dt * 1e4
     name0, name1 = phys_names[0], phys_names[1]
     cores: dict[str, Any] = {}
@@ -97,14 +104,17 @@ def cores_careful(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any]:
         if dt > 0:
             scale = dt * 1e4
             utils = [u if (u := b / scale) < 100.0 else 100.0 for b in busy]  # min(100.0, b / scale)
-            flops = [int(2 * m / dt) for m in macs]
+            flops: list[int | None] = [int(2 * m / dt) if m <= MAX_MACS * dt else None for m in macs]
         else:
             utils, flops = [0.0] * n, [0] * n
         first = device * per_device
         used = cores_in_use(dd, busy)
         if lnc == 1:  # the mean and sum of one physical core are its own values
             for phys in used:
-                cores[first + phys] = {"neuroncore_utilization": utils[phys], "flops": flops[phys]}
+                entry: dict[str, Any] = {"neuroncore_utilization": utils[phys], "flops": flops[phys]}
+                if entry["flops"] is None:
+                    del entry["flops"]
+                cores[first + phys] = entry
             continue
         if len(used) == n and n % lnc == 0:  # every core in use: logical core k is physical k*lnc..
             members: Any = [range(k, k + lnc) for k in range(0, n, lnc)]
@@ -114,10 +124,10 @@ def cores_careful(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any]:
                 grouped.setdefault(phys // lnc, []).append(phys)
             members = grouped.values()
         for physical in members:
-            entry: dict[str, Any] = {
-                "neuroncore_utilization": sum([utils[p] for p in physical]) / len(physical),
-                "flops": sum([flops[p] for p in physical]),
-            }
+            entry = {"neuroncore_utilization": sum([utils[p] for p in physical]) / len(physical)}
+            rates = [flops[p] for p in physical]
+            if None not in rates:
+                entry["flops"] = sum(rates)
             if breakdown:
                 entry[group_name] = {phys_names[p % lnc]: {"neuroncore_utilization": utils[p]} for p in physical}
             cores[first + physical[0] // lnc] = entry

@@ -95,3 +95,18 @@ def test_the_fast_pass_takes_the_usual_trn2_case() -> None:
     shape = g._shape_of(TRN2)
     assert cores_fast(steps, shape) is not None
     assert orjson.dumps(cores_fast(steps, shape)) == orjson.dumps(cores_careful(steps, shape))
+
+
+def test_a_damaged_mac_counter_leaves_that_cores_flops_out_and_the_report_encodes() -> None:
+    start = {c: counters({**MEM}) for c in range(8)}
+    g = NeuroncoreCounters(RootFS("/"))
+    g._tracker.step(app_with(start, t=0.0, topology=TRN2))
+    jump = {c: counters({0: 50_000, 29: (2**64 - 1 if c == 3 else 10**12), **MEM}) for c in range(8)}
+    steps = g._tracker.step(app_with(jump, t=0.1))
+    shape = g._shape_of(TRN2)
+    assert cores_fast(steps, shape) is None  # the careful twin decides
+    cores = cores_careful(steps, shape)
+    assert "flops" not in cores["1"]  # logical core 1 holds physical core 3
+    assert all(cores[k]["flops"] == 2 * 10**13 * 2 for k in ("0", "2", "3"))
+    assert cores["1"]["neuroncore_utilization"] == cores["0"]["neuroncore_utilization"] > 0  # utilization kept
+    orjson.dumps(cores)  # encodable: a rate past 64 bits would raise here
