@@ -5,14 +5,14 @@ exceeds ``max_line_bytes`` is counted in ``StreamStats`` and skipped (logged at 
 seconds); the stream never raises on input. EOF ends the iteration; ``stats.eof`` tells it happened.
 
 Two ways in: iterate a ``ReportStream`` over a blocking file (pull), or push the chunks an event loop read into
-a ``LineBuffer`` and hand each line to ``ReportStream.decode`` (push; the Prometheus exporter reads stdin on its
-event loop this way). Both count and skip the same lines.
+a ``LineBuffer`` and hand its lines to ``ReportStream.reports`` (push; the Prometheus exporter reads stdin on its
+event loop this way). Both split lines with ``LineBuffer``, so they count and skip the same lines.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -23,6 +23,7 @@ from neuron_monitor.ratelimit import LogRateLimit, held_back
 log = logging.getLogger("neuron_monitor.exporters.stream")
 
 DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
+READ_BYTES = 1024 * 1024  # at most this much is read at once; a longer line arrives in pieces
 
 # top-level key -> the JSON types accepted for it (None always accepted: AWS writes null for empty parts)
 _TOP_LEVEL_TYPES: dict[str, tuple[type, ...]] = {
@@ -84,20 +85,6 @@ class ReportStream:
         if n is not None:
             log.warning("skipped a bad report line: %s%s", why, held_back(n, "bad lines"))
 
-    def _read_line(self) -> bytes | None:
-        """One line, or b"" for an oversize line that was discarded, or None at EOF."""
-        line = self._f.readline(self.max_line_bytes + 1)
-        if not line:
-            return None
-        if len(line) > self.max_line_bytes and not line.endswith(b"\n"):
-            while True:  # discard the rest of the giant line
-                rest = self._f.readline(1024 * 1024)
-                if not rest or rest.endswith(b"\n"):
-                    break
-            self.oversize()
-            return b""
-        return line
-
     def oversize(self) -> None:
         """Count a line longer than ``max_line_bytes`` (already discarded)."""
         self.stats.oversize_lines += 1
@@ -121,15 +108,20 @@ class ReportStream:
         self.stats.reports += 1
         return obj  # type: ignore[no-any-return]
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        while True:
-            line = self._read_line()
+    def reports(self, lines: Iterable[bytes | None]) -> Iterator[dict[str, Any]]:
+        """The reports among ``lines`` as ``LineBuffer`` gives them (``None``: an oversize line, counted)."""
+        for line in lines:
             if line is None:
-                self.stats.eof = True
-                return
-            report = self.decode(line) if line else None
-            if report is not None:
+                self.oversize()
+            elif (report := self.decode(line)) is not None:
                 yield report
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buffer = LineBuffer(self.max_line_bytes)
+        while piece := self._f.readline(READ_BYTES):  # up to a newline: a report is yielded once it is whole
+            yield from self.reports(buffer.feed(piece))
+        yield from self.reports(buffer.finish())
+        self.stats.eof = True
 
 
 class LineBuffer:

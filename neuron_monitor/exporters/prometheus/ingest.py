@@ -139,16 +139,11 @@ class StdinIngest:
         self.at_eof()
 
     def _take(self, lines: list[bytes | None]) -> None:
-        stream, apply = self.stream, self.apply
-        for line in lines:
-            if line:
-                self.large = len(line) >= LARGE_REPORT  # the newest report tells
-            if line is None:
-                stream.oversize()
-                continue
-            report = stream.decode(line)
-            if report is not None:
-                apply(report)
+        newest = next((line for line in reversed(lines) if line), None)
+        if newest is not None:
+            self.large = len(newest) >= LARGE_REPORT  # the newest report tells
+        for report in self.stream.reports(lines):
+            self.apply(report)
 
     def _read_blocking(self) -> None:
         for report in self.stream:  # the same stream and counters as the polled way
