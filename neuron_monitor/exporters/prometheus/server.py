@@ -365,10 +365,17 @@ class HTTPFront:
         self.loop.stop()
 
     def _close_all(self) -> None:
+        self._close_connections()
+        self._release()
+
+    def _close_connections(self) -> None:
+        """Stop listening and drop every connection (on the loop thread)."""
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
             conn.abort()
+
+    def _release(self) -> None:
         self.auth_pool.shutdown(wait=False, cancel_futures=True)
         self.sock.close()
 
@@ -424,14 +431,10 @@ class HTTPFront:
             return
 
         def shutdown() -> None:
-            if self._server is not None:
-                self._server.close()
-            for conn in list(self.connections):
-                conn.abort()
+            self._close_connections()
             self.loop.stop()
 
         with contextlib.suppress(RuntimeError):  # the loop is already closed
             self.loop.call_soon_threadsafe(shutdown)
         self._thread.join(timeout)
-        self.auth_pool.shutdown(wait=False, cancel_futures=True)
-        self.sock.close()
+        self._release()
