@@ -36,10 +36,12 @@ class StdinIngest:
     A pipe (or socket) is read without blocking. While small reports keep coming (under ``LARGE_REPORT`` bytes),
     it is read at most every ``read_every`` seconds: the first report after a pause wakes the loop
     at once, later ones wait for the next tick, and every HTTP request reads what has arrived first
-    (``refresh``), so a scrape always serves the newest report. At 10 small reports a second that is four
-    wake-ups instead of ten, and each wake-up of an idle process costs more than applying a small report (our
-    daemon's pipe holds at least four reports, more than a tick's worth at 0.1 s). Larger reports are applied as
-    they arrive, so that a scrape never has to ingest several of them before it can answer."""
+    (``refresh``), so a scrape always serves the newest report; a request's read also pushes the next tick back,
+    so while requests come more often than ``read_every`` no tick wakes the process at all. At 10 small reports
+    a second that is at most four wake-ups instead of ten, and each wake-up of an idle process costs more than
+    applying a small report (our daemon's pipe holds at least four reports, more than a tick's worth at 0.1 s).
+    Larger reports are applied as they arrive, so that a scrape never has to ingest several of them before it
+    can answer."""
 
     def __init__(
         self,
@@ -84,11 +86,20 @@ class StdinIngest:
             with contextlib.suppress(OSError):
                 os.set_blocking(self._fd, True)
 
+    @property
+    def next_tick(self) -> float | None:
+        """The loop time of the next tick, or None while the loop's reader is armed instead (or input ended)."""
+        return None if self._timer is None else self._timer.when()
+
     def refresh(self) -> None:
         """Apply whatever small reports have arrived (before answering a request). A no-op unless stdin is read
         without blocking and its reports are small: large ones are applied as they arrive, on the loop."""
         if self._nonblocking and not self.closed and not self.large:
             self._drain()
+            if self._timer is not None and not self.large:  # the pipe was just read: push the next tick back
+                assert self._loop is not None
+                self._timer.cancel()
+                self._timer = self._loop.call_later(self.read_every, self._tick)
 
     def _readable(self) -> None:
         self._drain()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import http.client
 import socket
+import time
 from collections.abc import Iterator
 
 import bcrypt
@@ -16,7 +18,7 @@ from neuron_monitor.exporters.prometheus.app import ExporterApp
 from neuron_monitor.exporters.prometheus.auth import BasicAuth, parse_basic
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
 from neuron_monitor.exporters.prometheus.negotiation import gzip_accepted
-from neuron_monitor.exporters.prometheus.server import HTTPFront, ServerLimits
+from neuron_monitor.exporters.prometheus.server import Connection, HTTPFront, ServerLimits, plain
 from neuron_monitor.exporters.prometheus.state import ExporterState
 from tests.exporters.prometheus.prom_helpers import one, parse
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report
@@ -200,3 +202,64 @@ def test_landing_page_shows_status_and_links(served: tuple[HTTPFront, ExporterCo
     assert '<a href="metrics">' in page and '<a href="dashboard.json">' in page
     status, headers, body = _get(conn, "/dashboard.json")
     assert status == 200 and headers["content-type"] == "application/json" and b'"panels"' in body
+
+
+class _Transport(asyncio.Transport):
+    """Just enough of an asyncio transport for a ``Connection`` driven by hand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[bytes] = []
+        self.aborted_at: float | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written.append(bytes(data))
+
+    def abort(self) -> None:
+        self.aborted_at = -1.0
+
+    def close(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def test_a_connection_keeps_one_timer_and_is_dropped_only_after_its_deadline() -> None:
+    """Deadlines move three times a request; the timer is replaced only when one comes earlier than it, and it
+    drops the connection only once the current deadline has passed (an idle keep-alive connection here)."""
+    limits = ServerLimits(header_timeout=0.3, idle_timeout=0.8, write_timeout=30.0)
+    front = HTTPFront(("127.0.0.1", 0), lambda request: plain(200, "ok"), limits=limits)
+    loop = front.loop
+    conn = Connection(front)
+    transport = _Transport()
+    conn.connection_made(transport)
+    idle_timer = conn.timer
+    assert idle_timer is not None and conn.deadline == pytest.approx(idle_timer.when())
+    conn.data_received(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # the head's deadline is earlier: a new timer
+    timer = conn.timer
+    assert timer is not None and timer is not idle_timer and idle_timer.cancelled()
+    assert len(transport.written) == 1 and transport.written[0].startswith(b"HTTP/1.1 200")
+    for _ in range(3):  # later requests only move the deadline
+        conn.data_received(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert conn.timer is timer and not timer.cancelled()
+    last_deadline = conn.deadline  # idle_timeout after the last response
+    assert last_deadline > timer.when()
+
+    def aborted() -> None:
+        transport.aborted_at = loop.time()
+
+    transport.abort = aborted  # type: ignore[method-assign]
+    deadline = time.monotonic() + 30.0
+    while transport.aborted_at is None:
+        assert time.monotonic() < deadline, "the idle connection was never dropped"
+        loop.run_until_complete(asyncio.sleep(0.05))
+    assert transport.aborted_at >= last_deadline - 0.001  # never before its deadline
+    assert front.counts.get("timeout") == 1
+    conn.connection_lost(None)
+    assert conn.timer is None
+    loop.close()
+    front.sock.close()

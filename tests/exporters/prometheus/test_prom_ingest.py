@@ -69,6 +69,29 @@ def test_a_pipe_is_read_on_the_loop_and_a_request_reads_what_arrived() -> None:
     loop.close()
 
 
+def test_a_request_pushes_the_next_tick_back() -> None:
+    """While requests read the pipe, no tick needs to wake the process: each request moves the tick on."""
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=3600.0)
+        ingest.attach(loop)
+        assert ingest.next_tick is None  # waiting on the reader
+        os.write(w, _line(0))
+        _run_until(loop, lambda: applied == [1.7e9])
+        first = ingest.next_tick
+        assert first is not None  # coalescing: the next read is a tick
+        loop.run_until_complete(asyncio.sleep(0.02))
+        os.write(w, _line(1))
+        before = loop.time()
+        ingest.refresh()
+        assert applied == [1.7e9, 1.7e9 + 1]
+        pushed = ingest.next_tick
+        assert pushed is not None and pushed >= before + 3600.0 and pushed > first
+        os.close(w)
+    loop.close()
+
+
 def test_large_reports_are_applied_as_they_arrive_not_by_a_request() -> None:
     r, w = os.pipe()
     loop = asyncio.new_event_loop()
