@@ -28,7 +28,12 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from neuron_monitor import __version__
-from neuron_monitor.exporters.prometheus.exposition import OPENMETRICS_EOF, SampleRenderer, render_metrics
+from neuron_monitor.exporters.prometheus.exposition import (
+    OPENMETRICS_EOF,
+    SampleRenderer,
+    SeriesTemplates,
+    render_metrics,
+)
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
 from neuron_monitor.exporters.prometheus.state import ExporterState, View
@@ -103,6 +108,7 @@ class ExporterCollector(Collector):
         self._lock = threading.Lock()
         self.renderer = SampleRenderer()  # keeps each series' label text from report to report
         self._kept_self: tuple[tuple[object, ...], str] | None = None  # (what the self-metrics show, their text)
+        self._self_templates = SeriesTemplates()  # the self-metrics' lines by their shape (see self_values)
 
     def collect(self) -> Iterator[Metric]:
         """client_python's collector interface: the same metrics as ``scrape``, from one view of the state."""
@@ -120,19 +126,15 @@ class ExporterCollector(Collector):
             return cached
 
     def tail(self, view: View, others: Sequence[Collector], openmetrics: bool) -> bytes:
-        """The per-scrape part: self-metrics, then ``others``' metrics, then OpenMetrics' EOF. Families from a
-        ``ProcessMetrics`` go through the renderer with the self-metrics; other collectors through
+        """The per-scrape part: self-metrics, then ``others``' metrics, then OpenMetrics' EOF. A
+        ``ProcessMetrics`` writes its own text (from a template); other collectors go through
         ``render_metrics``."""
         parts: list[str] = [self._self_text(view, openmetrics)]
-        families: list[Family] = []
         for collector in others:
             if isinstance(collector, ProcessMetrics):
-                families += collector.families()
-                continue
-            parts.append(self.renderer.render(families, openmetrics))
-            families = []
-            parts.append(render_metrics(list(collector.collect()), openmetrics))
-        parts.append(self.renderer.render(families, openmetrics))
+                parts.append(collector.text(openmetrics))
+            else:
+                parts.append(render_metrics(list(collector.collect()), openmetrics))
         if openmetrics:
             parts.append(OPENMETRICS_EOF)
         return "".join(parts).encode("utf-8")
@@ -181,13 +183,51 @@ class ExporterCollector(Collector):
             kept = self._kept_self
             if kept is not None and kept[0] == key:
                 return kept[1]
-        text = self.renderer.render(self.self_families(view), openmetrics)
+        shape, values = self.self_values(view)
+        text = self._self_templates.render((shape, openmetrics), values, lambda: self.self_families(view), openmetrics)
         with self._lock:
             self._kept_self = (key, text)
         return text
 
+    def self_values(self, view: View) -> tuple[tuple[object, ...], list[float]]:
+        """The fast twin of ``self_families``: (their shape, their sample values in order). The shape names
+        every series (which label values each labelled family has, and which families are there), so that one
+        template of lines fits every view of that shape; a test holds the two together."""
+        state, stats = self.state, self.stream_stats
+        bad_input = state.bad_input_counts()
+        values: list[float] = [
+            1.0,
+            view.healthy,
+            view.serving,
+            state.input_closed,
+            stats.lines,
+            state.accepted_reports,
+            stats.bad_lines - stats.oversize_lines,
+            stats.oversize_lines,
+            state.rejected_reports,
+            *bad_input.values(),
+        ]
+        snapshot = view.snapshot
+        groups = set(state.group_errors_total)
+        seen: tuple[str, ...] | None = None
+        has_report_time = False
+        if snapshot is not None:
+            values.append(view.received_wall)
+            has_report_time = snapshot.report_time is not None
+            if snapshot.report_time is not None:
+                values.append(snapshot.report_time)
+            values += (snapshot.runtimes, view.shaped.series if view.shaped else 0)
+            seen = tuple(sorted(snapshot.groups_seen))
+            failed = snapshot.groups_failed
+            values += [0.0 if g in failed else 1.0 for g in seen]
+            groups |= snapshot.groups_seen
+        ordered = tuple(sorted(groups))
+        errors = state.group_errors_total
+        values += (view.interval, view.window, *(errors.get(g, 0) for g in ordered))
+        return (tuple(bad_input), seen, has_report_time, ordered), values
+
     def self_families(self, view: View) -> list[Family]:
-        """The ``neuron_exporter_*`` metrics of this view."""
+        """The ``neuron_exporter_*`` metrics of this view (the careful twin of ``self_values``)."""
         state, stats = self.state, self.stream_stats
         out: list[Family] = []
 

@@ -153,6 +153,60 @@ class SampleRenderer:
         return text
 
 
+class SeriesTemplate:
+    """The text of families whose series stay the same while their values change (the per-scrape self and
+    process metrics), from their values alone: each family's help lines and each sample's line head are joined
+    once, and ``render`` only formats the values (in the families' sample order). It writes what
+    ``SampleRenderer.render`` writes for those families with those values (an equivalence test holds them
+    together); families with ``_created`` samples are not templated."""
+
+    def __init__(self, families: Sequence[Family], openmetrics: bool) -> None:
+        heads: list[str] = []
+        pending = ""  # help lines not yet followed by a sample (a family without samples has only those)
+        for fam in families:
+            if fam.created is not None:
+                raise ValueError(f"{fam.name}: families with _created samples are not templated")
+            pending += _help_lines(fam, openmetrics)
+            for values in fam.samples:
+                heads.append(pending + _line_head(fam, values))
+                pending = ""
+        self.heads = heads
+        self.end = pending
+        self.size = len(heads)
+
+    def render(self, values: Sequence[float]) -> str:
+        """The families' text with ``values`` (one per sample, in order; exactly ``size`` of them)."""
+        if len(values) != self.size:
+            raise ValueError(f"{len(values)} values for a template of {self.size} samples")
+        if not values:
+            return self.end
+        return "\n".join(map(str.__add__, self.heads, format_values(values))) + "\n" + self.end
+
+
+class SeriesTemplates:
+    """``SeriesTemplate`` objects by the caller's key for the families' shape (at most ``limit`` kept)."""
+
+    def __init__(self, limit: int = 16) -> None:
+        self.limit = limit
+        self._kept: dict[object, SeriesTemplate] = {}
+        self._lock = threading.Lock()
+
+    def render(
+        self, key: object, values: Sequence[float], families: Callable[[], Sequence[Family]], openmetrics: bool
+    ) -> str:
+        """``families()``' text with ``values``, where ``key`` names the shape (series and format) that
+        ``families()`` would have; ``families()`` is called only to build the template of a new shape."""
+        with self._lock:
+            template = self._kept.get(key)
+        if template is None:
+            template = SeriesTemplate(families(), openmetrics)
+            with self._lock:
+                if len(self._kept) >= self.limit:
+                    self._kept.clear()
+                self._kept[key] = template
+        return template.render(values)
+
+
 def _line_head(fam: Family, values: tuple[str, ...]) -> str:
     """A sample line up to its value: ``name{labels} `` with the label names sorted, as client_python writes."""
     names = fam.labelnames

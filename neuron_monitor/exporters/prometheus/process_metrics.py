@@ -4,7 +4,8 @@ The same families, names, help texts, labels and values as client_python's proce
 (AWS's exporter serves those), as ``Family`` objects so the renderer keeps their lines: ``/proc/self/stat`` is read
 with one ``pread`` on a descriptor kept open (client_python opens, reads and closes it and ``/proc/self/limits`` on
 every scrape), the descriptor limit comes from ``getrlimit`` (the soft limit, the figure ``/proc/self/limits``
-shows), and ``python_info`` is built once. Where ``/proc`` cannot be read, the process families are left out, as
+shows), and ``python_info`` is built once; ``text`` formats only the values into a template of the lines
+(``exposition.SeriesTemplate``). Where ``/proc`` cannot be read, the process families are left out, as
 client_python leaves them out.
 """
 
@@ -15,16 +16,36 @@ import os
 import platform
 import resource
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client.metrics_core import Metric
 
+from neuron_monitor.exporters.prometheus.exposition import SeriesTemplates
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, Family
 
 PROC = "/proc"
 
 
+# (name, kind, help) of the process families, in the order their values are read
+_PROCESS = (
+    ("process_virtual_memory_bytes", GAUGE, "Virtual memory size in bytes."),
+    ("process_resident_memory_bytes", GAUGE, "Resident memory size in bytes."),
+    ("process_start_time_seconds", GAUGE, "Start time of the process since unix epoch in seconds."),
+    ("process_cpu_seconds", COUNTER, "Total user and system CPU time spent in seconds."),
+    ("process_open_fds", GAUGE, "Number of open file descriptors."),
+    ("process_max_fds", GAUGE, "Maximum number of open file descriptors."),
+)
+# (name, help, key in gc.get_stats()) of the GC families
+_GC = (
+    ("python_gc_objects_collected", "Objects collected during gc", "collected"),
+    ("python_gc_objects_uncollectable", "Uncollectable objects found during GC", "uncollectable"),
+    ("python_gc_collections", "Number of times this generation was collected", "collections"),
+)
+
+
 class ProcessMetrics:
-    """``families()`` per scrape; ``collect()`` offers them through client_python's collector interface."""
+    """``text()`` (or ``families()``) per scrape; ``collect()`` offers them through client_python's collector
+    interface."""
 
     def __init__(self, proc: str = PROC) -> None:
         self._proc = proc
@@ -48,71 +69,59 @@ class ProcessMetrics:
         self._python_info = Family(
             "python_info", GAUGE, "Python platform information", tuple(info), {tuple(info.values()): 1.0}
         )
+        self._templates = SeriesTemplates()
 
     def families(self) -> list[Family]:
-        out = self._process() if self._btime and self._stat_fd >= 0 else []
-        out.append(self._python_info)
-        out += _gc_families()
-        return out
+        """The families of this moment (the careful twin of ``text``)."""
+        return self._families(self._readings(), gc.get_stats())
+
+    def text(self, openmetrics: bool) -> str:
+        """The families of this moment as exposition text: what ``families()`` renders to, from a template of
+        their lines (only the values are formatted per scrape)."""
+        readings, stats = self._readings(), gc.get_stats()
+        values = [*readings, 1.0, *(float(s[key]) for _, _, key in _GC for s in stats)]
+        shape = (len(readings), len(stats), openmetrics)
+        return self._templates.render(shape, values, lambda: self._families(readings, stats), openmetrics)
 
     def collect(self) -> Iterator[Metric]:
         for family in self.families():
             yield family.to_metric()
 
-    def _process(self) -> list[Family]:
-        out: list[Family] = []
+    def _families(self, readings: list[float], stats: list[dict[str, Any]]) -> list[Family]:
+        out = [
+            Family(name, kind, text, (), {(): value})
+            for (name, kind, text), value in zip(_PROCESS, readings, strict=False)
+        ]  # readings may stop short
+        out.append(self._python_info)
+        for name, text, key in _GC:
+            out.append(
+                Family(name, COUNTER, text, ("generation",), {(str(g),): float(s[key]) for g, s in enumerate(stats)})
+            )
+        return out
+
+    def _readings(self) -> list[float]:
+        """The values of ``_PROCESS`` that could be read, in order: all six, the four from ``/proc/self/stat``
+        when the descriptors cannot be listed, or none where ``/proc`` cannot be read (client_python then leaves
+        the process families out too)."""
+        if not self._btime or self._stat_fd < 0:
+            return []
         try:
             parts = os.pread(self._stat_fd, 4096, 0).split(b")")[-1].split()
             ticks = self._ticks
-            out += [
-                _one("process_virtual_memory_bytes", GAUGE, "Virtual memory size in bytes.", float(parts[20])),
-                _one(
-                    "process_resident_memory_bytes",
-                    GAUGE,
-                    "Resident memory size in bytes.",
-                    float(parts[21]) * self._pagesize,
-                ),
-                _one(
-                    "process_start_time_seconds",
-                    GAUGE,
-                    "Start time of the process since unix epoch in seconds.",
-                    float(parts[19]) / ticks + self._btime,
-                ),
-                _one(
-                    "process_cpu_seconds",
-                    COUNTER,
-                    "Total user and system CPU time spent in seconds.",
-                    float(parts[11]) / ticks + float(parts[12]) / ticks,
-                ),
+            out = [
+                float(parts[20]),
+                float(parts[21]) * self._pagesize,
+                float(parts[19]) / ticks + self._btime,
+                float(parts[11]) / ticks + float(parts[12]) / ticks,
             ]
         except (OSError, IndexError, ValueError):
-            return out
+            return []
         try:
             open_fds = len(os.listdir(f"{self._proc}/self/fd"))
         except OSError:
             return out
-        max_fds = float(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-        out.append(_one("process_open_fds", GAUGE, "Number of open file descriptors.", float(open_fds)))
-        out.append(_one("process_max_fds", GAUGE, "Maximum number of open file descriptors.", max_fds))
+        out += [float(open_fds), float(resource.getrlimit(resource.RLIMIT_NOFILE)[0])]
         return out
-
-
-def _one(name: str, kind: str, help_text: str, value: float) -> Family:
-    return Family(name, kind, help_text, (), {(): value})
-
-
-def _gc_families() -> list[Family]:
-    stats = gc.get_stats()
-    names = ("generation",)
-
-    def family(name: str, help_text: str, key: str) -> Family:
-        return Family(name, COUNTER, help_text, names, {(str(g),): float(s[key]) for g, s in enumerate(stats)})
-
-    return [
-        family("python_gc_objects_collected", "Objects collected during gc", "collected"),
-        family("python_gc_objects_uncollectable", "Uncollectable objects found during GC", "uncollectable"),
-        family("python_gc_collections", "Number of times this generation was collected", "collections"),
-    ]
 
 
 def _boot_time(proc: str) -> float:

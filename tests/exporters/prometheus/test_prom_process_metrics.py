@@ -4,11 +4,13 @@ between two reads within their tolerance)."""
 
 from __future__ import annotations
 
+import gc
 import math
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
 from prometheus_client.metrics_core import Metric
 
+from neuron_monitor.exporters.prometheus.exposition import render_families
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
 
 MOVING = {  # values that may move between the two reads, and by how much
@@ -46,3 +48,29 @@ def test_without_proc_only_the_python_families_remain() -> None:
         "python_gc_objects_uncollectable",
         "python_gc_collections",
     ]
+
+
+def test_text_is_what_its_families_render_to() -> None:
+    """``text`` (a template filled with the values) against rendering ``families()`` (its careful twin), for every
+    shape: all six process readings, four (no descriptor listing), none (no /proc), in both formats."""
+    gc.disable()  # the GC figures must not move between the two reads
+    try:
+        for readings in (
+            [1.0e9, 3.0e7, 1.7e9, 12.25],
+            [1.0e9, 3.0e7, 1.7e9, 12.25, 9.0, 1024.0],
+            [],
+            [2.0e9, -0.0, 1.0e16, math.inf, 10.0, 65536.0],
+        ):
+            metrics = ProcessMetrics()
+            metrics._readings = lambda r=readings: list(r)  # type: ignore[method-assign]
+            for openmetrics in (False, True):
+                for _ in range(2):  # the template's first use, and its reuse
+                    assert metrics.text(openmetrics) == render_families(metrics.families(), openmetrics)
+    finally:
+        gc.enable()
+
+
+def test_text_follows_the_live_process() -> None:
+    metrics = ProcessMetrics()
+    text = metrics.text(False)
+    assert "process_cpu_seconds_total " in text and "python_gc_collections_total{generation=" in text

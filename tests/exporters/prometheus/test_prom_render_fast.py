@@ -8,16 +8,25 @@ infinities, integers and values in Go's exponent range) and label values need es
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.utils import floatToGoString
 
-from neuron_monitor.exporters.prometheus.exposition import SampleRenderer, format_values, render_families
+from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.exposition import (
+    SampleRenderer,
+    SeriesTemplate,
+    format_values,
+    render_families,
+)
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
 from neuron_monitor.exporters.prometheus.state import ExporterState
+from neuron_monitor.exporters.stream import StreamStats
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "reports"
@@ -109,3 +118,68 @@ def test_served_reports_render_as_the_careful_twin_does() -> None:
             )
         rendered += 1
     assert rendered >= 6
+
+
+@settings(max_examples=300, deadline=None)
+@given(report_sequences())
+def test_series_template_writes_what_the_renderer_writes(scrapes: list[list[Family]]) -> None:
+    """A template built from one scrape's families renders any later values of those series exactly as the
+    renderer renders the families holding them (families without samples keep their help lines)."""
+    shape = scrapes[0]
+    for openmetrics in (False, True):
+        template = SeriesTemplate(shape, openmetrics)
+        for later in scrapes:
+            again = [Family(f.name, f.kind, f.help, f.labelnames, {}) for f in shape]
+            it = iter(s for fam in later for s in fam.samples.values())
+            filled = []
+            for fam, blank in zip(shape, again, strict=True):
+                blank.samples = {k: next(it, 1.5) for k in fam.samples}
+                filled.extend(blank.samples.values())
+            assert template.render(filled) == SampleRenderer().render(again, openmetrics)
+
+
+def test_a_series_template_refuses_the_wrong_number_of_values() -> None:
+    template = SeriesTemplate([_family("x", GAUGE, ("a",), {("1",): 1.0, ("2",): 2.0})], False)
+    assert template.size == 2
+    with pytest.raises(ValueError):
+        template.render([1.0])
+    with pytest.raises(ValueError):
+        SeriesTemplate([Family("c", COUNTER, "h", (), {(): 1.0}, created={(): 5.0})], False)
+
+
+def _states_of_a_stream() -> Iterator[tuple[ExporterState, StreamStats]]:
+    """One exporter's state after each step of a stream that touches every self-metric's shape (no report yet,
+    reports with and without report_time, failing groups, a malformed report, bad input, end of input), with an
+    empty state between steps so that templates are reused across shapes."""
+    state, stats = ExporterState(), StreamStats()
+    failing = trn2_report(report_time=1.7e9 + 50)
+    failing["system_data"]["vcpu_usage"] = {"period": 1.0, "error": "open /proc/stat: denied"}
+    no_time = trn2_report(report_time=1.7e9 + 60)
+    del no_time["report_time"]
+    negative = trn2_report([runtime(7, "neg", [0], completed=-5)], report_time=1.7e9 + 70)
+    stream: list[object] = [None, *_real_report_sequence(), failing, no_time, {"neuron_runtime_data": 5}, negative]
+    for item in stream:
+        if isinstance(item, dict):
+            stats.lines += 1
+            state.apply(item)
+        yield state, stats
+        yield ExporterState(), StreamStats()
+    state.input_closed = True
+    stats.bad_lines, stats.oversize_lines = 3, 1
+    yield state, stats
+
+
+def test_self_metrics_template_writes_what_their_families_render_to() -> None:
+    collector = ExporterCollector(ExporterState())
+    shapes: set[tuple[object, ...]] = set()
+    for state, stats in _states_of_a_stream():
+        collector.state, collector.stream_stats = state, stats
+        view = state.view()
+        shape, values = collector.self_values(view)
+        shapes.add(shape)
+        for openmetrics in (False, True):
+            careful = render_families(collector.self_families(view), openmetrics)
+            assert SeriesTemplate(collector.self_families(view), openmetrics).render(values) == careful
+            assert collector._self_text(view, openmetrics) == careful  # through the kept templates
+    assert len(shapes) >= 3  # no report yet, reports with and without report_time
+    assert state.rejected_reports == 1 and sum(state.bad_input_counts().values()) >= 1
