@@ -1,12 +1,13 @@
 """The exporter's own ``process_*``, ``python_info`` and ``python_gc_*`` metrics, read cheaply on every scrape.
 
 The same families, names, help texts, labels and values as client_python's process, platform and GC collectors
-(AWS's exporter serves those), as ``Family`` objects so the renderer keeps their lines: ``/proc/self/stat`` is read
-with one ``pread`` on a descriptor kept open (client_python opens, reads and closes it and ``/proc/self/limits`` on
-every scrape), the descriptor limit comes from ``getrlimit`` (the soft limit, the figure ``/proc/self/limits``
-shows), and ``python_info`` is built once; ``text`` formats only the values into a template of the lines
-(``exposition.SeriesTemplate``). Where ``/proc`` cannot be read, the process families are left out, as
-client_python leaves them out.
+(AWS's exporter serves those). ``/proc/self/stat`` is read with one ``pread`` on a descriptor kept open
+(client_python opens, reads and closes it and ``/proc/self/limits`` on every scrape), the descriptor limit comes
+from ``getrlimit`` (the soft limit, the figure ``/proc/self/limits`` shows), the open descriptors from the size of
+a kept ``/proc/self/fd`` (Linux 6.2+; listed on older kernels), and ``python_info`` is built once. ``text``
+formats only the values into a template of the lines (``exposition.SeriesTemplate``); ``families`` is its
+careful twin. Where ``/proc`` cannot be read, the process families are left out, as client_python leaves them
+out.
 """
 
 from __future__ import annotations
@@ -52,10 +53,12 @@ class ProcessMetrics:
         self._ticks = float(os.sysconf("SC_CLK_TCK"))
         self._pagesize = float(resource.getpagesize())
         self._stat_fd = -1
+        self._fd_dir = -1
         self._btime = 0.0
         try:
             self._btime = _boot_time(proc)
             self._stat_fd = os.open(f"{proc}/self/stat", os.O_RDONLY | os.O_CLOEXEC)
+            self._fd_dir = os.open(f"{proc}/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except (OSError, ValueError):
             pass
         major, minor, patchlevel = platform.python_version_tuple()
@@ -117,11 +120,21 @@ class ProcessMetrics:
         except (OSError, IndexError, ValueError):
             return []
         try:
-            open_fds = len(os.listdir(f"{self._proc}/self/fd"))
+            open_fds = self._open_fds()
         except OSError:
             return out
         out += [float(open_fds), float(resource.getrlimit(resource.RLIMIT_NOFILE)[0])]
         return out
+
+    def _open_fds(self) -> int:
+        """Open descriptors: since Linux 6.2 the size of ``/proc/self/fd`` (on the kept descriptor, which is one
+        of them, so never 0); on older kernels (size 0) the directory's entries are counted, as client_python
+        does (its count includes the descriptor it lists with, as ours includes the kept one)."""
+        if self._fd_dir >= 0:
+            size = os.fstat(self._fd_dir).st_size
+            if size > 0:
+                return size
+        return len(os.listdir(f"{self._proc}/self/fd"))
 
 
 def _boot_time(proc: str) -> float:
