@@ -24,6 +24,7 @@ quarter period, if longer) after their due time; ``collection_seconds`` is how l
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import orjson
@@ -113,5 +114,68 @@ def build_report(
 
 
 def encode(report: dict[str, Any]) -> bytes:
-    """One compact JSON line, newline-terminated. NaN/Inf become null (orjson), never invalid JSON."""
-    return orjson.dumps(report, option=orjson.OPT_APPEND_NEWLINE)
+    """One compact JSON line, newline-terminated. NaN/Inf become null (orjson), never invalid JSON. A group whose
+    data JSON cannot carry (an integer beyond 64 bits from a damaged counter, a value of an unknown type: a bug)
+    is sent as that group's ``error`` instead (`encode_each_group`), so one bad value never stops the report."""
+    try:
+        return orjson.dumps(report, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(encode_each_group(report), option=orjson.OPT_APPEND_NEWLINE)
+
+
+def encode_each_group(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with every group object (system and runtime) and every other top-level object that orjson
+    cannot encode replaced by its error form: the group's period and freshness with ``error`` saying why; a
+    runtime entry or info object keeps only what encodes. Logged once per group name."""
+    out = dict(report)
+    system = report.get("system_data")
+    if isinstance(system, dict):
+        out["system_data"] = {name: _encodable_group(name, obj) for name, obj in system.items()}
+    entries = report.get("neuron_runtime_data")
+    if isinstance(entries, list):
+        out["neuron_runtime_data"] = [_encodable_entry(entry) for entry in entries]
+    for key, value in report.items():
+        if key not in ("system_data", "neuron_runtime_data") and not _encodes(value):
+            out[key] = {k: v for k, v in value.items() if _encodes(v)} if isinstance(value, dict) else None
+            _log_once(key, "its value")
+    return out
+
+
+def _encodable_entry(entry: Any) -> Any:
+    if not isinstance(entry, dict) or _encodes(entry):
+        return entry
+    fixed = {k: v for k, v in entry.items() if k == "report" or _encodes(v)}
+    groups = entry.get("report")
+    if isinstance(groups, dict):
+        fixed["report"] = {name: _encodable_group(name, obj) for name, obj in groups.items()}
+    return fixed
+
+
+def _encodable_group(name: str, obj: Any) -> Any:
+    if _encodes(obj):
+        return obj
+    _log_once(name, "a value JSON cannot carry")
+    period = obj.get("period", 0.0) if isinstance(obj, dict) else 0.0
+    fresh = obj.get("fresh", True) if isinstance(obj, dict) else True
+    return error_object(
+        period if _encodes(period) else 0.0,
+        "the group's data held a value JSON cannot carry (an integer beyond 64 bits?); left out of this report",
+        fresh is True,
+    )
+
+
+def _encodes(value: Any) -> bool:
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return False
+    return True
+
+
+_logged: set[str] = set()
+
+
+def _log_once(name: str, what: str) -> None:
+    if name not in _logged:
+        _logged.add(name)
+        logging.getLogger("neuron_monitor").warning("%s: %s; sent as the group's error", name, what)
