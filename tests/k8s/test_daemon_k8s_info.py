@@ -22,9 +22,10 @@ def read_reports_until(proc: subprocess.Popen[bytes], pred, timeout: float = 30.
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     buf = b""
+    poller = select.poll()  # not select(): the descriptor may be past 1023 in a long test session
+    poller.register(proc.stdout.fileno(), select.POLLIN)
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
-        if not ready:
+        if not poller.poll(500):
             continue
         chunk = os.read(proc.stdout.fileno(), 1 << 20)
         if not chunk:

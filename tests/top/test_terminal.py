@@ -257,8 +257,9 @@ def test_frames_are_redrawn_in_place_without_clearing_the_screen() -> None:
 
     def read(timeout: float) -> None:
         nonlocal out
-        ready, _, _ = select.select([primary], [], [], timeout)
-        if ready:
+        poller = select.poll()  # not select(): the descriptor may be past 1023 in a long test session
+        poller.register(primary, select.POLLIN)
+        if poller.poll(timeout * 1000):
             with contextlib.suppress(OSError):
                 out += os.read(primary, 65536)
 

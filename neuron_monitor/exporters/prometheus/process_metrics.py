@@ -12,10 +12,12 @@ out.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import platform
 import resource
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,6 +63,7 @@ class ProcessMetrics:
             self._fd_dir = os.open(f"{proc}/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except (OSError, ValueError):
             pass
+        weakref.finalize(self, _close_all, self._stat_fd, self._fd_dir)  # the kept descriptors go with us
         major, minor, patchlevel = platform.python_version_tuple()
         info = {
             "version": platform.python_version(),
@@ -135,6 +138,13 @@ class ProcessMetrics:
             if size > 0:
                 return size
         return len(os.listdir(f"{self._proc}/self/fd"))
+
+
+def _close_all(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _boot_time(proc: str) -> float:
