@@ -64,7 +64,7 @@ def _parse_cpu_block_fast(block: bytes) -> tuple[tuple[int, ...], tuple[int, ...
     every row, at least 8 columns; every kernel since 2.6.24): the block becomes one JSON array, parsed in C.
     None when the block is laid out any other way (the caller then parses it line by line)."""
     first = block[: block.find(b"\n")].split()
-    if not first or first[0] != b"cpu" or len(first) < 9:
+    if not first or first[0] != b"cpu" or len(first) < 9 or b"," in block:  # commas: only from the translation
         return None
     columns = len(first) - 1
     # One pass: spaces and newlines become commas and the "cpu" of each row goes, when those are the only c, p
