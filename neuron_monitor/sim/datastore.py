@@ -9,6 +9,7 @@ Layout constants come from neuron_monitor/neuron/layout.py; the decoding side is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from dataclasses import dataclass
@@ -140,4 +141,10 @@ class IoctlFile:
         os.pwrite(self.fd, bytes(buf), 0)
 
     def close(self) -> None:
-        os.close(self.fd)
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+    def __del__(self) -> None:  # dropped without close(): the descriptor goes back all the same
+        with contextlib.suppress(OSError, AttributeError):
+            self.close()

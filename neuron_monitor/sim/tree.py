@@ -22,6 +22,7 @@ their descriptors open.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -55,7 +56,13 @@ class InPlaceFile:
         self._last = content
 
     def close(self) -> None:
-        os.close(self.fd)
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+    def __del__(self) -> None:  # a tree dropped without close() gives its descriptors back
+        with contextlib.suppress(OSError):
+            self.close()
 
 
 class ReopenedFile:
@@ -172,7 +179,16 @@ class DeviceTree:
         for f in kept:
             if f is not None:
                 f.close()
-        os.close(self.dev_fd)
+        self._close_dev()
+
+    def _close_dev(self) -> None:
+        if self.dev_fd >= 0:
+            fd, self.dev_fd = self.dev_fd, -1
+            os.close(fd)
+
+    def __del__(self) -> None:  # the InPlaceFiles close themselves; the device file is ours
+        with contextlib.suppress(OSError, AttributeError):  # AttributeError: __init__ failed before opening it
+            self._close_dev()
 
 
 # the driver's memory categories (device memory per core, host memory per device) and the driver version that
