@@ -3,6 +3,9 @@
 Reads ``<root>/proc/stat`` through a kept descriptor; percentages are deltas of each field over the delta of
 all fields (user, nice, system, idle, iowait, irq, softirq, steal), rounded to 2 decimals as AWS prints them.
 ``context_switch_count`` is the ``ctxt`` delta over the period (a per-period counter).
+
+The body comes from `usage_body_native` (the compiled helper, straight from the two raw samples) when the helper is
+built and the samples are in the kernel's own layout; from its careful twin `usage_body_careful` otherwise.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 from neuron_monitor.groups.base import GroupError, SystemGroup
 from neuron_monitor.host.procfs import ProcStat, parse_stat
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.native import NATIVE
 
 _OUT_FIELDS = ("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq")
 
@@ -48,36 +52,17 @@ def usage_percent(prev: tuple[int, ...], cur: tuple[int, ...]) -> dict[str, floa
 _SHARES_CACHE_MAX = 4096
 
 
-class VcpuUsage(SystemGroup):
+class SharesMemo:
     """At high frequency a vCPU's delta is a handful of clock ticks, so the same deltas recur across vCPUs and
     periods (idle ones, saturated ones): each distinct delta's shares are computed once and the dict is shared
     (bodies are never mutated). All per-vCPU work is batched over the flat counters: one subtraction map, one
     grouping into 8-tuples, one cache lookup map; only new deltas cost Python-level arithmetic."""
 
-    type_name = "vcpu_usage"
-
-    def __init__(self, root: RootFS) -> None:
-        super().__init__(root)
-        self._file = root.open_kept("proc/stat")
-        self._prev: ProcStat | None = None
+    def __init__(self) -> None:
         self._shares: dict[tuple[int, ...], dict[str, float]] = {}
         self._names: tuple[tuple[int, ...], tuple[str, ...]] = ((), ())
 
-    def _read(self) -> ProcStat:
-        try:
-            return parse_stat(self._file.read())
-        except OSError as e:
-            raise GroupError(f"open {self._file.path}: {e.strerror or e}") from None
-        except ValueError as e:
-            raise GroupError(f"parse {self._file.path}: {e}") from None
-
-    def prime(self) -> None:
-        try:
-            self._prev = self._read()
-        except GroupError:
-            self._prev = None
-
-    def _per_cpu(self, prev: ProcStat, cur: ProcStat) -> dict[str, dict[str, float]]:
+    def per_cpu(self, prev: ProcStat, cur: ProcStat) -> dict[str, dict[str, float]]:
         deltas: Iterator[int]
         if cur.cpu_ids == prev.cpu_ids:
             ids, deltas = cur.cpu_ids, map(sub, cur.counters, prev.counters)
@@ -99,17 +84,74 @@ class VcpuUsage(SystemGroup):
                     shares[j] = cache[keys[j]] = shares_of(keys[j])
         return dict(zip(self._names[1], shares, strict=True))
 
+
+def usage_body_careful(prev: ProcStat, cur: ProcStat, memo: SharesMemo | None = None) -> dict[str, Any]:
+    """The body from two parsed samples of /proc/stat (``memo`` keeps the shares of recurring deltas)."""
+    return {
+        "average_usage": usage_percent(prev.total, cur.total),
+        "usage_data": (memo or SharesMemo()).per_cpu(prev, cur),
+        "context_switch_count": max(cur.ctxt - prev.ctxt, 0),
+    }
+
+
+def usage_body_native(prev: bytes, cur: bytes) -> dict[str, Any] | None:
+    """`usage_body_careful` of ``parse_stat(prev)`` and ``parse_stat(cur)``, computed by the compiled helper from the
+    raw samples: one pass over each, no Python object per counter. None when the helper is not built, or either
+    sample is not in the kernel's own layout ("cpu" row, "cpuN" rows of one column count, "intr", "ctxt" digits),
+    a value exceeds 2^44 ticks, or the vCPUs differ between the samples: the careful twin then decides."""
+    if NATIVE is None:
+        return None
+    body: dict[str, Any] | None = NATIVE.vcpu_usage(prev, cur)
+    return body
+
+
+class VcpuUsage(SystemGroup):
+    """Keeps the previous sample both raw (for `usage_body_native`) and parsed when the careful twin parsed it."""
+
+    type_name = "vcpu_usage"
+
+    def __init__(self, root: RootFS) -> None:
+        super().__init__(root)
+        self._file = root.open_kept("proc/stat")
+        self._prev_raw: bytes | None = None  # the newest sample that parsed
+        self._prev: ProcStat | None = None  # that sample parsed, None until the careful twin needs it
+        self._memo = SharesMemo()
+
+    def _read_raw(self) -> bytes:
+        try:
+            return self._file.read()
+        except OSError as e:
+            raise GroupError(f"open {self._file.path}: {e.strerror or e}") from None
+
+    def _parse(self, raw: bytes) -> ProcStat:
+        try:
+            return parse_stat(raw)
+        except ValueError as e:
+            raise GroupError(f"parse {self._file.path}: {e}") from None
+
+    def prime(self) -> None:
+        try:
+            raw = self._read_raw()
+            self._prev, self._prev_raw = self._parse(raw), raw
+        except GroupError:
+            self._prev = self._prev_raw = None
+
     def collect(self) -> dict[str, Any]:
-        cur = self._read()
+        raw = self._read_raw()
+        prev_raw = self._prev_raw
+        if prev_raw is not None:
+            body = usage_body_native(prev_raw, raw)
+            if body is not None:
+                self._prev, self._prev_raw = None, raw
+                return body
+        cur = self._parse(raw)
         prev = self._prev
-        self._prev = cur
+        if prev is None and prev_raw is not None:
+            prev = parse_stat(prev_raw)  # parsed before (natively): parses again
+        self._prev, self._prev_raw = cur, raw
         if prev is None:
             raise GroupError("no previous sample of /proc/stat yet; usage starts with the next period")
-        return {
-            "average_usage": usage_percent(prev.total, cur.total),
-            "usage_data": self._per_cpu(prev, cur),
-            "context_switch_count": max(cur.ctxt - prev.ctxt, 0),
-        }
+        return usage_body_careful(prev, cur, self._memo)
 
     def close(self) -> None:
         self._file.close()

@@ -3,17 +3,21 @@
 A `DeltaTracker(indices)` belongs to one group instance. `step(app)` returns, for each device of the app, the
 change of those NC counters on every physical core since this group last looked (or since the pid's birth
 baseline the first time) and the wall time between the two readings; `forget(pid)` drops a gone pid's state.
-Deltas are computed for a whole block at once: one ``itemgetter`` picks the counters of every core from the
-flat counters of a reading, one ``map(sub, ...)`` subtracts the picks kept from the previous look.
+Deltas are computed for a whole block at once from the flat counters of the reading and of the previous look (kept
+as they were read): by `device_deltas_native` (the compiled helper: no int object per counter picked) when the
+helper is built and both are ``array("Q")``s, else by its careful twin `device_deltas_careful` (one ``itemgetter``
+picks the counters of every core from each, one ``map(sub, ...)`` subtracts).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from operator import itemgetter, sub
 
 from neuron_monitor.app import App
+from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData, DeviceData
 from neuron_monitor.neuron.datablock import BlockReading, N
@@ -51,6 +55,55 @@ def _nothing(counters: Sequence[int]) -> tuple[int, ...]:
     return ()
 
 
+def _positions(indices: tuple[int, ...], cores: int) -> list[int]:
+    """Where `picker` picks: ``positions[k * cores + core]`` is counter ``indices[k]`` of ``core``."""
+    return [core * N + i for i in indices for core in range(cores)]
+
+
+class Pick:
+    """How one tracker picks from the flat counters of a device with ``cores`` cores: the frequent and the rare
+    counters' pickers, and the positions of both (frequent first, as array("I")) for the compiled helper."""
+
+    __slots__ = ("frequent", "often", "positions", "rare")
+
+    def __init__(self, indices: tuple[int, ...], often: int, cores: int) -> None:
+        rare = indices[often:]
+        self.frequent = picker(indices[:often], cores)
+        self.rare = picker(rare, cores) if rare else _nothing
+        self.often = often * cores
+        self.positions = array("I", _positions(indices, cores))
+
+
+Picks = tuple[tuple[int, ...], tuple[int, ...]]  # the frequent and the rare counters picked from one reading
+
+
+def device_deltas_careful(
+    cur: Sequence[int], prev: Sequence[int], pick: Pick, prev_picks: Picks | None = None
+) -> tuple[list[int], Picks]:
+    """The changes of the picked counters from ``prev`` to ``cur`` (flat counters of one device, the same length),
+    counter-major: the frequent counters', then the rare ones' only when one of them changed; a counter that went
+    back counts 0. Also what was picked from ``cur``, to be passed as ``prev_picks`` next time (then ``prev`` is
+    not picked again)."""
+    picked, rare = pick.frequent(cur), pick.rare(cur)
+    prev_picked, prev_rare = prev_picks if prev_picks is not None else (pick.frequent(prev), pick.rare(prev))
+    d = list(map(sub, picked, prev_picked))
+    if rare != prev_rare:
+        d += map(sub, rare, prev_rare)
+    if min(d) < 0:
+        d = [v if v > 0 else 0 for v in d]
+    return d, (picked, rare)
+
+
+def device_deltas_native(cur: Sequence[int], prev: Sequence[int], pick: Pick) -> list[int] | None:
+    """`device_deltas_careful` by the compiled helper: every position read once from each array, no int object but
+    the deltas. None when the helper is not built or ``cur`` and ``prev`` are not ``array("Q")``s of one length (a
+    departed app's merged reading, a birth baseline of zeros): the careful twin then computes."""
+    if NATIVE is None:
+        return None
+    d: list[int] | None = NATIVE.deltas(cur, prev, pick.positions, pick.often)
+    return d
+
+
 class DeltaTracker:
     """Follows NC counters ``indices`` (a tuple) for one group instance.
 
@@ -62,19 +115,16 @@ class DeltaTracker:
     def __init__(self, indices: tuple[int, ...], often: int | None = None) -> None:
         self.indices = indices
         self.often = len(indices) if often is None else often
-        self._pickers: dict[int, tuple[Picker, Picker]] = {}  # cores -> (frequent, rare) pickers
-        # pid -> device -> (the frequent and the rare counters as last picked, the reading's time)
-        self._prev: dict[int, dict[int, tuple[tuple[int, ...], tuple[int, ...], float]]] = {}
+        self._picks: dict[int, Pick] = {}  # cores -> how to pick
+        # pid -> device -> (the flat counters of the previous look as read, the reading's time, and what the careful
+        # twin picked from them if it ran)
+        self._prev: dict[int, dict[int, tuple[Sequence[int], float, Picks | None]]] = {}
 
-    def _pickers_for(self, cores: int) -> tuple[Picker, Picker]:
-        pickers = self._pickers.get(cores)
-        if pickers is None:
-            rare = self.indices[self.often :]
-            pickers = self._pickers[cores] = (
-                picker(self.indices[: self.often], cores),
-                picker(rare, cores) if rare else _nothing,
-            )
-        return pickers
+    def _pick_for(self, cores: int) -> Pick:
+        pick = self._picks.get(cores)
+        if pick is None:
+            pick = self._picks[cores] = Pick(self.indices, self.often, cores)
+        return pick
 
     def step(self, app: App) -> list[DeviceDelta]:
         data = app.data
@@ -91,22 +141,20 @@ class DeltaTracker:
             cur = reading.counters
             n = len(cur)
             cores = n // N
-            pick, pick_rare = self._pickers_for(cores)
-            picked, rare = pick(cur), pick_rare(cur)
+            pick = self._pick_for(cores)
             prev = seen.get(index)
-            if prev is not None and len(prev[0]) == len(picked):
-                prev_picked, prev_rare, prev_t = prev
+            if prev is not None and len(prev[0]) // N == cores:
+                base, prev_t, prev_picks = prev
             else:  # first look: count from the birth baseline
-                birth = dd.birth
-                if len(birth) != n:  # never within one slot; kept safe: missing cores count from 0
-                    birth = (tuple(birth) + (0,) * n)[:n]
-                prev_picked, prev_rare, prev_t = pick(birth), pick_rare(birth), dd.birth_time
-            d = list(map(sub, picked, prev_picked))
-            if rare != prev_rare:
-                d += map(sub, rare, prev_rare)
-            if min(d) < 0:
-                d = [v if v > 0 else 0 for v in d]
-            seen[index] = (picked, rare, reading.time)
+                base = dd.birth
+                if len(base) != n:  # never within one slot; kept safe: missing cores count from 0
+                    base = (tuple(base) + (0,) * n)[:n]
+                prev_t, prev_picks = dd.birth_time, None
+            picks = None
+            d = device_deltas_native(cur, base, pick)
+            if d is None:
+                d, picks = device_deltas_careful(cur, base, pick, prev_picks)
+            seen[index] = (cur, reading.time, picks)
             out.append((index, dd, max(0.0, reading.time - prev_t), cores, d))
         return out
 

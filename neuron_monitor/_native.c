@@ -1,0 +1,626 @@
+/* neuron_monitor._native: two hot per-report steps of the daemon in C, each the fast twin of a careful Python
+ * function that stays the reference (see docs/performance.md, "The compiled helper").
+ *
+ *   vcpu_usage(prev: bytes, cur: bytes) -> dict | None
+ *       The vcpu_usage group's body from two raw /proc/stat samples (groups/vcpu_usage.py: usage_body_native,
+ *       twin usage_body_careful).
+ *   deltas(cur, prev, positions, often: int) -> list[int] | None
+ *       One device's counter deltas for a DeltaTracker (neuron/deltas.py: device_deltas_native, twin
+ *       device_deltas_careful).
+ *   cores(deltas, n, dt, limit, keys, first, group, name0, name1) -> dict | None
+ *       neuroncore_counters' ``neuroncores_in_use`` for one Trn2 device (groups/neuroncore_counters.py:
+ *       cores_native, twins cores_fast and cores_careful).
+ *   summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values) -> dict | None
+ *       execution_stats' body for one device whose every core completed executions and nothing rare changed
+ *       (groups/execution_stats.py: summary_native, twins summary_fast and summary_careful).
+ *
+ * Every input is hostile. Nothing is read outside the buffers given; every number is bounds-checked; anything
+ * this code does not fully understand returns None, and the caller then runs the careful Python twin, which
+ * decides (and words any error). Python objects are built here (dicts, ints, floats) and the report is still
+ * encoded by orjson, so the report's bytes are orjson's either way.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------------- */
+/* /proc/stat                                                                                                  */
+
+/* Time columns above this (2^44 clock ticks: 5,500 years at 100 Hz) are left to the careful twin, so that
+ * delta * 20000 + total stays far inside 64 bits. */
+#define STAT_VALUE_MAX (UINT64_C(1) << 44)
+/* ctxt and cpu ids above this are left to the careful twin too. */
+#define STAT_COUNT_MAX (UINT64_C(1) << 62)
+#define FIELDS 8
+#define SHARES 7
+#define SHARE_STEPS 10000 /* shares are q / 100 for q in 0..10000 */
+#define ID_KEYS 4096      /* str(cpu id) kept for ids below this */
+
+static PyObject *share_keys[SHARES];             /* "user", "nice", ... (interned) */
+static PyObject *share_floats[SHARE_STEPS + 1];  /* q / 100, made on first use, shared (floats are immutable) */
+static PyObject *id_keys[ID_KEYS];               /* str(id), made on first use */
+static PyObject *key_average, *key_usage, *key_ctxt;
+
+typedef struct {
+    uint64_t total[FIELDS]; /* the aggregate "cpu" row's first 8 columns */
+    uint64_t ctxt;
+    Py_ssize_t cpus;
+    uint64_t *ids;  /* cpus entries */
+    uint64_t *rows; /* FIELDS per cpu */
+} stat_sample;
+
+static void stat_free(stat_sample *s) {
+    PyMem_Free(s->ids);
+    PyMem_Free(s->rows);
+    s->ids = s->rows = NULL;
+}
+
+/* Digits at p[*at..end) up to a space, a newline or end: value in *out (at most max), *at moves past the digits.
+ * 0 on success, -1 when there is no digit or the value exceeds max. */
+static int read_number(const char *p, Py_ssize_t end, Py_ssize_t *at, uint64_t max, uint64_t *out) {
+    Py_ssize_t i = *at;
+    uint64_t v = 0;
+    if (i >= end || p[i] < '0' || p[i] > '9') return -1;
+    while (i < end && p[i] >= '0' && p[i] <= '9') {
+        v = v * 10 + (uint64_t)(p[i] - '0');
+        if (v > max) return -1;
+        i++;
+    }
+    *at = i;
+    *out = v;
+    return 0;
+}
+
+/* Numbers of one row at p[at..line_end): " n n n ..." (each preceded by exactly one space, nothing after the
+ * last). Stores at most `keep` of them in out; returns how many there were, -1 when the row is not that. */
+static Py_ssize_t read_row(const char *p, Py_ssize_t at, Py_ssize_t line_end, uint64_t *out, Py_ssize_t keep) {
+    Py_ssize_t count = 0;
+    while (at < line_end) {
+        uint64_t v;
+        if (p[at] != ' ') return -1;
+        at++;
+        if (read_number(p, line_end, &at, STAT_VALUE_MAX, &v) < 0) return -1;
+        if (count < keep) out[count] = v;
+        count++;
+    }
+    return count;
+}
+
+/* The kernel's /proc/stat layout only: "cpu" + spaces + at least 8 columns, then "cpuN" rows of the same column
+ * count (single spaces), then "\nintr ", and a "\nctxt N" line somewhere. 0 on success (free with stat_free),
+ * -1 for anything else (nothing to free), -2 on a memory error (exception set). */
+static int stat_parse(const char *p, Py_ssize_t len, stat_sample *s) {
+    memset(s, 0, sizeof(*s));
+    const char *intr = memmem(p, (size_t)len, "\nintr ", 6);
+    if (intr == NULL) return -1;
+    Py_ssize_t end = intr - p; /* the block is p[0..end); p[end] is the newline before "intr" */
+    Py_ssize_t rows = 0;
+    for (Py_ssize_t i = 0; i < end; i++) rows += p[i] == '\n';
+    if (rows == 0) return -1; /* no vCPU row */
+    /* the aggregate row */
+    const char *nl = memchr(p, '\n', (size_t)end);
+    Py_ssize_t line_end = nl ? nl - p : end;
+    if (line_end < 4 || memcmp(p, "cpu ", 4) != 0) return -1;
+    Py_ssize_t at = 3;
+    while (at + 1 < line_end && p[at + 1] == ' ') at++; /* "cpu  1 2 ..." (the kernel prints two spaces) */
+    Py_ssize_t columns = read_row(p, at, line_end, s->total, FIELDS);
+    if (columns < FIELDS) return -1;
+    /* one row per vCPU */
+    s->ids = PyMem_Malloc((size_t)rows * sizeof(uint64_t));
+    s->rows = PyMem_Malloc((size_t)rows * FIELDS * sizeof(uint64_t));
+    if (s->ids == NULL || s->rows == NULL) {
+        stat_free(s);
+        PyErr_NoMemory();
+        return -2;
+    }
+    Py_ssize_t row = 0;
+    at = line_end;
+    while (at < end) { /* p[at] == '\n' */
+        Py_ssize_t start = at + 1;
+        nl = memchr(p + start, '\n', (size_t)(end - start));
+        line_end = nl ? nl - p : end;
+        if (row >= rows || line_end - start < 4 || memcmp(p + start, "cpu", 3) != 0) goto refuse;
+        Py_ssize_t i = start + 3;
+        if (read_number(p, line_end, &i, STAT_COUNT_MAX, &s->ids[row]) < 0) goto refuse;
+        if (read_row(p, i, line_end, s->rows + row * FIELDS, FIELDS) != columns) goto refuse;
+        row++;
+        at = line_end;
+    }
+    if (row != rows) goto refuse;
+    s->cpus = rows;
+    /* context switches: the first "\nctxt " line, digits to its newline or the end */
+    const char *c = memmem(p, (size_t)len, "\nctxt ", 6);
+    if (c == NULL) goto refuse;
+    at = (c - p) + 6;
+    if (read_number(p, len, &at, STAT_COUNT_MAX, &s->ctxt) < 0 || (at < len && p[at] != '\n')) goto refuse;
+    return 0;
+refuse:
+    stat_free(s);
+    return -1;
+}
+
+static PyObject *share_float(uint64_t q) {
+    if (q > SHARE_STEPS) {
+        PyErr_SetString(PyExc_SystemError, "share out of range");
+        return NULL;
+    }
+    if (share_floats[q] == NULL) {
+        share_floats[q] = PyFloat_FromDouble((double)q / 100.0);
+        if (share_floats[q] == NULL) return NULL;
+    }
+    return Py_NewRef(share_floats[q]);
+}
+
+/* The share dicts made so far, by their 7 values (as the Python twin's SharesMemo: at 0.1 s the same shares recur
+ * across vCPUs and reports, and bodies are never mutated, so one dict serves them all). Open addressing; emptied
+ * when half full. */
+#define MEMO_SLOTS 2048
+typedef struct {
+    uint16_t q[SHARES];
+    PyObject *dict; /* NULL: free slot */
+} memo_slot;
+static memo_slot memo[MEMO_SLOTS];
+static int memo_used;
+
+static void memo_clear(void) {
+    for (int i = 0; i < MEMO_SLOTS; i++) Py_CLEAR(memo[i].dict);
+    memo_used = 0;
+}
+
+/* shares_of in groups/vcpu_usage.py: each field's share of the total in percent, rounded half-up to 2 decimals:
+ * (d * 20000 + total) // (2 * total) / 100, a field that went back counting 0. d[i] are |values| <= 2^44. */
+static PyObject *shares_dict(const int64_t d[FIELDS]) {
+    uint64_t u[FIELDS], total = 0;
+    uint16_t q[SHARES];
+    for (int i = 0; i < FIELDS; i++) {
+        u[i] = d[i] > 0 ? (uint64_t)d[i] : 0;
+        total += u[i];
+    }
+    uint64_t h = 1469598103934665603ULL;
+    for (int i = 0; i < SHARES; i++) {
+        q[i] = (uint16_t)(total ? (u[i] * 20000 + total) / (2 * total) : 0); /* <= 10000 */
+        h = (h ^ q[i]) * 1099511628211ULL;
+    }
+    size_t slot = (size_t)(h ^ (h >> 29)) & (MEMO_SLOTS - 1);
+    while (memo[slot].dict != NULL) {
+        if (memcmp(memo[slot].q, q, sizeof(q)) == 0) return Py_NewRef(memo[slot].dict);
+        slot = (slot + 1) & (MEMO_SLOTS - 1);
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    for (int i = 0; i < SHARES; i++) {
+        PyObject *f = share_float(q[i]);
+        if (f == NULL || PyDict_SetItem(out, share_keys[i], f) < 0) {
+            Py_XDECREF(f);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(f);
+    }
+    if (memo_used >= MEMO_SLOTS / 2) { /* keep probes short: start over (slot is then free too) */
+        memo_clear();
+        slot = (size_t)(h ^ (h >> 29)) & (MEMO_SLOTS - 1);
+    }
+    memcpy(memo[slot].q, q, sizeof(q));
+    memo[slot].dict = Py_NewRef(out);
+    memo_used++;
+    return out;
+}
+
+static PyObject *id_key(uint64_t id) {
+    if (id >= ID_KEYS) return PyUnicode_FromFormat("%llu", (unsigned long long)id);
+    if (id_keys[id] == NULL) {
+        id_keys[id] = PyUnicode_FromFormat("%llu", (unsigned long long)id);
+        if (id_keys[id] == NULL) return NULL;
+    }
+    return Py_NewRef(id_keys[id]);
+}
+
+static PyObject *usage_body(const stat_sample *prev, const stat_sample *cur) {
+    int64_t d[FIELDS];
+    PyObject *body = NULL, *usage = NULL, *item = NULL;
+    for (int i = 0; i < FIELDS; i++) d[i] = (int64_t)cur->total[i] - (int64_t)prev->total[i];
+    body = PyDict_New();
+    if (body == NULL) goto fail;
+    item = shares_dict(d);
+    if (item == NULL || PyDict_SetItem(body, key_average, item) < 0) goto fail;
+    Py_CLEAR(item);
+    usage = PyDict_New();
+    if (usage == NULL) goto fail;
+    for (Py_ssize_t j = 0; j < cur->cpus; j++) {
+        const uint64_t *a = prev->rows + j * FIELDS, *b = cur->rows + j * FIELDS;
+        for (int i = 0; i < FIELDS; i++) d[i] = (int64_t)b[i] - (int64_t)a[i];
+        PyObject *key = id_key(cur->ids[j]);
+        if (key == NULL) goto fail;
+        item = shares_dict(d);
+        if (item == NULL || PyDict_SetItem(usage, key, item) < 0) {
+            Py_DECREF(key);
+            goto fail;
+        }
+        Py_DECREF(key);
+        Py_CLEAR(item);
+    }
+    if (PyDict_SetItem(body, key_usage, usage) < 0) goto fail;
+    Py_CLEAR(usage);
+    item = PyLong_FromUnsignedLongLong(cur->ctxt > prev->ctxt ? cur->ctxt - prev->ctxt : 0);
+    if (item == NULL || PyDict_SetItem(body, key_ctxt, item) < 0) goto fail;
+    Py_DECREF(item);
+    return body;
+fail:
+    Py_XDECREF(item);
+    Py_XDECREF(usage);
+    Py_XDECREF(body);
+    return NULL;
+}
+
+/* The newest sample parsed as ``cur`` (a strong reference, so that identity with a later ``prev`` means the same
+ * immutable bytes) and its parse: the next call's ``prev`` is then not parsed again. */
+static PyObject *last_raw;
+static stat_sample last_parsed;
+
+static PyObject *native_vcpu_usage(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "vcpu_usage(prev: bytes, cur: bytes)");
+        return NULL;
+    }
+    stat_sample own_prev, cur;
+    const stat_sample *prev = &last_parsed;
+    int cached = last_raw != NULL && args[0] == last_raw;
+    int rc;
+    if (!cached) {
+        rc = stat_parse(PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), &own_prev);
+        if (rc == -2) return NULL;
+        if (rc < 0) Py_RETURN_NONE;
+        prev = &own_prev;
+    }
+    rc = stat_parse(PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]), &cur);
+    if (rc < 0) {
+        if (!cached) stat_free(&own_prev);
+        if (rc == -2) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *out;
+    if (prev->cpus != cur.cpus || memcmp(prev->ids, cur.ids, (size_t)cur.cpus * sizeof(uint64_t))) {
+        out = Py_NewRef(Py_None); /* a vCPU went offline or came back: the careful twin pairs them */
+    } else {
+        out = usage_body(prev, &cur);
+    }
+    if (!cached) stat_free(&own_prev);
+    stat_free(&last_parsed); /* prev is not used from here on */
+    Py_XSETREF(last_raw, Py_NewRef(args[1]));
+    last_parsed = cur;
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------------------------- */
+/* DeltaTracker: one device's deltas                                                                           */
+
+/* A buffer of native unsigned 64-bit integers (array("Q")), or -1 (buffer released, None returned by caller). */
+static int get_u64(PyObject *obj, Py_buffer *view) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (view->itemsize != 8 || view->format == NULL || strcmp(view->format, "Q") != 0 || view->ndim != 1) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "deltas(cur, prev, positions, often)");
+        return NULL;
+    }
+    Py_ssize_t often = PyLong_AsSsize_t(args[3]);
+    if (often == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_buffer cur, prev, pos;
+    if (get_u64(args[0], &cur) < 0) Py_RETURN_NONE;
+    if (get_u64(args[1], &prev) < 0) {
+        PyBuffer_Release(&cur);
+        Py_RETURN_NONE;
+    }
+    if (PyObject_GetBuffer(args[2], &pos, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&cur);
+        PyBuffer_Release(&prev);
+        Py_RETURN_NONE;
+    }
+    PyObject *out = NULL;
+    const uint64_t *c = cur.buf, *p = prev.buf;
+    const uint32_t *at = pos.buf;
+    Py_ssize_t n = cur.len / 8, count = pos.len / 4;
+    if (prev.len != cur.len || pos.itemsize != 4 || pos.format == NULL || strcmp(pos.format, "I") != 0 ||
+        often < 0 || often > count) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if ((Py_ssize_t)at[k] >= n) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    Py_ssize_t take = often; /* the rare counters' deltas only when one of them changed */
+    for (Py_ssize_t k = often; k < count; k++) {
+        if (c[at[k]] != p[at[k]]) {
+            take = count;
+            break;
+        }
+    }
+    out = PyList_New(take);
+    if (out == NULL) goto done;
+    for (Py_ssize_t k = 0; k < take; k++) {
+        uint64_t a = c[at[k]], b = p[at[k]];
+        PyObject *v = PyLong_FromUnsignedLongLong(a > b ? a - b : 0);
+        if (v == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, k, v);
+    }
+done:
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&prev);
+    PyBuffer_Release(&cur);
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------------------------- */
+/* neuroncore_counters: one LNC=2 device, every core busy                                                      */
+
+static PyObject *key_util, *key_flops;
+
+#define EXACT_MAX (UINT64_C(1) << 53) /* deltas above this are left to the twins (inexact as doubles) */
+
+/* d[key] = value (a new reference, stolen); -1 on failure. */
+static int set_new(PyObject *d, PyObject *key, PyObject *value) {
+    if (value == NULL) return -1;
+    int rc = PyDict_SetItem(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static PyObject *util_dict(double u) {
+    PyObject *d = PyDict_New();
+    if (d != NULL && set_new(d, key_util, PyFloat_FromDouble(u)) < 0) Py_CLEAR(d);
+    return d;
+}
+
+/* out[key] = {"neuroncore_utilization": mean, "flops": flops, group: {name0: {..: u0}, name1: {..: u1}}} */
+static int core_entry(PyObject *out, PyObject *key, double u0, double u1, long long flops, PyObject *group,
+                      PyObject *name0, PyObject *name1) {
+    PyObject *e = PyDict_New(), *b = PyDict_New();
+    int rc = -1;
+    if (e != NULL && b != NULL && set_new(e, key_util, PyFloat_FromDouble((u0 + u1) / 2)) == 0 &&
+        set_new(e, key_flops, PyLong_FromLongLong(flops)) == 0 && set_new(b, name0, util_dict(u0)) == 0 &&
+        set_new(b, name1, util_dict(u1)) == 0 && PyDict_SetItem(e, group, b) == 0 && PyDict_SetItem(out, key, e) == 0)
+        rc = 0;
+    Py_XDECREF(e);
+    Py_XDECREF(b);
+    return rc;
+}
+
+/* {key: {"neuroncore_utilization": u, "flops": f, group: {name0: {"neuroncore_utilization": u0}, name1: ...}}}
+ * Arguments are checked in full before anything is built; None for anything cores_fast would not take. */
+static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "cores(deltas, n, dt, limit, keys, first, group, name0, name1)");
+        return NULL;
+    }
+    PyObject *deltas = args[0], *keys = args[4], *group = args[6], *name0 = args[7], *name1 = args[8];
+    if (!PyList_CheckExact(deltas) || !PyLong_CheckExact(args[1]) || !PyFloat_CheckExact(args[2]) ||
+        !PyFloat_CheckExact(args[3]) || !PyTuple_CheckExact(keys) || !PyLong_CheckExact(args[5]) ||
+        !PyUnicode_CheckExact(group) || !PyUnicode_CheckExact(name0) || !PyUnicode_CheckExact(name1))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyLong_AsSsize_t(args[1]), first = PyLong_AsSsize_t(args[5]);
+    if ((n == -1 || first == -1) && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    double dt = PyFloat_AS_DOUBLE(args[2]), limit = PyFloat_AS_DOUBLE(args[3]);
+    if (n <= 0 || n % 2 || n > 64 || PyList_GET_SIZE(deltas) != 2 * n || first < 0 ||
+        first > PyTuple_GET_SIZE(keys) - n / 2 || !(dt > 0.0) || !(limit >= 0.0))
+        Py_RETURN_NONE;
+    uint64_t v[128];
+    for (Py_ssize_t k = 0; k < 2 * n; k++) {
+        PyObject *item = PyList_GET_ITEM(deltas, k);
+        if (!PyLong_CheckExact(item)) Py_RETURN_NONE;
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || x < 0 || (uint64_t)x > EXACT_MAX) {
+            if (x == -1 && PyErr_Occurred()) PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        v[k] = (uint64_t)x;
+        if (k < n && v[k] == 0) Py_RETURN_NONE; /* a core not busy: the twins decide which cores are in use */
+        if (k >= n && (double)v[k] > limit) Py_RETURN_NONE; /* a damaged MAC counter: cores_careful */
+    }
+    for (Py_ssize_t j = 0; j < n / 2; j++) {
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(keys, first + j))) Py_RETURN_NONE;
+    }
+    double scale = dt * 1e4;
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k += 2) {
+        double u0 = (double)v[k] / scale, u1 = (double)v[k + 1] / scale;
+        if (u0 >= 100.0) u0 = 100.0;
+        if (u1 >= 100.0) u1 = 100.0;
+        double f0 = 2.0 * (double)v[n + k] / dt, f1 = 2.0 * (double)v[n + k + 1] / dt;
+        if (!(f0 < 9.0e18) || !(f1 < 9.0e18)) { /* cannot happen under limit; kept safe */
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        if (core_entry(out, PyTuple_GET_ITEM(keys, first + k / 2), u0, u1, (long long)f0 + (long long)f1, group,
+                       name0, name1) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------------------------- */
+/* execution_stats: one device, every core completed executions, no rare count changed                         */
+
+static PyObject *key_errors, *key_execs, *key_latency, *key_total_lat, *key_device_lat;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* percentiles() of execution_stats: nearest-rank picks of the sorted samples (in seconds), or None without any. */
+static PyObject *percentile_dict(double *samples, Py_ssize_t m, PyObject *names, const double *pct) {
+    if (m == 0) return Py_NewRef(Py_None);
+    qsort(samples, (size_t)m, sizeof(double), cmp_double);
+    PyObject *d = PyDict_New();
+    if (d == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        double rank = ceil(pct[i] / 100.0 * (double)m) - 1; /* max(0, math.ceil(p / 100.0 * n) - 1) */
+        Py_ssize_t at = rank > 0 ? (Py_ssize_t)rank : 0;
+        if (at >= m) at = m - 1; /* p <= 100 never gets here; kept safe */
+        if (set_new(d, PyTuple_GET_ITEM(names, i), PyFloat_FromDouble(samples[at])) < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+static PyObject *native_summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "summary(deltas, counters, positions, exec_names, err_names, pct_names, "
+                                         "pct_values)");
+        return NULL;
+    }
+    PyObject *deltas = args[0], *exec_names = args[3], *err_names = args[4], *pct_names = args[5];
+    PyObject *pct_values = args[6];
+    if (!PyList_CheckExact(deltas) || !PyTuple_CheckExact(exec_names) || !PyTuple_CheckExact(err_names) ||
+        !PyTuple_CheckExact(pct_names) || !PyTuple_CheckExact(pct_values) || PyTuple_GET_SIZE(exec_names) < 1 ||
+        PyTuple_GET_SIZE(pct_names) != PyTuple_GET_SIZE(pct_values) || PyTuple_GET_SIZE(pct_names) > 16)
+        Py_RETURN_NONE;
+    double pct[16];
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pct_values); i++) {
+        PyObject *p = PyTuple_GET_ITEM(pct_values, i);
+        if (!PyFloat_CheckExact(p) || !(PyFloat_AS_DOUBLE(p) >= 0.0 && PyFloat_AS_DOUBLE(p) <= 100.0))
+            Py_RETURN_NONE;
+        pct[i] = PyFloat_AS_DOUBLE(p);
+    }
+    Py_ssize_t n = PyList_GET_SIZE(deltas);
+    if (n < 1 || n > 64) Py_RETURN_NONE;
+    uint64_t total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = PyList_GET_ITEM(deltas, k);
+        if (!PyLong_CheckExact(item)) Py_RETURN_NONE;
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || x <= 0 || (uint64_t)x > EXACT_MAX) { /* 0: a core did not execute (summary_careful) */
+            if (x == -1 && PyErr_Occurred()) PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        total += (uint64_t)x;
+    }
+    Py_buffer cur, pos;
+    if (get_u64(args[1], &cur) < 0) Py_RETURN_NONE;
+    if (PyObject_GetBuffer(args[2], &pos, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&cur);
+        Py_RETURN_NONE;
+    }
+    PyObject *out = NULL, *item = NULL;
+    const uint64_t *c = cur.buf;
+    const uint32_t *at = pos.buf;
+    double device_lat[64], total_lat[64];
+    Py_ssize_t md = 0, mt = 0;
+    if (pos.itemsize != 4 || pos.format == NULL || strcmp(pos.format, "I") != 0 || pos.len / 4 != 2 * n) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < 2 * n; k++) { /* the device latency of each core, then the total latency */
+        if ((Py_ssize_t)at[k] >= cur.len / 8 || c[at[k]] > EXACT_MAX) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        uint64_t v = c[at[k]];
+        if (v == 0) continue; /* never executed: no sample */
+        if (k < n) device_lat[md++] = (double)v / 1e6;
+        else total_lat[mt++] = (double)v / 1e6;
+    }
+    out = PyDict_New();
+    if (out == NULL) goto done;
+    item = PyDict_New();
+    if (item == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(err_names); i++) {
+        if (set_new(item, PyTuple_GET_ITEM(err_names, i), PyLong_FromLong(0)) < 0) goto fail;
+    }
+    if (PyDict_SetItem(out, key_errors, item) < 0) goto fail;
+    Py_SETREF(item, PyDict_New());
+    if (item == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(exec_names); i++) {
+        PyObject *v = i ? PyLong_FromLong(0) : PyLong_FromUnsignedLongLong(total);
+        if (set_new(item, PyTuple_GET_ITEM(exec_names, i), v) < 0) goto fail;
+    }
+    if (PyDict_SetItem(out, key_execs, item) < 0) goto fail;
+    Py_SETREF(item, PyDict_New());
+    if (item == NULL || set_new(item, key_total_lat, percentile_dict(total_lat, mt, pct_names, pct)) < 0 ||
+        set_new(item, key_device_lat, percentile_dict(device_lat, md, pct_names, pct)) < 0 ||
+        PyDict_SetItem(out, key_latency, item) < 0)
+        goto fail;
+    Py_CLEAR(item);
+    goto done;
+fail:
+    Py_XDECREF(item);
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&cur);
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"vcpu_usage", (PyCFunction)(void (*)(void))native_vcpu_usage, METH_FASTCALL,
+     "vcpu_usage(prev, cur): the vcpu_usage body from two /proc/stat samples, or None."},
+    {"deltas", (PyCFunction)(void (*)(void))native_deltas, METH_FASTCALL,
+     "deltas(cur, prev, positions, often): one device's counter deltas, or None."},
+    {"cores", (PyCFunction)(void (*)(void))native_cores, METH_FASTCALL,
+     "cores(deltas, n, dt, limit, keys, first, group, name0, name1): neuroncores_in_use of one device, or None."},
+    {"summary", (PyCFunction)(void (*)(void))native_summary, METH_FASTCALL,
+     "summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values): execution_stats' body "
+     "of one device, or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    static const char *names[SHARES] = {"user", "nice", "system", "idle", "io_wait", "irq", "soft_irq"};
+    for (int i = 0; i < SHARES; i++) {
+        if (share_keys[i] == NULL && (share_keys[i] = PyUnicode_InternFromString(names[i])) == NULL) return NULL;
+    }
+    if (key_average == NULL && (key_average = PyUnicode_InternFromString("average_usage")) == NULL) return NULL;
+    if (key_usage == NULL && (key_usage = PyUnicode_InternFromString("usage_data")) == NULL) return NULL;
+    if (key_util == NULL && (key_util = PyUnicode_InternFromString("neuroncore_utilization")) == NULL) return NULL;
+    if (key_flops == NULL && (key_flops = PyUnicode_InternFromString("flops")) == NULL) return NULL;
+    static const struct {
+        PyObject **key;
+        const char *name;
+    } more[] = {{&key_errors, "error_summary"}, {&key_execs, "execution_summary"}, {&key_latency, "latency_stats"},
+                {&key_total_lat, "total_latency"}, {&key_device_lat, "device_latency"}};
+    for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
+        if (*more[i].key == NULL && (*more[i].key = PyUnicode_InternFromString(more[i].name)) == NULL) return NULL;
+    }
+    if (key_ctxt == NULL && (key_ctxt = PyUnicode_InternFromString("context_switch_count")) == NULL) return NULL;
+    return PyModule_Create(&module);
+}

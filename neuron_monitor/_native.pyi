@@ -1,0 +1,29 @@
+# The compiled helper's interface (neuron_monitor/_native.c); see neuron_monitor/native.py.
+from typing import Any
+
+from typing_extensions import Buffer
+
+def vcpu_usage(prev: bytes, cur: bytes, /) -> dict[str, Any] | None: ...
+def deltas(cur: Buffer, prev: Buffer, positions: Buffer, often: int, /) -> list[int] | None: ...
+def cores(
+    deltas: list[int],
+    n: int,
+    dt: float,
+    limit: float,
+    keys: tuple[str, ...],
+    first: int,
+    group: str,
+    name0: str,
+    name1: str,
+    /,
+) -> dict[str, Any] | None: ...
+def summary(
+    deltas: list[int],
+    counters: Buffer,
+    positions: Buffer,
+    exec_names: tuple[str, ...],
+    err_names: tuple[str, ...],
+    pct_names: tuple[str, ...],
+    pct_values: tuple[float, ...],
+    /,
+) -> dict[str, Any] | None: ...

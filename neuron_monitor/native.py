@@ -1,0 +1,28 @@
+"""The optional compiled helper (``neuron_monitor/_native.c``, built at install when a C compiler is present).
+
+``NATIVE`` is the module, or None when it was not built (no compiler) or ``NEURON_MONITOR_NO_NATIVE`` is set to a
+non-empty value (the daemon then runs only the pure-Python twins: the reference, and how the A/B in
+docs/performance.md is measured). Each of its functions is called by exactly one named Python function that sits
+beside its careful twin and falls back to it when the helper is missing or declines (returns None):
+
+- ``vcpu_usage``: `neuron_monitor.groups.vcpu_usage.usage_body_native` (twin: ``usage_body_careful``);
+- ``deltas``: `neuron_monitor.neuron.deltas.device_deltas_native` (twin: ``device_deltas_careful``).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("NEURON_MONITOR_NO_NATIVE"):
+        return None
+    try:
+        from neuron_monitor import _native
+    except ImportError:  # installed without a C compiler: the pure-Python twins run
+        return None
+    return _native
+
+
+NATIVE = _load()

@@ -1,0 +1,236 @@
+"""The compiled helper (neuron_monitor/_native.c) against its careful Python twins, on well-formed and hostile input.
+
+Every function of the helper returns either None (the caller then runs the careful twin) or exactly what the twin
+returns, whatever the bytes: truncated and damaged /proc/stat samples, huge numbers, counters that went back, short
+or mistyped counter arrays, positions out of range. When a C compiler is present the helper must have been built:
+these tests then fail rather than skip, so that an install that silently lost it cannot pass.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import sysconfig
+from array import array
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from neuron_monitor.groups.vcpu_usage import usage_body_careful
+from neuron_monitor.host.procfs import parse_stat
+from neuron_monitor.neuron.datablock import N
+from neuron_monitor.neuron.deltas import Pick, device_deltas_careful
+
+COMPILER = shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc")
+HEADERS = (Path(sysconfig.get_paths()["include"]) / "Python.h").exists()
+
+
+def _helper() -> ModuleType:
+    """The built helper; a failure when a compiler and the headers are here (it should have been built), a skip
+    only where it cannot be built."""
+    try:
+        return importlib.import_module("neuron_monitor._native")
+    except ImportError as e:
+        if COMPILER and HEADERS:
+            pytest.fail(f"a C compiler ({COMPILER}) and Python.h are here but neuron_monitor._native is missing: {e}")
+        pytest.skip("no C compiler here: the pure-Python twins run")
+
+
+def test_helper_is_built_where_a_compiler_is_present() -> None:
+    assert _helper().__file__
+
+
+def test_native_loader_honours_the_opt_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    import neuron_monitor.native as native
+
+    monkeypatch.setenv("NEURON_MONITOR_NO_NATIVE", "1")
+    assert native._load() is None
+    monkeypatch.delenv("NEURON_MONITOR_NO_NATIVE")
+    assert native._load() is _helper()
+
+
+# -- /proc/stat ----------------------------------------------------------------------------------------------
+
+
+def stat_bytes(total: list[int], cpus: list[tuple[int, list[int]]], ctxt: int | str, agg_sep: str = "  ") -> bytes:
+    lines = ["cpu" + agg_sep + " ".join(map(str, total))]
+    lines += [f"cpu{cpu} " + " ".join(map(str, vals)) for cpu, vals in cpus]
+    lines += ["intr 12 0 0 3 4", f"ctxt {ctxt}", "btime 1700000000", "processes 42", ""]
+    return "\n".join(lines).encode()
+
+
+def careful(prev: bytes, cur: bytes) -> dict[str, Any] | None:
+    """The careful pipeline: the Python parse of both samples, then usage_body_careful (None if a parse fails)."""
+    try:
+        a, b = parse_stat(prev), parse_stat(cur)
+    except ValueError:
+        return None
+    return usage_body_careful(a, b)
+
+
+def check_stat_pair(prev: bytes, cur: bytes) -> dict[str, Any] | None:
+    got: dict[str, Any] | None = _helper().vcpu_usage(prev, cur)
+    if got is not None:
+        want = careful(prev, cur)
+        assert want is not None, "the helper accepted a sample the careful parse refuses"
+        assert got == want
+        assert orjson.dumps(got) == orjson.dumps(want)
+    return got
+
+
+_value = st.one_of(
+    st.integers(0, 2**20), st.integers(0, 2**44), st.integers(2**44 - 4, 2**44 + 4), st.integers(0, 2**70)
+)
+
+
+@st.composite
+def stat_pairs(draw: st.DrawFn) -> tuple[bytes, bytes, bool]:
+    """Two samples of one host (the same vCPU ids, in a random order, possibly with gaps), every counter moving by
+    a small amount either way (a counter going back happens on hot-unplug), plus whether every value stays within
+    the helper's range (then it must not decline)."""
+    cols = draw(st.integers(8, 11))
+    ids = draw(st.lists(st.integers(0, 5000), min_size=1, max_size=12, unique=True))
+    rows = [[draw(_value) for _ in range(cols)] for _ in ids]
+    total = [draw(_value) for _ in range(cols)]
+    moves = st.integers(-3, 400)
+    rows2 = [[max(0, v + draw(moves)) for v in row] for row in rows]
+    total2 = [max(0, v + draw(moves)) for v in total]
+    ctxt = draw(st.integers(0, 2**40))
+    ctxt2 = max(0, ctxt + draw(st.integers(-5, 10**6)))
+    sep = draw(st.sampled_from([" ", "  ", "   "]))
+    prev = stat_bytes(total, list(zip(ids, rows, strict=True)), ctxt, sep)
+    cur = stat_bytes(total2, list(zip(ids, rows2, strict=True)), ctxt2, sep)
+    small = all(v <= 2**44 for r in (*rows, *rows2, total, total2) for v in r)
+    return prev, cur, small
+
+
+@settings(max_examples=400, deadline=None)
+@given(stat_pairs())
+def test_vcpu_usage_equals_the_careful_twin(pair: tuple[bytes, bytes, bool]) -> None:
+    prev, cur, small = pair
+    got = check_stat_pair(prev, cur)
+    if small:
+        assert got is not None, "the helper declined a well-formed pair"
+
+
+def test_vcpu_usage_declines_a_changed_vcpu_set_and_big_values() -> None:
+    a = stat_bytes([1] * 10, [(0, [1] * 10), (1, [2] * 10)], 5)
+    b = stat_bytes([9] * 10, [(0, [3] * 10), (2, [4] * 10)], 9)
+    assert _helper().vcpu_usage(a, b) is None
+    c = stat_bytes([2**45] * 10, [(0, [1] * 10), (1, [2] * 10)], 5)
+    assert _helper().vcpu_usage(a, c) is None
+    assert check_stat_pair(a, stat_bytes([3] * 10, [(0, [1] * 10), (1, [9] * 10)], 7)) is not None
+
+
+def test_vcpu_usage_on_the_192_vcpu_fixture(fake_root_192: Path) -> None:
+    data = (fake_root_192 / "proc" / "stat").read_bytes()
+    got = check_stat_pair(data, data.replace(b"cpu0 ", b"cpu0 1"))
+    assert got is not None and len(got["usage_data"]) == 192
+
+
+@st.composite
+def damaged(draw: st.DrawFn, data: bytes) -> bytes:
+    """``data`` truncated, with bytes replaced, inserted or deleted (from an alphabet close to the layout)."""
+    out = bytearray(data)
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["cut", "set", "insert", "delete"]))
+        at = draw(st.integers(0, max(0, len(out) - 1)))
+        byte = draw(st.sampled_from(list(b"cpu \n0123456789-+_\t\x00\xffintrctx")))
+        if kind == "cut":
+            del out[at:]
+        elif kind == "set" and out:
+            out[at] = byte
+        elif kind == "insert":
+            out.insert(at, byte)
+        elif out:
+            del out[at]
+    return bytes(out)
+
+
+_GOOD = stat_bytes([10] * 10, [(0, [1] * 10), (1, [2] * 10), (2, [3] * 10)], 100)
+_GOOD2 = stat_bytes([20] * 10, [(0, [5] * 10), (1, [2] * 10), (2, [9] * 10)], 140)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged(_GOOD), damaged(_GOOD2), st.booleans())
+def test_vcpu_usage_on_damaged_samples_is_none_or_the_careful_result(a: bytes, b: bytes, swap: bool) -> None:
+    check_stat_pair(_GOOD if swap else a, b)
+    check_stat_pair(a, _GOOD2 if swap else b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300), st.binary(max_size=300))
+def test_vcpu_usage_on_any_bytes_never_crashes(a: bytes, b: bytes) -> None:
+    check_stat_pair(a, b)
+    check_stat_pair(_GOOD, b)
+    check_stat_pair(a + _GOOD, _GOOD2)
+
+
+def test_vcpu_usage_refuses_wrong_argument_types() -> None:
+    with pytest.raises(TypeError):
+        _helper().vcpu_usage("cpu", b"")
+    with pytest.raises(TypeError):
+        _helper().vcpu_usage(b"")
+
+
+# -- one device's deltas -----------------------------------------------------------------------------------
+
+
+@st.composite
+def delta_cases(draw: st.DrawFn) -> tuple[array[int], array[int], Pick]:
+    cores = draw(st.integers(1, 16))
+    indices = tuple(draw(st.lists(st.integers(0, N - 1), min_size=1, max_size=12)))
+    often = draw(st.integers(1, len(indices)))
+    big = st.one_of(st.integers(0, 2**64 - 1), st.integers(0, 1000), st.sampled_from([0, 2**63, 2**64 - 1]))
+    cur = array("Q", draw(st.lists(big, min_size=cores * N, max_size=cores * N)))
+    if draw(st.booleans()):  # mostly moving forward, rare counters unchanged, some going back
+        moved = [v if draw(st.booleans()) else v - draw(st.integers(-5, 10**6)) for v in cur]
+        prev = array("Q", [min(max(v, 0), 2**64 - 1) for v in moved])
+    else:
+        prev = array("Q", draw(st.lists(big, min_size=cores * N, max_size=cores * N)))
+    return cur, prev, Pick(indices, often, cores)
+
+
+@settings(max_examples=400, deadline=None)
+@given(delta_cases())
+def test_deltas_equal_the_careful_twin(case: tuple[array[int], array[int], Pick]) -> None:
+    cur, prev, pick = case
+    got = _helper().deltas(cur, prev, pick.positions, pick.often)
+    assert got == device_deltas_careful(cur, prev, pick)[0]
+
+
+def test_deltas_decline_what_is_not_two_arrays_of_one_length() -> None:
+    helper = _helper()
+    pick = Pick((0, 12), 1, 2)
+    a = array("Q", range(2 * N))
+    assert helper.deltas(a, a, pick.positions, pick.often) == [0, 0]
+    assert helper.deltas(tuple(a), a, pick.positions, pick.often) is None
+    assert helper.deltas(a, a[:-1], pick.positions, pick.often) is None
+    assert helper.deltas(a, array("q", a), pick.positions, pick.often) is None
+    assert helper.deltas(a, a, array("i", pick.positions), pick.often) is None
+    assert helper.deltas(a, a, array("I", [2 * N]), 1) is None  # a position past the end
+    assert helper.deltas(a[:N], a[:N], pick.positions, pick.often) is None  # positions of 2 cores, 1 core read
+    assert helper.deltas(a, a, pick.positions, 5) is None
+    assert helper.deltas(a, a, pick.positions, -1) is None
+    assert helper.deltas(a, a, pick.positions, 2**80) is None
+    assert helper.deltas(b"x" * 8, b"y" * 8, array("I", [0]), 1) is None  # bytes are not unsigned 64-bit ints
+    with pytest.raises(TypeError):
+        helper.deltas(a, a, pick.positions)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=64), st.binary(max_size=64), st.binary(max_size=16), st.integers(-3, 20))
+def test_deltas_on_any_bytes_never_crash(a: bytes, b: bytes, pos: bytes, often: int) -> None:
+    helper = _helper()
+    assert helper.deltas(a, b, pos, often) is None
+    qa, qb = array("Q", a[: len(a) // 8 * 8]), array("Q", b[: len(b) // 8 * 8])
+    positions = array("I", pos[: len(pos) // 4 * 4])
+    got = helper.deltas(qa, qb, positions, often)
+    if got is not None:
+        assert len(qa) == len(qb) and 0 <= often <= len(positions)
+        assert all(p < len(qa) for p in positions)
