@@ -7,8 +7,9 @@ import orjson
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor.groups.neuroncore_counters import NeuroncoreCounters, cores_careful, cores_fast
+from neuron_monitor.groups.neuroncore_counters import NeuroncoreCounters, cores_careful, cores_fast, cores_native
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron.deltas import DeviceDelta
 from tests.neuron.appdata import TRN1, TRN2, app_with, counters
 
@@ -87,6 +88,42 @@ def test_the_fast_logical_core_pass_gives_what_its_careful_twin_does(
         assert repr(fast) == repr(cores_careful(steps, shape))
 
 
+@settings(max_examples=400, deadline=None)
+@given(_device_steps())
+def test_the_native_pass_gives_what_its_careful_twin_does(
+    case: tuple[list[DeviceDelta], tuple[int, int, bool, str, tuple[str, ...]]],
+) -> None:
+    steps, shape = case
+    native = cores_native(steps, shape)
+    if native is not None:  # the compiled helper (tests/test_native.py checks it is built where it can be)
+        event("native pass answered")
+        assert repr(native) == repr(cores_careful(steps, shape))
+        assert orjson.dumps(native) == orjson.dumps(cores_careful(steps, shape))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 8),
+    st.integers(0, 63),
+    st.data(),
+    st.sampled_from([1e-9, 0.1, 0.100289447, 1.0, 300.0, float("nan")]),
+)
+def test_the_native_pass_on_trn2_steps_within_its_range(
+    cores: int, device: int, data: st.DataObject, dt: float
+) -> None:
+    """The usual Trn2 case (busy cores in pairs) with counts around the helper's limits: 2^53 and MAX_MACS."""
+    n = 2 * cores
+    value = st.one_of(st.integers(0, 10**13), st.integers(2**53 - 3, 2**53 + 3), st.just(0))
+    deltas = data.draw(st.lists(value, min_size=2 * n, max_size=2 * n))
+    app = app_with({c: counters({22: 4096}) for c in range(n)}, t=1.0, device=device, topology=TRN2)
+    steps: list[DeviceDelta] = [(device, app.data.devices[device], dt, n, deltas)]
+    shape = (2, 4, True, "v3d", ("nc_v3.0", "nc_v3.1"))
+    native = cores_native(steps, shape)
+    if native is not None:
+        event("native pass answered")
+        assert repr(native) == repr(cores_careful(steps, shape))
+
+
 def test_the_fast_pass_takes_the_usual_trn2_case() -> None:
     start = {c: counters({**MEM}) for c in range(8)}
     g = NeuroncoreCounters(RootFS("/"))
@@ -95,6 +132,8 @@ def test_the_fast_pass_takes_the_usual_trn2_case() -> None:
     shape = g._shape_of(TRN2)
     assert cores_fast(steps, shape) is not None
     assert orjson.dumps(cores_fast(steps, shape)) == orjson.dumps(cores_careful(steps, shape))
+    if NATIVE is not None:
+        assert orjson.dumps(cores_native(steps, shape)) == orjson.dumps(cores_careful(steps, shape))
 
 
 def test_a_damaged_mac_counter_leaves_that_cores_flops_out_and_the_report_encodes() -> None:
@@ -105,6 +144,7 @@ def test_a_damaged_mac_counter_leaves_that_cores_flops_out_and_the_report_encode
     steps = g._tracker.step(app_with(jump, t=0.1))
     shape = g._shape_of(TRN2)
     assert cores_fast(steps, shape) is None  # the careful twin decides
+    assert cores_native(steps, shape) is None
     cores = cores_careful(steps, shape)
     assert "flops" not in cores["1"]  # logical core 1 holds physical core 3
     assert all(cores[k]["flops"] == 2 * 10**13 * 2 for k in ("0", "2", "3"))
