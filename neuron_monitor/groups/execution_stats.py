@@ -11,6 +11,7 @@ seconds. Both are ``null`` when nothing ran in the period (see docs/neuron-data.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Callable
 from functools import lru_cache
 from itertools import compress
@@ -20,7 +21,9 @@ from typing import Any
 from neuron_monitor.app import App
 from neuron_monitor.groups.data_block_group import DataBlockGroup
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.datablock import N
 from neuron_monitor.neuron.deltas import DeltaTracker, DeviceDelta, Picker, picker
 
 _EXEC = tuple(c for _, c in L.EXECUTION_SUMMARY)
@@ -34,6 +37,7 @@ PERCENTILES: tuple[tuple[str, float], ...] = (
     ("p0", 0.0), ("p1", 1.0), ("p100", 100.0), ("p25", 25.0), ("p50", 50.0), ("p75", 75.0), ("p99", 99.0),
 )  # fmt: skip
 _PERCENTILE_NAMES = tuple(name for name, _ in PERCENTILES)
+_PERCENTILE_VALUES = tuple(p for _, p in PERCENTILES)
 
 
 @lru_cache(maxsize=256)
@@ -56,6 +60,7 @@ class ExecutionStats(DataBlockGroup):
     def __init__(self, root: RootFS) -> None:
         super().__init__(root, DeltaTracker(_INDICES, often=1))  # completed changes all the time, the rest rarely
         self._latency_pickers: dict[int, tuple[Picker, Picker]] = {}  # cores -> (device, total) latency pickers
+        self._latency_positions: dict[int, array[int]] = {}  # cores -> where both latencies are, for summary_native
 
     def _latencies(self, n: int) -> tuple[Picker, Picker]:
         pickers = self._latency_pickers.get(n)
@@ -66,17 +71,46 @@ class ExecutionStats(DataBlockGroup):
             )
         return pickers
 
+    def _positions(self, n: int) -> array[int]:
+        positions = self._latency_positions.get(n)
+        if positions is None:
+            positions = self._latency_positions[n] = latency_positions(n)
+        return positions
+
     def _body(self, app: App) -> dict[str, Any]:
         steps = self._tracker.step(app)
         body = None
         if len(steps) == 1:
-            body = summary_fast(steps[0], self._latencies(steps[0][3]))
+            body = summary_native(steps[0], self._positions(steps[0][3]))
+            if body is None:
+                body = summary_fast(steps[0], self._latencies(steps[0][3]))
         if body is None:
             body = summary_careful(steps, self._latencies)
         period = max([dt for _, _, dt, _, _ in steps], default=0.0)
         if period > 0:
             body["period"] = round(period, 9)
         return body
+
+
+def latency_positions(n: int) -> array[int]:
+    """Where the latest device latency of each of ``n`` cores is in a reading's flat counters, then the total."""
+    return array("I", [core * N + c for c in (L.NC_LATENCY_DEVICE, L.NC_LATENCY_TOTAL) for core in range(n)])
+
+
+def summary_native(step: DeviceDelta, positions: array[int]) -> dict[str, Any] | None:
+    """`summary_fast` by the compiled helper (``positions``: `latency_positions` of the step's cores), for counts
+    and latencies up to 2^53. None when the helper is not built or summary_fast's case does not hold (every core
+    completed executions, no rare count changed), or the reading is not an ``array("Q")``: `summary_fast` then
+    decides."""
+    if NATIVE is None:
+        return None
+    _device, dd, _dt, n, deltas = step
+    if len(deltas) != n:
+        return None
+    body: dict[str, Any] | None = NATIVE.summary(
+        deltas, dd.reading.counters, positions, _EXEC_NAMES, _ERR_NAMES, _PERCENTILE_NAMES, _PERCENTILE_VALUES
+    )
+    return body
 
 
 def summary_fast(step: DeviceDelta, pickers: tuple[Picker, Picker]) -> dict[str, Any] | None:

@@ -3,11 +3,21 @@ against its careful twin."""
 
 from __future__ import annotations
 
+from array import array
+
+import orjson
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from neuron_monitor.groups.execution_stats import _INDICES as INDICES
-from neuron_monitor.groups.execution_stats import ExecutionStats, percentiles, summary_careful, summary_fast
+from neuron_monitor.groups.execution_stats import (
+    ExecutionStats,
+    latency_positions,
+    percentiles,
+    summary_careful,
+    summary_fast,
+    summary_native,
+)
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.deltas import DeviceDelta
 from tests.neuron.appdata import app_with, counters
@@ -66,3 +76,34 @@ def test_the_fast_summary_gives_what_its_careful_twin_does(step: DeviceDelta) ->
     if fast is not None:  # where it answers, exactly the careful twin's body: keys, their order, types, digits
         event("fast summary answered")
         assert repr(fast) == repr(summary_careful([step], g._latencies))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_device_step())
+def test_the_native_summary_gives_what_its_careful_twin_does(step: DeviceDelta) -> None:
+    g = ExecutionStats(RootFS("/"))
+    reading = step[1].reading
+    reading.counters = array("Q", reading.counters)  # as the block parser reads them (the helper takes only these)
+    native = summary_native(step, latency_positions(step[3]))
+    if native is not None:  # the compiled helper (tests/test_native.py checks it is built where it can be)
+        event("native summary answered")
+        assert repr(native) == repr(summary_careful([step], g._latencies))
+        assert orjson.dumps(native) == orjson.dumps(summary_careful([step], g._latencies))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 16), st.data())
+def test_the_native_summary_around_its_limits(n: int, data: st.DataObject) -> None:
+    """Counts and latencies around 2^53, duplicates and zeros; positions of another core count."""
+    g = ExecutionStats(RootFS("/"))
+    value = st.one_of(st.integers(1, 10**7), st.integers(2**53 - 2, 2**53 + 2), st.sampled_from([1, 7, 2**53]))
+    completed = data.draw(st.lists(value, min_size=n, max_size=n))
+    lat = st.one_of(st.just(0), value)
+    app = app_with({c: counters({13: data.draw(lat), 14: data.draw(lat)}) for c in range(n)}, t=1.0)
+    app.data.devices[0].reading.counters = array("Q", app.data.devices[0].reading.counters)
+    step: DeviceDelta = (0, app.data.devices[0], 0.1, n, completed)
+    native = summary_native(step, latency_positions(n))
+    if native is not None:
+        event("native summary answered")
+        assert repr(native) == repr(summary_careful([step], g._latencies))
+    assert summary_native(step, latency_positions(n + 1)) is None
