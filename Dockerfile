@@ -6,7 +6,7 @@
 # Build: docker build -t neuron-monitor:0.1.0 .
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY neuron_monitor ./neuron_monitor
 RUN python -m venv /opt/neuron-monitor \
  && /opt/neuron-monitor/bin/pip install --no-cache-dir ".[k8s]"

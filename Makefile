@@ -19,13 +19,19 @@ $(PY):
 	@echo "[venv] creating $(VENV) ($$(python3 --version))"
 	@python3 -m venv $(VENV)
 
+# What an install builds from: the package's metadata and the optional compiled helper (neuron_monitor/_native.c,
+# built in place by `pip install -e`; without a C compiler the install still succeeds and the pure-Python twins
+# run). A change to any of them installs again, so an edited helper is always rebuilt before it runs.
+INSTALL_INPUTS := pyproject.toml setup.py neuron_monitor/_native.c
+
 # run-only: the package and its runtime dependencies, no test tools (a full test install serves too)
-$(VENV)/.installed-run: pyproject.toml | $(PY)
-	@if [ $(VENV)/.installed -nt pyproject.toml ]; then touch $@; exit 0; fi; \
+$(VENV)/.installed-run: $(INSTALL_INPUTS) | $(PY)
+	@if [ -z "$$(find $(INSTALL_INPUTS) -newer $(VENV)/.installed 2>/dev/null)" ] && [ -e $(VENV)/.installed ]; then \
+	  touch $@; exit 0; fi; \
 	echo "[install] neuron-monitor and its runtime dependencies (about 1 min on a fresh machine)"; \
 	set -o pipefail; $(PIP) -e . 2>&1 | $(PIP_LINES); touch $@
 
-$(VENV)/.installed: pyproject.toml | $(PY)
+$(VENV)/.installed: $(INSTALL_INPUTS) | $(PY)
 	@echo "[install] neuron-monitor with the test and k8s extras (pytest, hypothesis, moto, ruff, mypy, grpcio-tools, ...)"
 	@set -o pipefail; $(PIP) -e '.[test,k8s]' 2>&1 | $(PIP_LINES)
 	@touch $@ $(VENV)/.installed-run
