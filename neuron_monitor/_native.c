@@ -13,6 +13,10 @@
  *   summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values) -> dict | None
  *       execution_stats' body for one device whose every core completed executions and nothing rare changed
  *       (groups/execution_stats.py: summary_native, twins summary_fast and summary_careful).
+ *   pid_usage(data, utime, stime, dt, ticks) -> (body, utime, stime) | None
+ *       neuron_runtime_vcpu_usage's body from one raw /proc/PID/stat sample and the previous times
+ *       (groups/neuron_runtime_vcpu_usage.py: usage_native, twin usage_careful). round() as Python's: the
+ *       correctly rounded decimal string of the value, read back (what float.__round__ does).
  *
  * Every input is hostile. Nothing is read outside the buffers given; every number is bounds-checked; anything
  * this code does not fully understand returns None, and the caller then runs the careful Python twin, which
@@ -588,6 +592,97 @@ done:
 }
 
 /* ---------------------------------------------------------------------------------------------------------- */
+/* neuron_runtime_vcpu_usage: one application's CPU share                                                      */
+
+static PyObject *key_period, *key_vcpu, *key_user, *key_system;
+
+/* round(x, ndigits) for a finite x, as float.__round__: the decimal string correctly rounded to ndigits after the
+ * point (_Py_dg_dtoa mode 3, as round), converted back correctly rounded. NULL with an exception on failure. */
+static PyObject *round_float(double x, int ndigits) {
+    if (x == 0.0) return PyFloat_FromDouble(x);
+    char *text = PyOS_double_to_string(x, 'f', ndigits, 0, NULL);
+    if (text == NULL) return NULL;
+    double rounded = PyOS_string_to_double(text, NULL, NULL);
+    PyMem_Free(text);
+    if (rounded == -1.0 && PyErr_Occurred()) return NULL;
+    return PyFloat_FromDouble(rounded);
+}
+
+/* Fields 14, 15 and 22 (utime, stime, starttime) of /proc/PID/stat as parse_pid_stat reads them: after the last
+ * ')' and one space, single-space separated fields without other whitespace, the three wanted ones plain digits
+ * (at most 2^53). 0 on success, -1 for anything else. */
+static int pid_stat_times(const char *p, Py_ssize_t len, uint64_t *utime, uint64_t *stime) {
+    const char *close = memrchr(p, ')', (size_t)len);
+    if (close == NULL) return -1;
+    Py_ssize_t at = (close - p) + 1;
+    if (at >= len || p[at] != ' ') return -1;
+    at++;
+    for (int field = 3; field <= 22; field++) { /* field 3 (state) starts at `at` */
+        Py_ssize_t start = at;
+        while (at < len && p[at] != ' ' && p[at] != '\n') {
+            unsigned char ch = (unsigned char)p[at];
+            if (ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f') return -1; /* other whitespace: the twin */
+            at++;
+        }
+        if (at == start) return -1; /* an empty field (two spaces) or the end: the twin */
+        if (field == 14 || field == 15) {
+            Py_ssize_t i = start;
+            uint64_t v;
+            if (read_number(p, at, &i, EXACT_MAX, &v) < 0 || i != at) return -1;
+            *(field == 14 ? utime : stime) = v;
+        }
+        if (field == 22) {
+            Py_ssize_t i = start;
+            uint64_t v;
+            if (read_number(p, at, &i, EXACT_MAX, &v) < 0 || i != at) return -1; /* starttime: int() must take it */
+            return 0;
+        }
+        if (at >= len || p[at] != ' ') return -1; /* a newline before field 22: truncated */
+        at++;
+    }
+    return -1;
+}
+
+static PyObject *native_pid_usage(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "pid_usage(data: bytes, utime, stime, dt, ticks)");
+        return NULL;
+    }
+    if (!PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2]) || !PyFloat_CheckExact(args[3]) ||
+        !PyLong_CheckExact(args[4]))
+        Py_RETURN_NONE;
+    int overflow;
+    long long base_u = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (overflow || base_u < 0 || (uint64_t)base_u > EXACT_MAX) goto decline;
+    long long base_s = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (overflow || base_s < 0 || (uint64_t)base_s > EXACT_MAX) goto decline;
+    long long ticks = PyLong_AsLongLongAndOverflow(args[4], &overflow);
+    if (overflow || ticks <= 0 || ticks > 1000000) goto decline;
+    double dt = PyFloat_AS_DOUBLE(args[3]);
+    if (!(dt > 0.0) || !isfinite(dt)) goto decline;
+    uint64_t utime, stime;
+    if (pid_stat_times(PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), &utime, &stime) < 0) goto decline;
+    /* round(max(now - before, 0) / CLOCK_TICKS / dt * 100.0, 2): int / int is one correctly rounded division of
+     * the two exact doubles (both below 2^53), then float arithmetic as written */
+    double du = utime > (uint64_t)base_u ? (double)(utime - (uint64_t)base_u) : 0.0;
+    double ds = stime > (uint64_t)base_s ? (double)(stime - (uint64_t)base_s) : 0.0;
+    double user = du / (double)ticks / dt * 100.0, system = ds / (double)ticks / dt * 100.0;
+    if (!isfinite(user) || !isfinite(system)) goto decline;
+    PyObject *body = PyDict_New(), *usage = PyDict_New();
+    PyObject *out = NULL;
+    if (body != NULL && usage != NULL && set_new(body, key_period, round_float(dt, 9)) == 0 &&
+        set_new(usage, key_user, round_float(user, 2)) == 0 && set_new(usage, key_system, round_float(system, 2)) == 0 &&
+        PyDict_SetItem(body, key_vcpu, usage) == 0)
+        out = Py_BuildValue("(OKK)", body, (unsigned long long)utime, (unsigned long long)stime);
+    Py_XDECREF(body);
+    Py_XDECREF(usage);
+    return out;
+decline:
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"vcpu_usage", (PyCFunction)(void (*)(void))native_vcpu_usage, METH_FASTCALL,
@@ -599,6 +694,8 @@ static PyMethodDef methods[] = {
     {"summary", (PyCFunction)(void (*)(void))native_summary, METH_FASTCALL,
      "summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values): execution_stats' body "
      "of one device, or None."},
+    {"pid_usage", (PyCFunction)(void (*)(void))native_pid_usage, METH_FASTCALL,
+     "pid_usage(data, utime, stime, dt, ticks): (neuron_runtime_vcpu_usage body, utime, stime), or None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -617,7 +714,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyObject **key;
         const char *name;
     } more[] = {{&key_errors, "error_summary"}, {&key_execs, "execution_summary"}, {&key_latency, "latency_stats"},
-                {&key_total_lat, "total_latency"}, {&key_device_lat, "device_latency"}};
+                {&key_total_lat, "total_latency"}, {&key_device_lat, "device_latency"},
+                {&key_period, "period"}, {&key_vcpu, "vcpu_usage"}, {&key_user, "user"}, {&key_system, "system"}};
     for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
         if (*more[i].key == NULL && (*more[i].key = PyUnicode_InternFromString(more[i].name)) == NULL) return NULL;
     }

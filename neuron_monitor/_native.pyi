@@ -27,3 +27,6 @@ def summary(
     pct_values: tuple[float, ...],
     /,
 ) -> dict[str, Any] | None: ...
+def pid_usage(
+    data: bytes, utime: int, stime: int, dt: float, ticks: int, /
+) -> tuple[dict[str, Any], int, int] | None: ...

@@ -234,3 +234,86 @@ def test_deltas_on_any_bytes_never_crash(a: bytes, b: bytes, pos: bytes, often: 
     if got is not None:
         assert len(qa) == len(qb) and 0 <= often <= len(positions)
         assert all(p < len(qa) for p in positions)
+
+
+# -- /proc/PID/stat ------------------------------------------------------------------------------------------
+
+
+def pid_stat_line(comm: str, fields: list[str]) -> bytes:
+    return f"4242 ({comm}) ".encode() + " ".join(fields).encode() + b"\n"
+
+
+def check_pid_usage(data: bytes, utime: int, stime: int, dt: float) -> object:
+    from neuron_monitor.groups.neuron_runtime_vcpu_usage import CLOCK_TICKS, usage_careful
+
+    got = _helper().pid_usage(data, utime, stime, dt, CLOCK_TICKS)
+    if got is not None:
+        want = usage_careful(data, utime, stime, dt)  # raises (failing the test) if the helper took a bad sample
+        assert repr(got) == repr(want)
+        assert orjson.dumps(got[0]) == orjson.dumps(want[0])
+    return got
+
+
+_time = st.one_of(
+    st.integers(0, 10**6), st.integers(0, 2**53), st.integers(2**53 - 2, 2**53 + 2), st.integers(0, 2**70)
+)
+_dt = st.one_of(
+    st.sampled_from([0.1, 0.100289447, 1e-300, 5e-324, 1.0, 0.3333333333333333, 1e300]),
+    st.floats(min_value=1e-9, max_value=1e6, allow_nan=False),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet="ab() x-", max_size=8),
+    st.lists(st.integers(-5, 10**9).map(str), min_size=20, max_size=40),
+    _time,
+    _time,
+    _time,
+    _time,
+    _dt,
+)
+def test_pid_usage_equals_the_careful_twin(
+    comm: str, fields: list[str], utime: int, stime: int, base_u: int, base_s: int, dt: float
+) -> None:
+    fields[0] = "S"
+    fields[11], fields[12] = str(utime), str(stime)
+    got = check_pid_usage(pid_stat_line(comm, fields), base_u, base_s, dt)
+    in_range = max(utime, stime, base_u, base_s) <= 2**53 and 1e-9 <= dt <= 1e6
+    if in_range and fields[19].isdigit() and int(fields[19]) <= 2**53:
+        assert got is not None, "the helper declined a well-formed sample"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged(pid_stat_line("py thon (x)", ["S", *map(str, range(1, 45))])), _time, _time, _dt)
+def test_pid_usage_on_damaged_samples_is_none_or_the_careful_result(
+    data: bytes, base_u: int, base_s: int, dt: float
+) -> None:
+    try:
+        check_pid_usage(data, base_u, base_s, dt)
+    except ValueError:
+        pytest.fail("the helper answered for a sample the careful parse refuses")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), _dt)
+def test_pid_usage_on_any_bytes_never_crashes(data: bytes, dt: float) -> None:
+    try:
+        check_pid_usage(data, 0, 0, dt)
+    except ValueError:
+        pytest.fail("the helper answered for a sample the careful parse refuses")
+
+
+def test_pid_usage_declines_what_it_cannot_match() -> None:
+    helper = _helper()
+    good = pid_stat_line("python", ["S", *map(str, range(1, 45))])
+    assert helper.pid_usage(good, 0, 0, 0.1, 100) is not None
+    assert helper.pid_usage(good, 0, 0, 0.0, 100) is None  # no period: the caller handles it
+    assert helper.pid_usage(good, 0, 0, float("nan"), 100) is None
+    assert helper.pid_usage(good, -1, 0, 0.1, 100) is None
+    assert helper.pid_usage(good, 2**64, 0, 0.1, 100) is None
+    assert helper.pid_usage(good, 0, 0, 0.1, 0) is None
+    assert helper.pid_usage(good.replace(b" 12 ", b" 12\t"), 0, 0, 0.1, 100) is None
+    assert helper.pid_usage(good[:40], 0, 0, 0.1, 100) is None
+    with pytest.raises(TypeError):
+        helper.pid_usage("text", 0, 0, 0.1, 100)

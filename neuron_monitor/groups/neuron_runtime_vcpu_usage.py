@@ -6,6 +6,9 @@ shows 200. On first sight of a pid the baseline is the process start (starttime 
 that pid lives in, found by resolving ``<root>/proc/<pid>``), so the first report covers the process's life so far
 and says so in its ``period``. An application that exited
 gets AWS's error text ("open /proc/PID/stat: no such file or directory") and zeros, never a crash.
+
+Each period's body comes from `usage_native` (the compiled helper, from the raw sample) when the helper is built
+and the sample is in the kernel's layout, from its careful twin `usage_careful` otherwise.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from neuron_monitor.app import App
 from neuron_monitor.groups.base import RuntimeGroup
 from neuron_monitor.host.procfs import parse_pid_stat, parse_uptime
 from neuron_monitor.host.rootfs import KeptFile, RootFS
+from neuron_monitor.native import NATIVE
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -38,6 +42,30 @@ def _zero(error: str, period: float | None = None) -> dict[str, Any]:
     if period is not None:
         body["period"] = period
     return body
+
+
+def usage_careful(data: bytes, utime: int, stime: int, dt: float) -> tuple[dict[str, Any], int, int]:
+    """The body of a period of ``dt`` seconds (> 0) from a raw /proc/PID/stat sample and the utime and stime of the
+    previous one, and the sample's utime and stime. ValueError when the sample does not parse."""
+    st = parse_pid_stat(data)
+    body = {
+        "period": round(dt, 9),
+        "vcpu_usage": {
+            "user": round(max(st.utime - utime, 0) / CLOCK_TICKS / dt * 100.0, 2),
+            "system": round(max(st.stime - stime, 0) / CLOCK_TICKS / dt * 100.0, 2),
+        },
+    }
+    return body, st.utime, st.stime
+
+
+def usage_native(data: bytes, utime: int, stime: int, dt: float) -> tuple[dict[str, Any], int, int] | None:
+    """`usage_careful` by the compiled helper (one pass over the sample; round() as Python's, from the correctly
+    rounded decimal string). None when the helper is not built, or the sample is not in the kernel's layout
+    (single spaces after the comm's last ')', the times plain digits up to 2^53): the careful twin then decides."""
+    if NATIVE is None:
+        return None
+    got: tuple[dict[str, Any], int, int] | None = NATIVE.pid_usage(data, utime, stime, dt, CLOCK_TICKS)
+    return got
 
 
 class NeuronRuntimeVcpuUsage(RuntimeGroup):
@@ -77,23 +105,21 @@ class NeuronRuntimeVcpuUsage(RuntimeGroup):
                 if base is None:
                     self._base[pid], out[pid] = self._first_sight(pid, now)
                     continue
-                st = parse_pid_stat(base.file.read())
+                data = base.file.read()
+                dt = now - base.t
+                if dt <= 0:
+                    parse_pid_stat(data)  # a sample that does not parse is an error even then
+                    out[pid] = _zero("", 0.0)
+                    continue
+                got = usage_native(data, base.utime, base.stime, dt)
+                if got is None:
+                    got = usage_careful(data, base.utime, base.stime, dt)
             except (OSError, ValueError) as e:
                 out[pid] = _zero(_go_style_error(self.root, pid, e))
                 self._forget(pid)
                 continue
-            dt = now - base.t
-            if dt <= 0:
-                out[pid] = _zero("", 0.0)
-                continue
-            out[pid] = {
-                "period": round(dt, 9),
-                "vcpu_usage": {
-                    "user": round(max(st.utime - base.utime, 0) / CLOCK_TICKS / dt * 100.0, 2),
-                    "system": round(max(st.stime - base.stime, 0) / CLOCK_TICKS / dt * 100.0, 2),
-                },
-            }
-            base.utime, base.stime, base.t = st.utime, st.stime, now
+            out[pid], base.utime, base.stime = got
+            base.t = now
         for app in gone:
             if app.pid in self._base:
                 out[app.pid] = _zero(f"open /proc/{app.pid}/stat: no such file or directory")
