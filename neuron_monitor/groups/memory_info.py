@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_monitor.groups.base import GroupError, SystemGroup
-from neuron_monitor.host.procfs import meminfo_fields
+from neuron_monitor.host.procfs import parse_meminfo
 from neuron_monitor.host.rootfs import RootFS
 
 FIELDS = ("MemTotal", "MemAvailable", "MemFree", "Buffers", "Cached", "SwapTotal", "SwapFree")  # all that is used
@@ -39,7 +39,7 @@ class MemoryInfo(SystemGroup):
 
     def collect(self) -> dict[str, Any]:
         try:
-            return memory_from_meminfo(meminfo_fields(self._file.read(), FIELDS))
+            return memory_from_meminfo(parse_meminfo(self._file.read(), FIELDS))
         except OSError as e:
             raise GroupError(f"open {self._file.path}: {e.strerror or e}") from None
         except ValueError as e:

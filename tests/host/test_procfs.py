@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from neuron_monitor.host.procfs import (
     _parse_cpu_block_fast,
     _parse_cpu_lines,
-    meminfo_fields,
     parse_meminfo,
     parse_pid_stat,
     parse_stat,
@@ -153,17 +152,17 @@ def test_uptime() -> None:
     assert parse_uptime(Path("/proc/uptime").read_bytes()) > 0
 
 
-def test_meminfo_fields_reads_only_the_named_fields() -> None:
+def test_meminfo_with_names_reads_only_the_named_fields() -> None:
     from neuron_monitor.groups.memory_info import FIELDS
 
     for name in ("meminfo_trn2", "meminfo_old_kernel", "meminfo_host_sample"):
         data = (PROC / name).read_bytes()
         whole = parse_meminfo(data)
-        assert meminfo_fields(data, FIELDS) == {k: whole[k] for k in FIELDS if k in whole}
+        assert parse_meminfo(data, FIELDS) == {k: whole[k] for k in FIELDS if k in whole}
     odd = b"MemTotal: 10 kB\nWeird: not a number kB\nno colon here\nMemFree:\nMemFree: 3 kB\nSwapTotal: 7\n"
-    assert meminfo_fields(odd, FIELDS) == {"MemTotal": 10240, "MemFree": 3072, "SwapTotal": 7}
-    assert meminfo_fields(b"MemTotal: 1 kB\nMemTotal: 2 kB\n", FIELDS) == {"MemTotal": 2048}  # the last wins
+    assert parse_meminfo(odd, FIELDS) == {"MemTotal": 10240, "MemFree": 3072, "SwapTotal": 7}
+    assert parse_meminfo(b"MemTotal: 1 kB\nMemTotal: 2 kB\n", FIELDS) == {"MemTotal": 2048}  # the last wins
     with pytest.raises(ValueError):
-        meminfo_fields(b"MemTotal: x kB\n", FIELDS)
+        parse_meminfo(b"MemTotal: x kB\n", FIELDS)
     with pytest.raises(ValueError):
-        meminfo_fields(b"MemFree: 1 kB\n", FIELDS)
+        parse_meminfo(b"MemFree: 1 kB\n", FIELDS)
