@@ -317,3 +317,43 @@ def test_pid_usage_declines_what_it_cannot_match() -> None:
     assert helper.pid_usage(good[:40], 0, 0, 0.1, 100) is None
     with pytest.raises(TypeError):
         helper.pid_usage("text", 0, 0, 0.1, 100)
+
+
+# -- the batch steps of neuroncore_counters and execution_stats ---------------------------------------------
+
+_KEYS = tuple(str(k) for k in range(64))
+_PCT = (("p0", "p50", "p100"), (0.0, 50.0, 100.0))
+
+
+def _item() -> st.SearchStrategy[object]:
+    """Anything a hostile caller could put in a batch: well-formed items with short, long or mistyped counters
+    and odd periods and devices, and things that are not items at all."""
+    counters = st.one_of(
+        st.binary(max_size=64).map(lambda b: array("Q", b[: len(b) // 8 * 8])),
+        st.lists(st.integers(0, 2**64 - 1), min_size=16, max_size=16).map(lambda v: array("Q", v)),
+        st.binary(max_size=16),
+        st.just(None),
+    )
+    dt = st.sampled_from([0.1, 0.0, -1.0, float("nan"), float("inf"), 1e-300])
+    device = st.one_of(st.integers(-2, 70), st.just(2**70), st.just("0"))
+    well_formed = st.tuples(counters, counters, dt, device)
+    return st.one_of(well_formed, st.tuples(counters), st.just(None), st.integers())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_item(), max_size=4), st.binary(max_size=24), st.integers(-2, 70), st.floats(allow_nan=True))
+def test_the_batch_steps_on_any_input_never_crash(items: list[object], pos: bytes, per: int, limit: float) -> None:
+    """Whatever the items, a list with one body or None per item, or None for the whole call; never a crash."""
+    helper = _helper()
+    positions = array("I", pos[: len(pos) // 4 * 4])
+    for got in (
+        helper.cores_batch(items, positions, per, limit, _KEYS, "v3d", "nc_v3.0", "nc_v3.1"),
+        helper.summary_batch(items, positions, per, positions, ("completed",), ("generic",), *_PCT),
+    ):
+        assert got is None or (isinstance(got, list) and len(got) == len(items))
+        for body in got or ():
+            assert body is None or isinstance(body, dict)
+    with pytest.raises(TypeError):
+        helper.cores_batch(items, positions)
+    with pytest.raises(TypeError):
+        helper.summary_batch(items)
