@@ -23,6 +23,10 @@
  *       neuron_runtime_vcpu_usage's body from one raw /proc/PID/stat sample and the previous times
  *       (groups/neuron_runtime_vcpu_usage.py: usage_native, twin usage_careful). round() as Python's: the
  *       correctly rounded decimal string of the value, read back (what float.__round__ does).
+ *   pid_usage_batch(items, ticks) -> list | None
+ *       pid_usage for many applications, each sample read here by one pread of its kept descriptor: items
+ *       [(fd, utime, stime, dt)] (groups/neuron_runtime_vcpu_usage.py: usage_batch_native, twin: the
+ *       per-application read and usage_native / usage_careful).
  *
  * Every input is hostile. Nothing is read outside the buffers given; every number is bounds-checked; anything
  * this code does not fully understand returns None, and the caller then runs the careful Python twin, which
@@ -37,6 +41,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------------------- */
 /* /proc/stat                                                                                                  */
@@ -857,25 +862,19 @@ static int pid_stat_times(const char *p, Py_ssize_t len, uint64_t *utime, uint64
     return -1;
 }
 
-static PyObject *native_pid_usage(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "pid_usage(data: bytes, utime, stime, dt, ticks)");
-        return NULL;
-    }
-    if (!PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2]) || !PyFloat_CheckExact(args[3]) ||
-        !PyLong_CheckExact(args[4]))
-        Py_RETURN_NONE;
+/* (body, utime, stime) from the sample p[0..len) and the previous times (Python ints), or None (a new reference)
+ * when the sample or the numbers are not what usage_native takes; NULL with an exception on a memory error. */
+static PyObject *pid_usage_from(const char *p, Py_ssize_t len, PyObject *prev_u, PyObject *prev_s, double dt,
+                                long long ticks) {
+    if (!PyLong_CheckExact(prev_u) || !PyLong_CheckExact(prev_s)) Py_RETURN_NONE;
     int overflow;
-    long long base_u = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    long long base_u = PyLong_AsLongLongAndOverflow(prev_u, &overflow);
     if (overflow || base_u < 0 || (uint64_t)base_u > EXACT_MAX) goto decline;
-    long long base_s = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    long long base_s = PyLong_AsLongLongAndOverflow(prev_s, &overflow);
     if (overflow || base_s < 0 || (uint64_t)base_s > EXACT_MAX) goto decline;
-    long long ticks = PyLong_AsLongLongAndOverflow(args[4], &overflow);
-    if (overflow || ticks <= 0 || ticks > 1000000) goto decline;
-    double dt = PyFloat_AS_DOUBLE(args[3]);
-    if (!(dt > 0.0) || !isfinite(dt)) goto decline;
+    if (ticks <= 0 || ticks > 1000000 || !(dt > 0.0) || !isfinite(dt)) goto decline;
     uint64_t utime, stime;
-    if (pid_stat_times(PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), &utime, &stime) < 0) goto decline;
+    if (pid_stat_times(p, len, &utime, &stime) < 0) goto decline;
     /* round(max(now - before, 0) / CLOCK_TICKS / dt * 100.0, 2): int / int is one correctly rounded division of
      * the two exact doubles (both below 2^53), then float arithmetic as written */
     double du = utime > (uint64_t)base_u ? (double)(utime - (uint64_t)base_u) : 0.0;
@@ -896,6 +895,70 @@ decline:
     Py_RETURN_NONE;
 }
 
+/* The clock ticks argument: 1..10^6, or -1. */
+static long long get_ticks(PyObject *obj) {
+    if (!PyLong_CheckExact(obj)) return -1;
+    int overflow;
+    long long ticks = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || ticks <= 0 || ticks > 1000000) {
+        if (PyErr_Occurred()) PyErr_Clear();
+        return -1;
+    }
+    return ticks;
+}
+
+static PyObject *native_pid_usage(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "pid_usage(data: bytes, utime, stime, dt, ticks)");
+        return NULL;
+    }
+    long long ticks = get_ticks(args[4]);
+    if (!PyFloat_CheckExact(args[3]) || ticks < 0) Py_RETURN_NONE;
+    return pid_usage_from(PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), args[1], args[2],
+                          PyFloat_AS_DOUBLE(args[3]), ticks);
+}
+
+/* A /proc/PID/stat sample is one line well under this; a longer file is left to the caller's full read. */
+#define PID_STAT_MAX 4096
+
+/* pid_usage for many applications, each sample read here from its kept descriptor (one pread from offset 0):
+ * items [(fd, utime, stime, dt)]. One (body, utime, stime) or None per item: None where the read fails, fills
+ * the buffer or pid_usage would decline; the caller then reads that application's file itself (and words any
+ * error). */
+static PyObject *native_pid_usage_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "pid_usage_batch(items: list, ticks)");
+        return NULL;
+    }
+    PyObject *items = args[0];
+    long long ticks = get_ticks(args[1]);
+    if (ticks < 0) Py_RETURN_NONE;
+    PyObject *out = PyList_New(PyList_GET_SIZE(items));
+    if (out == NULL) return NULL;
+    char buf[PID_STAT_MAX];
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i), *got = NULL;
+        if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 4 && PyLong_CheckExact(PyTuple_GET_ITEM(item, 0)) &&
+            PyFloat_CheckExact(PyTuple_GET_ITEM(item, 3))) {
+            int overflow;
+            long long fd = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(item, 0), &overflow);
+            if (overflow == 0 && fd >= 0 && fd <= INT32_MAX) {
+                ssize_t n = pread((int)fd, buf, sizeof(buf), 0);
+                if (n > 0 && n < (ssize_t)sizeof(buf))
+                    got = pid_usage_from(buf, n, PyTuple_GET_ITEM(item, 1), PyTuple_GET_ITEM(item, 2),
+                                         PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(item, 3)), ticks);
+            }
+            if (PyErr_Occurred() && got == NULL && !PyErr_ExceptionMatches(PyExc_MemoryError)) PyErr_Clear();
+        }
+        if (got == NULL && PyErr_Occurred()) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, got != NULL ? got : Py_NewRef(Py_None));
+    }
+    return out;
+}
+
 /* ---------------------------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -914,6 +977,8 @@ static PyMethodDef methods[] = {
     {"summary_batch", (PyCFunction)(void (*)(void))native_summary_batch, METH_FASTCALL,
      "summary_batch(items, positions, often, lat, exec_names, err_names, pct_names, pct_values): execution_stats' "
      "bodies of many steady applications (None where declined), or None."},
+    {"pid_usage_batch", (PyCFunction)(void (*)(void))native_pid_usage_batch, METH_FASTCALL,
+     "pid_usage_batch(items, ticks): pid_usage for many applications, each sample read from its descriptor."},
     {"pid_usage", (PyCFunction)(void (*)(void))native_pid_usage, METH_FASTCALL,
      "pid_usage(data, utime, stime, dt, ticks): (neuron_runtime_vcpu_usage body, utime, stime), or None."},
     {NULL, NULL, 0, NULL},

@@ -52,3 +52,6 @@ def summary_batch(
 def pid_usage(
     data: bytes, utime: int, stime: int, dt: float, ticks: int, /
 ) -> tuple[dict[str, Any], int, int] | None: ...
+def pid_usage_batch(
+    items: list[tuple[int, int, int, float]], ticks: int, /
+) -> list[tuple[dict[str, Any], int, int] | None] | None: ...
