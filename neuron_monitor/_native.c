@@ -1,4 +1,4 @@
-/* neuron_monitor._native: the hot per-report steps of the daemon in C, each the fast twin of a careful Python
+/* neuron_monitor._native: two hot per-report steps of the daemon in C, each the fast twin of a careful Python
  * function that stays the reference (see docs/performance.md, "The compiled helper").
  *
  *   vcpu_usage(prev: bytes, cur: bytes) -> dict | None
@@ -13,20 +13,10 @@
  *   summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values) -> dict | None
  *       execution_stats' body for one device whose every core completed executions and nothing rare changed
  *       (groups/execution_stats.py: summary_native, twins summary_fast and summary_careful).
- *   cores_batch(items, positions, per_device, max_macs, keys, group, name0, name1) -> list | None
- *   summary_batch(items, positions, often, lat, exec_names, err_names, pct_names, pct_values) -> list | None
- *       The same two bodies (with their "period") for many steady applications in one call, deltas included:
- *       items [(cur, prev, dt, device)], one body or None per item (groups/neuroncore_counters.py and
- *       groups/execution_stats.py: bodies_native, twin: each application's _body). The deltas, the cores dict and
- *       the summary are the same C code as deltas, cores and summary.
  *   pid_usage(data, utime, stime, dt, ticks) -> (body, utime, stime) | None
  *       neuron_runtime_vcpu_usage's body from one raw /proc/PID/stat sample and the previous times
  *       (groups/neuron_runtime_vcpu_usage.py: usage_native, twin usage_careful). round() as Python's: the
  *       correctly rounded decimal string of the value, read back (what float.__round__ does).
- *   pid_usage_batch(items, ticks) -> list | None
- *       pid_usage for many applications, each sample read here by one pread of its kept descriptor: items
- *       [(fd, utime, stime, dt)] (groups/neuron_runtime_vcpu_usage.py: usage_batch_native, twin: the
- *       per-application read and usage_native / usage_careful).
  *
  * Every input is hostile. Nothing is read outside the buffers given; every number is bounds-checked; anything
  * this code does not fully understand returns None, and the caller then runs the careful Python twin, which
@@ -41,7 +31,6 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------------------- */
 /* /proc/stat                                                                                                  */
@@ -328,41 +317,6 @@ static int get_u64(PyObject *obj, Py_buffer *view) {
     return 0;
 }
 
-/* The deltas of the counters at positions at[0..count) from p to c (both len counters): a counter that went back
- * counts 0; the rare ones (at[often..count)) only when one of them changed. Writes them to out; returns how many
- * (often or count), or -1 when a position is out of range. */
-static Py_ssize_t pick_deltas(const uint64_t *c, const uint64_t *p, Py_ssize_t len, const uint32_t *at,
-                              Py_ssize_t count, Py_ssize_t often, uint64_t *out) {
-    for (Py_ssize_t k = 0; k < count; k++) {
-        if ((Py_ssize_t)at[k] >= len) return -1;
-    }
-    Py_ssize_t take = often;
-    for (Py_ssize_t k = often; k < count; k++) {
-        if (c[at[k]] != p[at[k]]) {
-            take = count;
-            break;
-        }
-    }
-    for (Py_ssize_t k = 0; k < take; k++) {
-        uint64_t a = c[at[k]], b = p[at[k]];
-        out[k] = a > b ? a - b : 0;
-    }
-    return take;
-}
-
-/* An array("I") of positions (its buffer held in *view), or -1 (nothing held). */
-static int get_u32(PyObject *obj, Py_buffer *view) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        return -1;
-    }
-    if (view->itemsize != 4 || view->format == NULL || strcmp(view->format, "I") != 0 || view->ndim != 1) {
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "deltas(cur, prev, positions, often)");
@@ -379,30 +333,39 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
         PyBuffer_Release(&cur);
         Py_RETURN_NONE;
     }
-    if (get_u32(args[2], &pos) < 0) {
+    if (PyObject_GetBuffer(args[2], &pos, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
         PyBuffer_Release(&cur);
         PyBuffer_Release(&prev);
         Py_RETURN_NONE;
     }
     PyObject *out = NULL;
-    Py_ssize_t count = pos.len / 4, take;
-    uint64_t *d = NULL;
-    if (prev.len != cur.len || often < 0 || often > count) {
+    const uint64_t *c = cur.buf, *p = prev.buf;
+    const uint32_t *at = pos.buf;
+    Py_ssize_t n = cur.len / 8, count = pos.len / 4;
+    if (prev.len != cur.len || pos.itemsize != 4 || pos.format == NULL || strcmp(pos.format, "I") != 0 ||
+        often < 0 || often > count) {
         out = Py_NewRef(Py_None);
         goto done;
     }
-    if ((d = PyMem_Malloc((size_t)(count + 1) * 8)) == NULL) {
-        PyErr_NoMemory();
-        goto done;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if ((Py_ssize_t)at[k] >= n) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
     }
-    if ((take = pick_deltas(cur.buf, prev.buf, cur.len / 8, pos.buf, count, often, d)) < 0) {
-        out = Py_NewRef(Py_None);
-        goto done;
+    Py_ssize_t take = often; /* the rare counters' deltas only when one of them changed */
+    for (Py_ssize_t k = often; k < count; k++) {
+        if (c[at[k]] != p[at[k]]) {
+            take = count;
+            break;
+        }
     }
     out = PyList_New(take);
     if (out == NULL) goto done;
     for (Py_ssize_t k = 0; k < take; k++) {
-        PyObject *v = PyLong_FromUnsignedLongLong(d[k]);
+        uint64_t a = c[at[k]], b = p[at[k]];
+        PyObject *v = PyLong_FromUnsignedLongLong(a > b ? a - b : 0);
         if (v == NULL) {
             Py_CLEAR(out);
             goto done;
@@ -410,28 +373,10 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
         PyList_SET_ITEM(out, k, v);
     }
 done:
-    PyMem_Free(d);
     PyBuffer_Release(&pos);
     PyBuffer_Release(&prev);
     PyBuffer_Release(&cur);
     return out;
-}
-
-/* ---------------------------------------------------------------------------------------------------------- */
-/* Rounding as Python's round()                                                                                 */
-
-static PyObject *key_period;
-
-/* round(x, ndigits) for a finite x, as float.__round__: the decimal string correctly rounded to ndigits after the
- * point (_Py_dg_dtoa mode 3, as round), converted back correctly rounded. NULL with an exception on failure. */
-static PyObject *round_float(double x, int ndigits) {
-    if (x == 0.0) return PyFloat_FromDouble(x);
-    char *text = PyOS_double_to_string(x, 'f', ndigits, 0, NULL);
-    if (text == NULL) return NULL;
-    double rounded = PyOS_string_to_double(text, NULL, NULL);
-    PyMem_Free(text);
-    if (rounded == -1.0 && PyErr_Occurred()) return NULL;
-    return PyFloat_FromDouble(rounded);
 }
 
 /* ---------------------------------------------------------------------------------------------------------- */
@@ -470,15 +415,37 @@ static int core_entry(PyObject *out, PyObject *key, double u0, double u1, long l
 }
 
 /* {key: {"neuroncore_utilization": u, "flops": f, group: {name0: {"neuroncore_utilization": u0}, name1: ...}}}
- * from one device's deltas v[0..2n) (time in use of each physical core, then MACs), keys[first..first + n/2).
- * A new dict; None (a new reference) for anything cores_fast would not take; NULL with an exception set. */
-static PyObject *cores_from(const uint64_t *v, Py_ssize_t n, double dt, double limit, PyObject *keys,
-                            Py_ssize_t first, PyObject *group, PyObject *name0, PyObject *name1) {
-    if (n <= 0 || n % 2 || n > 64 || first < 0 || first > PyTuple_GET_SIZE(keys) - n / 2 || !(dt > 0.0) ||
-        !(limit >= 0.0))
+ * Arguments are checked in full before anything is built; None for anything cores_fast would not take. */
+static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "cores(deltas, n, dt, limit, keys, first, group, name0, name1)");
+        return NULL;
+    }
+    PyObject *deltas = args[0], *keys = args[4], *group = args[6], *name0 = args[7], *name1 = args[8];
+    if (!PyList_CheckExact(deltas) || !PyLong_CheckExact(args[1]) || !PyFloat_CheckExact(args[2]) ||
+        !PyFloat_CheckExact(args[3]) || !PyTuple_CheckExact(keys) || !PyLong_CheckExact(args[5]) ||
+        !PyUnicode_CheckExact(group) || !PyUnicode_CheckExact(name0) || !PyUnicode_CheckExact(name1))
         Py_RETURN_NONE;
+    Py_ssize_t n = PyLong_AsSsize_t(args[1]), first = PyLong_AsSsize_t(args[5]);
+    if ((n == -1 || first == -1) && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    double dt = PyFloat_AS_DOUBLE(args[2]), limit = PyFloat_AS_DOUBLE(args[3]);
+    if (n <= 0 || n % 2 || n > 64 || PyList_GET_SIZE(deltas) != 2 * n || first < 0 ||
+        first > PyTuple_GET_SIZE(keys) - n / 2 || !(dt > 0.0) || !(limit >= 0.0))
+        Py_RETURN_NONE;
+    uint64_t v[128];
     for (Py_ssize_t k = 0; k < 2 * n; k++) {
-        if (v[k] > EXACT_MAX) Py_RETURN_NONE;
+        PyObject *item = PyList_GET_ITEM(deltas, k);
+        if (!PyLong_CheckExact(item)) Py_RETURN_NONE;
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || x < 0 || (uint64_t)x > EXACT_MAX) {
+            if (x == -1 && PyErr_Occurred()) PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        v[k] = (uint64_t)x;
         if (k < n && v[k] == 0) Py_RETURN_NONE; /* a core not busy: the twins decide which cores are in use */
         if (k >= n && (double)v[k] > limit) Py_RETURN_NONE; /* a damaged MAC counter: cores_careful */
     }
@@ -503,126 +470,6 @@ static PyObject *cores_from(const uint64_t *v, Py_ssize_t n, double dt, double l
             return NULL;
         }
     }
-    return out;
-}
-
-static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "cores(deltas, n, dt, limit, keys, first, group, name0, name1)");
-        return NULL;
-    }
-    PyObject *deltas = args[0], *keys = args[4], *group = args[6], *name0 = args[7], *name1 = args[8];
-    if (!PyList_CheckExact(deltas) || !PyLong_CheckExact(args[1]) || !PyFloat_CheckExact(args[2]) ||
-        !PyFloat_CheckExact(args[3]) || !PyTuple_CheckExact(keys) || !PyLong_CheckExact(args[5]) ||
-        !PyUnicode_CheckExact(group) || !PyUnicode_CheckExact(name0) || !PyUnicode_CheckExact(name1))
-        Py_RETURN_NONE;
-    Py_ssize_t n = PyLong_AsSsize_t(args[1]), first = PyLong_AsSsize_t(args[5]);
-    if ((n == -1 || first == -1) && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    if (n <= 0 || n > 64 || PyList_GET_SIZE(deltas) != 2 * n) Py_RETURN_NONE;
-    uint64_t v[128];
-    for (Py_ssize_t k = 0; k < 2 * n; k++) {
-        PyObject *item = PyList_GET_ITEM(deltas, k);
-        if (!PyLong_CheckExact(item)) Py_RETURN_NONE;
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow || x < 0) {
-            if (x == -1 && PyErr_Occurred()) PyErr_Clear();
-            Py_RETURN_NONE;
-        }
-        v[k] = (uint64_t)x;
-    }
-    return cores_from(v, n, PyFloat_AS_DOUBLE(args[2]), PyFloat_AS_DOUBLE(args[3]), keys, first, group, name0, name1);
-}
-
-/* body["period"] = round(dt, 9) when dt > 0, as the groups' _body add it: body, or NULL with an exception (body
- * released). None and NULL pass through. */
-static PyObject *add_period(PyObject *body, double dt) {
-    if (body == NULL || body == Py_None || !(dt > 0.0)) return body;
-    if (set_new(body, key_period, round_float(dt, 9)) < 0) {
-        Py_DECREF(body);
-        return NULL;
-    }
-    return body;
-}
-
-/* {key: part} with part stolen; None and NULL pass through. */
-static PyObject *wrap_in(PyObject *key, PyObject *part) {
-    if (part == NULL || part == Py_None) return part;
-    PyObject *d = PyDict_New();
-    if (d == NULL) {
-        Py_DECREF(part);
-        return NULL;
-    }
-    if (set_new(d, key, part) < 0) {
-        Py_DECREF(d);
-        return NULL;
-    }
-    return d;
-}
-
-/* Steady readings of many applications, each one device seen before: items [(cur, prev, dt, device)]. The
- * counters are array("Q")s of one length, positions (array("I"), 2n of them) where the time in use and the MACs
- * of each core are. One body per item ({"neuroncores_in_use": ..., "period": ...}), or None where cores_native
- * would decline (or the item is not that shape): the caller then steps that application itself. */
-static PyObject *key_in_use;
-
-static PyObject *native_cores_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "cores_batch(items, positions, per_device, max_macs, keys, group, name0, "
-                                         "name1)");
-        return NULL;
-    }
-    PyObject *items = args[0], *keys = args[4], *group = args[5], *name0 = args[6], *name1 = args[7];
-    if (!PyList_CheckExact(items) || !PyLong_CheckExact(args[2]) || !PyFloat_CheckExact(args[3]) ||
-        !PyTuple_CheckExact(keys) || !PyUnicode_CheckExact(group) || !PyUnicode_CheckExact(name0) ||
-        !PyUnicode_CheckExact(name1))
-        Py_RETURN_NONE;
-    Py_ssize_t per_device = PyLong_AsSsize_t(args[2]);
-    if (per_device == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    double max_macs = PyFloat_AS_DOUBLE(args[3]);
-    Py_buffer pos;
-    if (get_u32(args[1], &pos) < 0) Py_RETURN_NONE;
-    Py_ssize_t count = pos.len / 4, n = count / 2;
-    PyObject *out = NULL;
-    if (count % 2 || n <= 0 || n > 64 || per_device < 0 || per_device > 1024) {
-        out = Py_NewRef(Py_None);
-        goto done;
-    }
-    out = PyList_New(PyList_GET_SIZE(items));
-    if (out == NULL) goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        PyObject *item = PyList_GET_ITEM(items, i), *body = NULL;
-        Py_buffer cur, prev;
-        uint64_t v[128];
-        if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 4 && PyFloat_CheckExact(PyTuple_GET_ITEM(item, 2)) &&
-            PyLong_CheckExact(PyTuple_GET_ITEM(item, 3)) && get_u64(PyTuple_GET_ITEM(item, 0), &cur) == 0) {
-            if (get_u64(PyTuple_GET_ITEM(item, 1), &prev) == 0) {
-                double dt = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(item, 2));
-                Py_ssize_t device = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 3));
-                if (device == -1 && PyErr_Occurred()) PyErr_Clear();
-                else if (prev.len == cur.len && device >= 0 && device <= 4096 &&
-                         pick_deltas(cur.buf, prev.buf, cur.len / 8, pos.buf, count, count, v) == count)
-                    body = add_period(wrap_in(key_in_use, cores_from(v, n, dt, max_macs * dt, keys,
-                                                                     device * per_device, group, name0, name1)),
-                                      dt);
-                PyBuffer_Release(&prev);
-            }
-            PyBuffer_Release(&cur);
-        }
-        if (body == NULL && PyErr_Occurred()) {
-            Py_CLEAR(out);
-            goto done;
-        }
-        PyList_SET_ITEM(out, i, body != NULL ? body : Py_NewRef(Py_None));
-    }
-done:
-    PyBuffer_Release(&pos);
     return out;
 }
 
@@ -654,42 +501,67 @@ static PyObject *percentile_dict(double *samples, Py_ssize_t m, PyObject *names,
     return d;
 }
 
-/* The percentages of pct_values (a tuple of at most 16 floats in 0..100) into pct; -1 for anything else. */
-static int read_percents(PyObject *pct_names, PyObject *pct_values, double *pct) {
-    if (!PyTuple_CheckExact(pct_names) || !PyTuple_CheckExact(pct_values) ||
+static PyObject *native_summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "summary(deltas, counters, positions, exec_names, err_names, pct_names, "
+                                         "pct_values)");
+        return NULL;
+    }
+    PyObject *deltas = args[0], *exec_names = args[3], *err_names = args[4], *pct_names = args[5];
+    PyObject *pct_values = args[6];
+    if (!PyList_CheckExact(deltas) || !PyTuple_CheckExact(exec_names) || !PyTuple_CheckExact(err_names) ||
+        !PyTuple_CheckExact(pct_names) || !PyTuple_CheckExact(pct_values) || PyTuple_GET_SIZE(exec_names) < 1 ||
         PyTuple_GET_SIZE(pct_names) != PyTuple_GET_SIZE(pct_values) || PyTuple_GET_SIZE(pct_names) > 16)
-        return -1;
+        Py_RETURN_NONE;
+    double pct[16];
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pct_values); i++) {
         PyObject *p = PyTuple_GET_ITEM(pct_values, i);
-        if (!PyFloat_CheckExact(p) || !(PyFloat_AS_DOUBLE(p) >= 0.0 && PyFloat_AS_DOUBLE(p) <= 100.0)) return -1;
+        if (!PyFloat_CheckExact(p) || !(PyFloat_AS_DOUBLE(p) >= 0.0 && PyFloat_AS_DOUBLE(p) <= 100.0))
+            Py_RETURN_NONE;
         pct[i] = PyFloat_AS_DOUBLE(p);
     }
-    return 0;
-}
-
-/* execution_stats' body from the completed-execution deltas d[0..n) of each core (every one above 0, else None)
- * and the latest latencies in c (clen counters) at lat[0..2n): each core's device latency, then its total. A new
- * dict; None (a new reference) for anything summary_fast would not take; NULL with an exception set. */
-static PyObject *summary_from(const uint64_t *d, Py_ssize_t n, const uint64_t *c, Py_ssize_t clen,
-                              const uint32_t *lat, PyObject *exec_names, PyObject *err_names, PyObject *pct_names,
-                              const double *pct) {
-    if (n < 1 || n > 64 || PyTuple_GET_SIZE(exec_names) < 1) Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(deltas);
+    if (n < 1 || n > 64) Py_RETURN_NONE;
     uint64_t total = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        if (d[k] == 0 || d[k] > EXACT_MAX) Py_RETURN_NONE; /* 0: a core did not execute (summary_careful) */
-        total += d[k];
+        PyObject *item = PyList_GET_ITEM(deltas, k);
+        if (!PyLong_CheckExact(item)) Py_RETURN_NONE;
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || x <= 0 || (uint64_t)x > EXACT_MAX) { /* 0: a core did not execute (summary_careful) */
+            if (x == -1 && PyErr_Occurred()) PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        total += (uint64_t)x;
     }
+    Py_buffer cur, pos;
+    if (get_u64(args[1], &cur) < 0) Py_RETURN_NONE;
+    if (PyObject_GetBuffer(args[2], &pos, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&cur);
+        Py_RETURN_NONE;
+    }
+    PyObject *out = NULL, *item = NULL;
+    const uint64_t *c = cur.buf;
+    const uint32_t *at = pos.buf;
     double device_lat[64], total_lat[64];
     Py_ssize_t md = 0, mt = 0;
+    if (pos.itemsize != 4 || pos.format == NULL || strcmp(pos.format, "I") != 0 || pos.len / 4 != 2 * n) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
     for (Py_ssize_t k = 0; k < 2 * n; k++) { /* the device latency of each core, then the total latency */
-        if ((Py_ssize_t)lat[k] >= clen || c[lat[k]] > EXACT_MAX) Py_RETURN_NONE;
-        uint64_t v = c[lat[k]];
+        if ((Py_ssize_t)at[k] >= cur.len / 8 || c[at[k]] > EXACT_MAX) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        uint64_t v = c[at[k]];
         if (v == 0) continue; /* never executed: no sample */
         if (k < n) device_lat[md++] = (double)v / 1e6;
         else total_lat[mt++] = (double)v / 1e6;
     }
-    PyObject *out = PyDict_New(), *item = NULL;
-    if (out == NULL) return NULL;
+    out = PyDict_New();
+    if (out == NULL) goto done;
     item = PyDict_New();
     if (item == NULL) goto fail;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(err_names); i++) {
@@ -708,124 +580,33 @@ static PyObject *summary_from(const uint64_t *d, Py_ssize_t n, const uint64_t *c
         set_new(item, key_device_lat, percentile_dict(device_lat, md, pct_names, pct)) < 0 ||
         PyDict_SetItem(out, key_latency, item) < 0)
         goto fail;
-    Py_DECREF(item);
-    return out;
+    Py_CLEAR(item);
+    goto done;
 fail:
     Py_XDECREF(item);
-    Py_DECREF(out);
-    return NULL;
-}
-
-static PyObject *native_summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "summary(deltas, counters, positions, exec_names, err_names, pct_names, "
-                                         "pct_values)");
-        return NULL;
-    }
-    PyObject *deltas = args[0], *exec_names = args[3], *err_names = args[4], *pct_names = args[5];
-    double pct[16];
-    if (!PyList_CheckExact(deltas) || !PyTuple_CheckExact(exec_names) || !PyTuple_CheckExact(err_names) ||
-        read_percents(pct_names, args[6], pct) < 0)
-        Py_RETURN_NONE;
-    Py_ssize_t n = PyList_GET_SIZE(deltas);
-    if (n < 1 || n > 64) Py_RETURN_NONE;
-    uint64_t d[64];
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *item = PyList_GET_ITEM(deltas, k);
-        if (!PyLong_CheckExact(item)) Py_RETURN_NONE;
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow || x < 0) {
-            if (x == -1 && PyErr_Occurred()) PyErr_Clear();
-            Py_RETURN_NONE;
-        }
-        d[k] = (uint64_t)x;
-    }
-    Py_buffer cur, pos;
-    if (get_u64(args[1], &cur) < 0) Py_RETURN_NONE;
-    if (get_u32(args[2], &pos) < 0) {
-        PyBuffer_Release(&cur);
-        Py_RETURN_NONE;
-    }
-    PyObject *out = pos.len / 4 != 2 * n ? Py_NewRef(Py_None)
-                                         : summary_from(d, n, cur.buf, cur.len / 8, pos.buf, exec_names, err_names,
-                                                        pct_names, pct);
+    Py_CLEAR(out);
+done:
     PyBuffer_Release(&pos);
     PyBuffer_Release(&cur);
-    return out;
-}
-
-/* Steady readings of many applications, each one device seen before: items [(cur, prev, dt, device)] as for
- * cores_batch; positions (array("I")) where the tracker's counters are (the n completed counts first, often = n,
- * then the rare ones), lat (array("I"), 2n) where the latest latencies are. One body per item (summary_native's
- * with "period"), or None where summary_native would decline or a rare count changed: the caller then steps
- * that application itself. */
-static PyObject *native_summary_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "summary_batch(items, positions, often, lat, exec_names, err_names, "
-                                         "pct_names, pct_values)");
-        return NULL;
-    }
-    PyObject *items = args[0], *exec_names = args[4], *err_names = args[5], *pct_names = args[6];
-    double pct[16];
-    if (!PyList_CheckExact(items) || !PyLong_CheckExact(args[2]) || !PyTuple_CheckExact(exec_names) ||
-        !PyTuple_CheckExact(err_names) || read_percents(pct_names, args[7], pct) < 0)
-        Py_RETURN_NONE;
-    Py_ssize_t n = PyLong_AsSsize_t(args[2]);
-    if (n == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    Py_buffer pos, lat;
-    if (get_u32(args[1], &pos) < 0) Py_RETURN_NONE;
-    if (get_u32(args[3], &lat) < 0) {
-        PyBuffer_Release(&pos);
-        Py_RETURN_NONE;
-    }
-    Py_ssize_t count = pos.len / 4;
-    PyObject *out = NULL;
-    uint64_t *d = NULL;
-    if (n < 1 || n > 64 || count < n || count > 64 * 64 || lat.len / 4 != 2 * n) {
-        out = Py_NewRef(Py_None);
-        goto done;
-    }
-    if ((d = PyMem_Malloc((size_t)count * 8)) == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    out = PyList_New(PyList_GET_SIZE(items));
-    if (out == NULL) goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        PyObject *item = PyList_GET_ITEM(items, i), *body = NULL;
-        Py_buffer cur, prev;
-        if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 4 && PyFloat_CheckExact(PyTuple_GET_ITEM(item, 2)) &&
-            get_u64(PyTuple_GET_ITEM(item, 0), &cur) == 0) {
-            if (get_u64(PyTuple_GET_ITEM(item, 1), &prev) == 0) {
-                if (prev.len == cur.len && pick_deltas(cur.buf, prev.buf, cur.len / 8, pos.buf, count, n, d) == n)
-                    body = add_period(summary_from(d, n, cur.buf, cur.len / 8, lat.buf, exec_names, err_names,
-                                                   pct_names, pct),
-                                      PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(item, 2)));
-                PyBuffer_Release(&prev);
-            }
-            PyBuffer_Release(&cur);
-        }
-        if (body == NULL && PyErr_Occurred()) {
-            Py_CLEAR(out);
-            goto done;
-        }
-        PyList_SET_ITEM(out, i, body != NULL ? body : Py_NewRef(Py_None));
-    }
-done:
-    PyMem_Free(d);
-    PyBuffer_Release(&lat);
-    PyBuffer_Release(&pos);
     return out;
 }
 
 /* ---------------------------------------------------------------------------------------------------------- */
 /* neuron_runtime_vcpu_usage: one application's CPU share                                                      */
 
-static PyObject *key_vcpu, *key_user, *key_system;
+static PyObject *key_period, *key_vcpu, *key_user, *key_system;
+
+/* round(x, ndigits) for a finite x, as float.__round__: the decimal string correctly rounded to ndigits after the
+ * point (_Py_dg_dtoa mode 3, as round), converted back correctly rounded. NULL with an exception on failure. */
+static PyObject *round_float(double x, int ndigits) {
+    if (x == 0.0) return PyFloat_FromDouble(x);
+    char *text = PyOS_double_to_string(x, 'f', ndigits, 0, NULL);
+    if (text == NULL) return NULL;
+    double rounded = PyOS_string_to_double(text, NULL, NULL);
+    PyMem_Free(text);
+    if (rounded == -1.0 && PyErr_Occurred()) return NULL;
+    return PyFloat_FromDouble(rounded);
+}
 
 /* Fields 14, 15 and 22 (utime, stime, starttime) of /proc/PID/stat as parse_pid_stat reads them: after the last
  * ')' and one space, single-space separated fields without other whitespace, the three wanted ones plain digits
@@ -862,19 +643,25 @@ static int pid_stat_times(const char *p, Py_ssize_t len, uint64_t *utime, uint64
     return -1;
 }
 
-/* (body, utime, stime) from the sample p[0..len) and the previous times (Python ints), or None (a new reference)
- * when the sample or the numbers are not what usage_native takes; NULL with an exception on a memory error. */
-static PyObject *pid_usage_from(const char *p, Py_ssize_t len, PyObject *prev_u, PyObject *prev_s, double dt,
-                                long long ticks) {
-    if (!PyLong_CheckExact(prev_u) || !PyLong_CheckExact(prev_s)) Py_RETURN_NONE;
+static PyObject *native_pid_usage(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "pid_usage(data: bytes, utime, stime, dt, ticks)");
+        return NULL;
+    }
+    if (!PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2]) || !PyFloat_CheckExact(args[3]) ||
+        !PyLong_CheckExact(args[4]))
+        Py_RETURN_NONE;
     int overflow;
-    long long base_u = PyLong_AsLongLongAndOverflow(prev_u, &overflow);
+    long long base_u = PyLong_AsLongLongAndOverflow(args[1], &overflow);
     if (overflow || base_u < 0 || (uint64_t)base_u > EXACT_MAX) goto decline;
-    long long base_s = PyLong_AsLongLongAndOverflow(prev_s, &overflow);
+    long long base_s = PyLong_AsLongLongAndOverflow(args[2], &overflow);
     if (overflow || base_s < 0 || (uint64_t)base_s > EXACT_MAX) goto decline;
-    if (ticks <= 0 || ticks > 1000000 || !(dt > 0.0) || !isfinite(dt)) goto decline;
+    long long ticks = PyLong_AsLongLongAndOverflow(args[4], &overflow);
+    if (overflow || ticks <= 0 || ticks > 1000000) goto decline;
+    double dt = PyFloat_AS_DOUBLE(args[3]);
+    if (!(dt > 0.0) || !isfinite(dt)) goto decline;
     uint64_t utime, stime;
-    if (pid_stat_times(p, len, &utime, &stime) < 0) goto decline;
+    if (pid_stat_times(PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), &utime, &stime) < 0) goto decline;
     /* round(max(now - before, 0) / CLOCK_TICKS / dt * 100.0, 2): int / int is one correctly rounded division of
      * the two exact doubles (both below 2^53), then float arithmetic as written */
     double du = utime > (uint64_t)base_u ? (double)(utime - (uint64_t)base_u) : 0.0;
@@ -895,70 +682,6 @@ decline:
     Py_RETURN_NONE;
 }
 
-/* The clock ticks argument: 1..10^6, or -1. */
-static long long get_ticks(PyObject *obj) {
-    if (!PyLong_CheckExact(obj)) return -1;
-    int overflow;
-    long long ticks = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (overflow || ticks <= 0 || ticks > 1000000) {
-        if (PyErr_Occurred()) PyErr_Clear();
-        return -1;
-    }
-    return ticks;
-}
-
-static PyObject *native_pid_usage(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "pid_usage(data: bytes, utime, stime, dt, ticks)");
-        return NULL;
-    }
-    long long ticks = get_ticks(args[4]);
-    if (!PyFloat_CheckExact(args[3]) || ticks < 0) Py_RETURN_NONE;
-    return pid_usage_from(PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), args[1], args[2],
-                          PyFloat_AS_DOUBLE(args[3]), ticks);
-}
-
-/* A /proc/PID/stat sample is one line well under this; a longer file is left to the caller's full read. */
-#define PID_STAT_MAX 4096
-
-/* pid_usage for many applications, each sample read here from its kept descriptor (one pread from offset 0):
- * items [(fd, utime, stime, dt)]. One (body, utime, stime) or None per item: None where the read fails, fills
- * the buffer or pid_usage would decline; the caller then reads that application's file itself (and words any
- * error). */
-static PyObject *native_pid_usage_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyList_CheckExact(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "pid_usage_batch(items: list, ticks)");
-        return NULL;
-    }
-    PyObject *items = args[0];
-    long long ticks = get_ticks(args[1]);
-    if (ticks < 0) Py_RETURN_NONE;
-    PyObject *out = PyList_New(PyList_GET_SIZE(items));
-    if (out == NULL) return NULL;
-    char buf[PID_STAT_MAX];
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        PyObject *item = PyList_GET_ITEM(items, i), *got = NULL;
-        if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 4 && PyLong_CheckExact(PyTuple_GET_ITEM(item, 0)) &&
-            PyFloat_CheckExact(PyTuple_GET_ITEM(item, 3))) {
-            int overflow;
-            long long fd = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(item, 0), &overflow);
-            if (overflow == 0 && fd >= 0 && fd <= INT32_MAX) {
-                ssize_t n = pread((int)fd, buf, sizeof(buf), 0);
-                if (n > 0 && n < (ssize_t)sizeof(buf))
-                    got = pid_usage_from(buf, n, PyTuple_GET_ITEM(item, 1), PyTuple_GET_ITEM(item, 2),
-                                         PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(item, 3)), ticks);
-            }
-            if (PyErr_Occurred() && got == NULL && !PyErr_ExceptionMatches(PyExc_MemoryError)) PyErr_Clear();
-        }
-        if (got == NULL && PyErr_Occurred()) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, i, got != NULL ? got : Py_NewRef(Py_None));
-    }
-    return out;
-}
-
 /* ---------------------------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -971,14 +694,6 @@ static PyMethodDef methods[] = {
     {"summary", (PyCFunction)(void (*)(void))native_summary, METH_FASTCALL,
      "summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values): execution_stats' body "
      "of one device, or None."},
-    {"cores_batch", (PyCFunction)(void (*)(void))native_cores_batch, METH_FASTCALL,
-     "cores_batch(items, positions, per_device, max_macs, keys, group, name0, name1): neuroncore_counters' bodies "
-     "of many steady applications (None where declined), or None."},
-    {"summary_batch", (PyCFunction)(void (*)(void))native_summary_batch, METH_FASTCALL,
-     "summary_batch(items, positions, often, lat, exec_names, err_names, pct_names, pct_values): execution_stats' "
-     "bodies of many steady applications (None where declined), or None."},
-    {"pid_usage_batch", (PyCFunction)(void (*)(void))native_pid_usage_batch, METH_FASTCALL,
-     "pid_usage_batch(items, ticks): pid_usage for many applications, each sample read from its descriptor."},
     {"pid_usage", (PyCFunction)(void (*)(void))native_pid_usage, METH_FASTCALL,
      "pid_usage(data, utime, stime, dt, ticks): (neuron_runtime_vcpu_usage body, utime, stime), or None."},
     {NULL, NULL, 0, NULL},
@@ -1000,7 +715,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         const char *name;
     } more[] = {{&key_errors, "error_summary"}, {&key_execs, "execution_summary"}, {&key_latency, "latency_stats"},
                 {&key_total_lat, "total_latency"}, {&key_device_lat, "device_latency"},
-                {&key_period, "period"}, {&key_in_use, "neuroncores_in_use"}, {&key_vcpu, "vcpu_usage"}, {&key_user, "user"}, {&key_system, "system"}};
+                {&key_period, "period"}, {&key_vcpu, "vcpu_usage"}, {&key_user, "user"}, {&key_system, "system"}};
     for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
         if (*more[i].key == NULL && (*more[i].key = PyUnicode_InternFromString(more[i].name)) == NULL) return NULL;
     }

@@ -27,31 +27,6 @@ def summary(
     pct_values: tuple[float, ...],
     /,
 ) -> dict[str, Any] | None: ...
-def cores_batch(
-    items: list[tuple[Buffer, Buffer, float, int]],
-    positions: Buffer,
-    per_device: int,
-    max_macs: float,
-    keys: tuple[str, ...],
-    group: str,
-    name0: str,
-    name1: str,
-    /,
-) -> list[dict[str, Any] | None] | None: ...
-def summary_batch(
-    items: list[tuple[Buffer, Buffer, float, int]],
-    positions: Buffer,
-    often: int,
-    lat: Buffer,
-    exec_names: tuple[str, ...],
-    err_names: tuple[str, ...],
-    pct_names: tuple[str, ...],
-    pct_values: tuple[float, ...],
-    /,
-) -> list[dict[str, Any] | None] | None: ...
 def pid_usage(
     data: bytes, utime: int, stime: int, dt: float, ticks: int, /
 ) -> tuple[dict[str, Any], int, int] | None: ...
-def pid_usage_batch(
-    items: list[tuple[int, int, int, float]], ticks: int, /
-) -> list[tuple[dict[str, Any], int, int] | None] | None: ...

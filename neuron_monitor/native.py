@@ -6,13 +6,7 @@ docs/performance.md is measured). Each of its functions is called by exactly one
 beside its careful twin and falls back to it when the helper is missing or declines (returns None):
 
 - ``vcpu_usage``: `neuron_monitor.groups.vcpu_usage.usage_body_native` (twin: ``usage_body_careful``);
-- ``deltas``: `neuron_monitor.neuron.deltas.device_deltas_native` (twin: ``device_deltas_careful``);
-- ``cores``, ``summary``, ``pid_usage``: ``cores_native`` (neuroncore_counters), ``summary_native``
-  (execution_stats), ``usage_native`` (neuron_runtime_vcpu_usage);
-- ``cores_batch``, ``summary_batch``: ``bodies_native`` of neuroncore_counters and execution_stats (twin: each
-  application's ``_body``, see groups/data_block_group.py);
-- ``pid_usage_batch``: ``usage_batch_native`` of neuron_runtime_vcpu_usage (twin: the per-application read and
-  ``usage_native`` / ``usage_careful``).
+- ``deltas``: `neuron_monitor.neuron.deltas.device_deltas_native` (twin: ``device_deltas_careful``).
 """
 
 from __future__ import annotations

@@ -2,10 +2,6 @@
 
 Each such group keeps per-pid baselines in a `DeltaTracker`; `collect` returns one body per present application
 (``_body``; None leaves the app out) and a final body for each departed one, whose state is then dropped.
-
-A group may also build the bodies of many steady applications in one call (``_bodies_batch``: the compiled
-helper, one call per collection instead of one per application); the applications it declines go through
-``_body``. Both give the same bodies and leave the same state (an equivalence test per group).
 """
 
 from __future__ import annotations
@@ -33,17 +29,10 @@ class DataBlockGroup(RuntimeGroup):
         """Drop a departed app's state (after its final body)."""
         self._tracker.forget(pid)
 
-    def _bodies_batch(self, apps: Sequence[App]) -> dict[int, dict[str, Any]]:
-        """The bodies of the applications a batch step takes (their state advanced); {} by default."""
-        return {}
-
     def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
-        batch = self._bodies_batch(apps)
         for app in apps:
-            body = batch.get(app.pid)
-            if body is None:
-                body = self._body(app)
+            body = self._body(app)
             if body is not None:
                 out[app.pid] = body
         for app in gone:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import lru_cache
 from itertools import compress
 from operator import add, itemgetter
@@ -77,9 +77,6 @@ class ExecutionStats(DataBlockGroup):
             positions = self._latency_positions[n] = latency_positions(n)
         return positions
 
-    def _bodies_batch(self, apps: Sequence[App]) -> dict[int, dict[str, Any]]:
-        return bodies_native(self._tracker, apps, self._positions)
-
     def _body(self, app: App) -> dict[str, Any]:
         steps = self._tracker.step(app)
         body = None
@@ -93,31 +90,6 @@ class ExecutionStats(DataBlockGroup):
         if period > 0:
             body["period"] = round(period, 9)
         return body
-
-
-def bodies_native(
-    tracker: DeltaTracker, apps: Sequence[App], latencies: Callable[[int], array[int]]
-) -> dict[int, dict[str, Any]]:
-    """`ExecutionStats._body` of many steady applications (`DeltaTracker.steady`) in one call of the compiled
-    helper, deltas included (``latencies``: `latency_positions` by cores): the bodies it built, by pid, each of
-    those applications' state advanced as `_body` would. The applications it declines (as `summary_native` would,
-    or a rare count changed), and all of them when the helper is not built, are left to `_body`."""
-    if NATIVE is None:
-        return {}
-    taken, items, cores = tracker.steady(apps)
-    if not taken:
-        return {}
-    pick = tracker.pick_for(cores)
-    bodies: list[dict[str, Any] | None] | None = NATIVE.summary_batch(
-        items, pick.positions, pick.often, latencies(cores), _EXEC_NAMES, _ERR_NAMES, _PERCENTILE_NAMES,
-        _PERCENTILE_VALUES,
-    )  # fmt: skip
-    out: dict[int, dict[str, Any]] = {}
-    for app, body in zip(taken, bodies or (), strict=False):
-        if body is not None:
-            tracker.advance(app)
-            out[app.pid] = body
-    return out
 
 
 def latency_positions(n: int) -> array[int]:

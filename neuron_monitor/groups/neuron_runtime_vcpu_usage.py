@@ -8,9 +8,7 @@ and says so in its ``period``. An application that exited
 gets AWS's error text ("open /proc/PID/stat: no such file or directory") and zeros, never a crash.
 
 Each period's body comes from `usage_native` (the compiled helper, from the raw sample) when the helper is built
-and the sample is in the kernel's layout, from its careful twin `usage_careful` otherwise. With the helper,
-`usage_batch_native` first reads and computes every application whose file is open in one call; the ones it
-declines (a failed or long read, an odd sample) take the per-application path, which words any error.
+and the sample is in the kernel's layout, from its careful twin `usage_careful` otherwise.
 """
 
 from __future__ import annotations
@@ -70,31 +68,6 @@ def usage_native(data: bytes, utime: int, stime: int, dt: float) -> tuple[dict[s
     return got
 
 
-def usage_batch_native(bases: dict[int, _Baseline], apps: Sequence[App], now: float) -> dict[int, dict[str, Any]]:
-    """The bodies of every application in ``apps`` with an open baseline file and a period, each sample read by
-    the compiled helper from the kept descriptor (one pread) and computed as `usage_native` does; their baselines
-    advanced to ``now``. {} when the helper is not built; the applications it declines are left to the caller's
-    per-application read."""
-    if NATIVE is None:
-        return {}
-    taken: list[tuple[int, _Baseline]] = []
-    items: list[tuple[int, int, int, float]] = []
-    for app in apps:
-        base = bases.get(app.pid)
-        if base is not None and (fd := base.file.open_fd) is not None and now > base.t:
-            taken.append((app.pid, base))
-            items.append((fd, base.utime, base.stime, now - base.t))
-    if not taken:
-        return {}
-    got: list[tuple[dict[str, Any], int, int] | None] | None = NATIVE.pid_usage_batch(items, CLOCK_TICKS)
-    out: dict[int, dict[str, Any]] = {}
-    for (pid, base), result in zip(taken, got or (), strict=False):
-        if result is not None:
-            out[pid], base.utime, base.stime = result
-            base.t = now
-    return out
-
-
 class NeuronRuntimeVcpuUsage(RuntimeGroup):
     type_name = "neuron_runtime_vcpu_usage"
 
@@ -124,14 +97,9 @@ class NeuronRuntimeVcpuUsage(RuntimeGroup):
 
     def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
         now = time.monotonic()
-        batch = usage_batch_native(self._base, apps, now)
         out: dict[int, dict[str, Any]] = {}
         for app in apps:
             pid = app.pid
-            body = batch.get(pid)
-            if body is not None:
-                out[pid] = body
-                continue
             base = self._base.get(pid)
             try:
                 if base is None:

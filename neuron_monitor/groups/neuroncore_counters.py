@@ -13,7 +13,6 @@ trn2 "v3d") each entry also carries the physical breakdown as AWS prints it: ``"
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from neuron_monitor.app import App
@@ -49,9 +48,6 @@ class NeuroncoreCounters(DataBlockGroup):
             self._shape = (topo, (lnc, topo.logical_cores, breakdown, f"{version}d", names))
         return self._shape[1]
 
-    def _bodies_batch(self, apps: Sequence[App]) -> dict[int, dict[str, Any]]:
-        return bodies_native(self._tracker, apps, self._shape_of)
-
     def _body(self, app: App) -> dict[str, Any]:
         data = app.data
         if not isinstance(data, AppData):
@@ -70,33 +66,6 @@ class NeuroncoreCounters(DataBlockGroup):
         if period > 0:
             body["period"] = round(period, 9)
         return body
-
-
-def bodies_native(
-    tracker: DeltaTracker, apps: Sequence[App], shape_of: Callable[[Topology], _Shape]
-) -> dict[int, dict[str, Any]]:
-    """`NeuroncoreCounters._body` of many steady applications (`DeltaTracker.steady`) in one call of the compiled
-    helper, deltas included: the bodies it built, by pid, each of those applications' state advanced as `_body`
-    would. The applications it declines (as `cores_native` would), and all of them when the helper is not built
-    or the chip is not LNC=2 with the physical breakdown, are left to `_body`."""
-    if NATIVE is None:
-        return {}
-    taken, items, cores = tracker.steady(apps)
-    if not taken:
-        return {}
-    lnc, per_device, breakdown, group_name, phys_names = shape_of(taken[0].data.topology)
-    if lnc != 2 or not breakdown:
-        return {}
-    positions = tracker.pick_for(cores).positions
-    bodies: list[dict[str, Any] | None] | None = NATIVE.cores_batch(
-        items, positions, per_device, MAX_MACS, _KEYS, group_name, phys_names[0], phys_names[1]
-    )
-    out: dict[int, dict[str, Any]] = {}
-    for app, body in zip(taken, bodies or (), strict=False):
-        if body is not None:
-            tracker.advance(app)
-            out[app.pid] = body
-    return out
 
 
 def cores_native(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any] | None:

@@ -265,11 +265,6 @@ class KeptFile:
             self.close()
             return self._read_all(self.fileno())
 
-    @property
-    def open_fd(self) -> int | None:
-        """The descriptor if the file is open now (None if not: `read` or `fileno` opens it)."""
-        return self._fd
-
     def fileno(self) -> int:
         """The descriptor (opened now if it is not), for a caller that batches its own preads and falls back to
         `read` on any error."""

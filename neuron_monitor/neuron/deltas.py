@@ -31,9 +31,6 @@ Picker = Callable[[Sequence[int]], tuple[int, ...]]
 # reading, deltas). The deltas are counter-major: deltas[k * cores + core] is the change of indices[k] on that core
 # (possibly ending early: see DeltaTracker's ``often``).
 DeviceDelta = tuple[int, DeviceData, float, int, list[int]]
-# One application of a batch step (`DeltaTracker.steady`): (the reading's flat counters, those of the previous look,
-# seconds between them, device index).
-SteadyItem = tuple[Sequence[int], Sequence[int], float, int]
 
 
 @lru_cache(maxsize=64)
@@ -123,8 +120,7 @@ class DeltaTracker:
         # twin picked from them if it ran)
         self._prev: dict[int, dict[int, tuple[Sequence[int], float, Picks | None]]] = {}
 
-    def pick_for(self, cores: int) -> Pick:
-        """How this tracker picks its counters from a device with ``cores`` physical cores."""
+    def _pick_for(self, cores: int) -> Pick:
         pick = self._picks.get(cores)
         if pick is None:
             pick = self._picks[cores] = Pick(self.indices, self.often, cores)
@@ -145,7 +141,7 @@ class DeltaTracker:
             cur = reading.counters
             n = len(cur)
             cores = n // N
-            pick = self.pick_for(cores)
+            pick = self._pick_for(cores)
             prev = seen.get(index)
             if prev is not None and len(prev[0]) // N == cores:
                 base, prev_t, prev_picks = prev
@@ -161,42 +157,6 @@ class DeltaTracker:
             seen[index] = (cur, reading.time, picks)
             out.append((index, dd, max(0.0, reading.time - prev_t), cores, d))
         return out
-
-    def steady(self, apps: Sequence[App]) -> tuple[list[App], list[SteadyItem], int]:
-        """The applications a batch step can take: each on exactly one device this tracker looked at before, with
-        the same number of counters and the same topology as the first one taken. Returns them, their
-        `SteadyItem`s (nothing is recorded: `advance` does that for each one the batch step used) and their
-        physical cores per device (0 when none was taken). The others go through `step`."""
-        taken: list[App] = []
-        items: list[SteadyItem] = []
-        length, topology = -1, None
-        prev_looks = self._prev
-        for app in apps:
-            data = app.data
-            if type(data) is not AppData or len(data.devices) != 1:
-                continue
-            seen = prev_looks.get(app.pid)
-            if seen is None:
-                continue
-            for index, dd in data.devices.items():
-                prev = seen.get(index)
-                if prev is None:
-                    continue
-                reading = dd.reading
-                cur = reading.counters
-                if length < 0:
-                    length, topology = len(cur), data.topology
-                elif len(cur) != length or data.topology is not topology:
-                    continue
-                taken.append(app)
-                items.append((cur, prev[0], max(0.0, reading.time - prev[1]), index))
-        return taken, items, max(0, length) // N
-
-    def advance(self, app: App) -> None:
-        """Record the reading of an application taken by `steady` as its previous look, as `step` would have."""
-        seen = self._prev[app.pid]
-        for index, dd in app.data.devices.items():
-            seen[index] = (dd.reading.counters, dd.reading.time, None)
 
     def forget(self, pid: int) -> None:
         self._prev.pop(pid, None)

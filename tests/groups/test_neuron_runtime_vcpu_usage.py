@@ -8,10 +8,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from neuron_monitor.app import App
 from neuron_monitor.groups.neuron_runtime_vcpu_usage import CLOCK_TICKS, NeuronRuntimeVcpuUsage
 from neuron_monitor.host.procfs import parse_pid_stat
@@ -128,90 +124,3 @@ def test_first_sight_covers_the_process_life_through_a_linked_proc(tmp_path: Pat
         busy.wait()
         assert busy.stdout is not None
         busy.stdout.close()
-
-
-# -- the batch read (usage_batch_native) against the per-application path ---------------------------------------
-
-_SAMPLE = st.one_of(
-    st.tuples(st.integers(0, 10**6), st.integers(0, 10**6)).map(
-        lambda t: f"77 (py thon) S {' '.join(['1'] * 10)} {t[0]} {t[1]} {' '.join(['0'] * 6)} 5 0 0\n".encode()
-    ),
-    st.tuples(st.integers(2**53 - 2, 2**53 + 2), st.integers(0, 9)).map(
-        lambda t: f"77 (x) S {' '.join(['1'] * 10)} {t[0]} {t[1]} {' '.join(['0'] * 6)} 5 0 0\n".encode()
-    ),
-    st.binary(max_size=80),  # damaged
-    st.just(b"77 (x) S " + b"1 " * 3000 + b"\n"),  # longer than the helper's read: the full read decides
-    st.none(),  # the process exited: its file is gone
-)
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rounds=st.lists(st.lists(_SAMPLE, min_size=3, max_size=3), min_size=2, max_size=5), data=st.data())
-def test_the_batch_read_gives_what_the_per_application_read_does(
-    tmp_path_factory: pytest.TempPathFactory, rounds: list[list[bytes | None]], data: st.DataObject,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    import neuron_monitor.groups.neuron_runtime_vcpu_usage as module
-
-    clock = _Clock()
-    monkeypatch.setattr(module, "time", clock)
-    roots = [tmp_path_factory.mktemp("batch"), tmp_path_factory.mktemp("per_app")]
-    pids = (101, 102, 103)
-    groups = [NeuronRuntimeVcpuUsage(RootFS(root)) for root in roots]
-    per_app = module.usage_batch_native
-    try:
-        for samples in rounds:
-            for root in roots:
-                for pid, sample in zip(pids, samples, strict=True):
-                    path = root / "proc" / str(pid) / "stat"
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    if sample is None:
-                        path.unlink(missing_ok=True)
-                    else:
-                        path.write_bytes(sample)  # in place: a kept descriptor reads the new bytes
-            clock.now += data.draw(st.sampled_from([0.1, 0.100289447, 0.0, 3.0]))
-            apps = [App(pid, "t") for pid in pids]
-            got = groups[0].collect(apps, [])
-            monkeypatch.setattr(module, "usage_batch_native", lambda *a: {})
-            want = groups[1].collect(apps, [])
-            monkeypatch.setattr(module, "usage_batch_native", per_app)
-            assert repr(got) == repr(want)
-            assert {p: (b.utime, b.stime, b.t) for p, b in groups[0]._base.items()} == {
-                p: (b.utime, b.stime, b.t) for p, b in groups[1]._base.items()
-            }
-    finally:
-        for g in groups:
-            g.close()
-
-
-def test_the_batch_read_takes_open_files_and_declines_the_rest(tmp_path: Path) -> None:
-    from neuron_monitor.groups.neuron_runtime_vcpu_usage import _Baseline, usage_batch_native
-
-    (tmp_path / "proc" / "5").mkdir(parents=True)
-    stat = tmp_path / "proc" / "5" / "stat"
-    stat.write_bytes(b"5 (a) S " + b"1 " * 10 + b"300 200 " + b"0 " * 6 + b"5 0 0\n")
-    kept = RootFS(tmp_path).open_kept("proc/5/stat")
-    bases = {5: _Baseline(kept, 100, 100, 1.0)}
-    if usage_batch_native(bases, [App(5, "a")], 2.0) == {}:  # not open yet: the per-application read opens it
-        kept.read()
-    got = usage_batch_native(bases, [App(5, "a")], 2.0)
-    from neuron_monitor.native import NATIVE
-
-    if NATIVE is None:
-        assert got == {}
-        return
-    share = round(200 / CLOCK_TICKS * 100.0, 2)
-    assert got == {5: {"period": 1.0, "vcpu_usage": {"user": share, "system": round(100 / CLOCK_TICKS * 100.0, 2)}}}
-    assert (bases[5].utime, bases[5].stime, bases[5].t) == (300, 200, 2.0)
-    stat.write_bytes(b"garbage")
-    assert usage_batch_native(bases, [App(5, "a")], 3.0) == {}  # declined: the careful read words the error
-    assert bases[5].t == 2.0
-    kept.close()
