@@ -124,7 +124,7 @@ class Collector:
         self.groups.prime()
         if not self.plan.runtime_scopes:
             return
-        self.root.begin_collection()
+        self.root.begin_collection(self.clock())
         try:
             self.apps.update(self.app_source.snapshot(), self.app_source.version)
             for index, scope in self.apps.scopes.items():
@@ -239,7 +239,7 @@ class Collector:
         return system_due, refresh_hw, runtime_due
 
     def _collect_all(self, system_due: list[_Unit], refresh_hw: bool, runtime_due: list[_Unit]) -> None:
-        self.root.begin_collection()  # directories listed once per collection (the device listing)
+        self.root.begin_collection(self.clock())  # a directory is listed at most once (the device listing: less)
         try:
             for u in system_due:
                 self._collect_system(u)

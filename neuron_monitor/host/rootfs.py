@@ -4,7 +4,10 @@
 with pread at offset 0, which is how sysfs and procfs attributes are meant to be polled and costs about half of
 an open/read/close cycle. Between `begin_collection()` and `end_collection()` (the scheduler brackets each
 collection with them) `listdir` lists each directory once, so that readers which each need the device listing
-(the application snapshot, neuron_hw_counters) see the same one and pay for one.
+(the application snapshot, neuron_hw_counters) see the same one and pay for one. A reader may also accept a
+listing up to ``max_age`` seconds old (`listdir`'s argument; the device listing takes one second, see
+neuron/sysfs.py): when the collection was begun with the collector's clock reading, such a listing is kept across
+collections until it is that old, or until a reader drops it (`forget_listing`) after a read failed.
 
 Confinement: below a root other than ``/``, every open and listing resolves *inside* the root, as if the root were
 ``/``: an absolute symlink such as ``<root>/sys/class/dmi/id/product_name -> /etc/hosts`` resolves to
@@ -121,6 +124,8 @@ class RootFS:
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self.root = Path(root)
         self._listings: dict[str, list[str] | OSError] | None = None  # within a collection: rel -> listing
+        self._kept_listings: dict[str, tuple[float, list[str] | OSError]] = {}  # rel -> (listed at, listing)
+        self._now: float | None = None  # the clock reading the current collection began with, if given
         self.confined = os.path.realpath(self.root) != "/"  # below "/" itself there is nothing to escape to
         self._root_fd: int | None = None
 
@@ -192,26 +197,48 @@ class RootFS:
             return False
         return True
 
-    def begin_collection(self) -> None:
+    def begin_collection(self, now: float | None = None) -> None:
+        """A collection starts: each directory is listed at most once until `end_collection`. With ``now`` (the
+        collector's clock), listings asked for with a ``max_age`` are also kept across collections."""
         self._listings = {}
+        self._now = now
 
     def end_collection(self) -> None:
         self._listings = None
+        self._now = None
 
-    def listdir(self, rel: str) -> list[str]:
-        """The names in directory ``rel``; within a collection, its first listing (or error) again."""
+    def listdir(self, rel: str, max_age: float = 0.0) -> list[str]:
+        """The names in directory ``rel``; within a collection, its first listing (or error) again. With
+        ``max_age`` and a collection begun with a clock reading, a listing (or error) taken by an earlier
+        collection less than ``max_age`` seconds before this one's start is returned again (the same list)."""
         memo = self._listings
         if memo is None:
             return self._list(rel)
         got = memo.get(rel)
         if got is None:
-            try:
-                got = memo[rel] = self._list(rel)
-            except OSError as e:
-                got = memo[rel] = e
+            now = self._now
+            kept = self._kept_listings.get(rel) if max_age > 0.0 and now is not None else None
+            if kept is not None and now is not None and 0.0 <= now - kept[0] < max_age:
+                got = kept[1]
+            else:
+                got = self._list_or_error(rel)
+                if max_age > 0.0 and now is not None:
+                    self._kept_listings[rel] = (now, got)
+            memo[rel] = got
         if isinstance(got, OSError):
-            raise got
+            raise got.with_traceback(None)  # raised again and again: no traceback piling up on it
         return got
+
+    def _list_or_error(self, rel: str) -> list[str] | OSError:
+        try:
+            return self._list(rel)
+        except OSError as e:
+            return e
+
+    def forget_listing(self, rel: str) -> None:
+        """List ``rel`` again at the next collection (a reader saw something in it fail), however recent the
+        kept listing is; the current collection keeps the view it has."""
+        self._kept_listings.pop(rel, None)
 
     def path(self, rel: str) -> Path:
         return self.root / rel.lstrip("/")

@@ -144,6 +144,7 @@ class NeuronAppSource:
                     self._devices[index] = open_device(self.root, index)
                 except OSError as e:
                     log.debug("device %d unavailable: %s", index, e)
+                    self.tree.forget_listing()  # gone since it was listed? The next collection lists again
         for index in [i for i in self._devices if i not in indexes]:
             self._devices.pop(index).close()
 
@@ -157,6 +158,7 @@ class NeuronAppSource:
             except OSError as e:
                 log.debug("listing applications on neuron%d failed: %s", index, e)
                 self._devices.pop(index).close()
+                self.tree.forget_listing()
         steady = self._steady
         if steady is not None and _same_lists(steady.lists, lists):
             apps = self._steady_snapshot(steady, now)

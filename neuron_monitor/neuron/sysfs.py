@@ -5,6 +5,13 @@
 (``sys/module/neuron/version``) and where each device's ``stats`` directory lives (``neuronN/stats``, or
 ``neuronN/metrics/stats`` on drivers before 2.8). It returns plain values and raises OSError when a file is
 missing; callers decide what that means.
+
+The device listing is taken at most once a second while reports come faster (`DEVICE_LISTING_MAX_AGE`, within
+collections the scheduler begins with its clock): a device the driver adds shows up in the report within a second,
+and one that vanishes leaves the listing within a second, sooner when a reader saw its reads fail: the application
+source drops the kept listing when listing a device's applications or opening a listed device fails
+(`DriverTree.forget_listing`), so the next collection lists the devices again. At report periods of a second or
+more every collection lists them, as before.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ CLASS_DIR = "sys/class/neuron_device"
 DEVICES_DIR = "sys/devices/virtual/neuron_device"
 _DEVICE_NAME = re.compile(r"neuron(\d+)$")
 _CORE_NAME = re.compile(r"neuron_core(\d+)$")
+DEVICE_LISTING_MAX_AGE = 1.0  # seconds a device listing is used again by later collections (see above)
 
 
 def parse_driver_version(text: str) -> tuple[int, ...] | None:
@@ -34,7 +42,7 @@ class DriverTree:
         """Indexes of the devices present now, ascending; () when the driver is not loaded."""
         for rel in self._dirs:
             try:
-                names = self.root.listdir(rel)  # one listing per collection, shared with the other readers
+                names = self.root.listdir(rel, DEVICE_LISTING_MAX_AGE)  # shared with the other readers
             except OSError:
                 continue
             if names == self._listed[0]:
@@ -45,6 +53,11 @@ class DriverTree:
             if found:
                 return found
         return ()
+
+    def forget_listing(self) -> None:
+        """List the devices again at the next collection (a device's read failed: it may have gone)."""
+        for rel in self._dirs:
+            self.root.forget_listing(rel)
 
     def device_rel(self, index: int) -> str:
         return f"{CLASS_DIR}/neuron{index}"

@@ -69,3 +69,49 @@ def test_listdir_lists_once_per_collection_and_fresh_outside(tmp_path: Path) -> 
     root.begin_collection()
     assert sorted(root.listdir("d")) == ["neuron0", "neuron1"]
     root.end_collection()
+
+
+def test_a_listing_with_max_age_is_kept_across_collections_until_that_old(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "neuron0").mkdir()
+    root = RootFS(tmp_path)
+    root.begin_collection(100.0)
+    first = root.listdir("d", max_age=1.0)
+    root.end_collection()
+    (tmp_path / "d" / "neuron1").mkdir()
+    root.begin_collection(100.9)  # younger than a second: the same listing, not listed again
+    assert root.listdir("d", max_age=1.0) is first == ["neuron0"]
+    assert root.listdir("d") is first  # one view per collection, whoever asks
+    root.end_collection()
+    root.begin_collection(101.0)  # a second old: listed again
+    second = root.listdir("d", max_age=1.0)
+    assert sorted(second) == ["neuron0", "neuron1"]
+    root.end_collection()
+    (tmp_path / "d" / "neuron2").mkdir()
+    root.begin_collection(99.0)  # a clock that went back keeps nothing
+    assert len(root.listdir("d", max_age=1.0)) == 3
+    root.end_collection()
+    root.begin_collection()  # a collection begun without the clock keeps nothing either
+    (tmp_path / "d" / "neuron3").mkdir()
+    assert len(root.listdir("d", max_age=1.0)) == 4
+    root.end_collection()
+    assert len(root.listdir("d", max_age=1.0)) == 4  # outside a collection: always listed
+
+
+def test_a_kept_listing_error_and_forget_listing(tmp_path: Path) -> None:
+    root = RootFS(tmp_path)
+    root.begin_collection(5.0)
+    with pytest.raises(FileNotFoundError):
+        root.listdir("d", max_age=1.0)
+    root.end_collection()
+    (tmp_path / "d").mkdir()
+    root.begin_collection(5.5)  # the error is kept as the listing is
+    with pytest.raises(FileNotFoundError):
+        root.listdir("d", max_age=1.0)
+    root.forget_listing("d")  # a reader saw a failure: this collection keeps its view, the next lists again
+    with pytest.raises(FileNotFoundError):
+        root.listdir("d", max_age=1.0)
+    root.end_collection()
+    root.begin_collection(5.6)
+    assert root.listdir("d", max_age=1.0) == []
+    root.end_collection()
