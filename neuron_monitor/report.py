@@ -65,6 +65,18 @@ def group_object(body: dict[str, Any], period: float, error: str, fresh: bool) -
     return obj
 
 
+def fresh_group_object(body: dict[str, Any], window: float) -> dict[str, Any]:
+    """A runtime body just collected, wrapped: the same object as ``group_object(body, body.get("period", window),
+    body.get("error", ""), True)``, made in one dict display for the usual body (neither ``error`` nor ``fresh``
+    in it; a ``period`` in it is the one the display keeps), by `group_object` otherwise."""
+    if "error" in body or "fresh" in body:
+        return group_object(body, body.get("period", window), body.get("error", ""), True)
+    obj = {"period": window, **body}
+    obj["error"] = ""
+    obj["fresh"] = True
+    return obj
+
+
 def error_object(period: float, error: str, fresh: bool) -> dict[str, Any]:
     return {"period": period, "error": error, "fresh": fresh}
 
@@ -89,12 +101,12 @@ def empty_hardware_info(error: str) -> dict[str, Any]:
 
 
 def runtime_entry(pid: int, tag: str, error: str, groups: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "pid": pid,
-        "neuron_runtime_tag": tag,
-        "error": error,
-        "report": {name: groups[name] for name in sorted(groups)},
-    }
+    return runtime_entry_in_order(pid, tag, error, {name: groups[name] for name in sorted(groups)})
+
+
+def runtime_entry_in_order(pid: int, tag: str, error: str, report: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`runtime_entry` of group objects already in name order (taken as they are)."""
+    return {"pid": pid, "neuron_runtime_tag": tag, "error": error, "report": report}
 
 
 def build_report(

@@ -196,14 +196,14 @@ class Collector:
         if self.on_loop:
             self.collect_on_loop(due)
             return
-        self.assembly.mark_stale()
+        self.assembly.mark_stale({(u.scope_index, u.type_name) for u in due})
         work = self._work(due)
         if work is not None:
             await asyncio.get_running_loop().run_in_executor(executor, self._collect_all, *work)
 
     def collect_on_loop(self, due: list[_Unit]) -> None:
         """`collect` while collections run on the event loop (``on_loop``): here and now, counting slow ones."""
-        self.assembly.mark_stale()
+        self.assembly.mark_stale({(u.scope_index, u.type_name) for u in due})
         work = self._work(due)
         if work is None:
             return

@@ -1,11 +1,12 @@
-"""The Collector's parts on their own: AppTracker (versions, departures) and ReportAssembly (fresh, reuse)."""
+"""The Collector's parts on their own: AppTracker (versions, departures) and ReportAssembly (fresh, reuse).
+ReportAssembly against the assembly before it kept objects by unit: tests/collection/."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from neuron_monitor.app import App
-from neuron_monitor.collection.apps import AppTracker
+from neuron_monitor.collection.apps import AppTracker, ScopeApps
 from neuron_monitor.collection.assembly import ReportAssembly
 from neuron_monitor.config import plan_from_data
 
@@ -55,14 +56,40 @@ def test_a_returning_app_was_never_gone() -> None:
 
 def test_objects_turn_stale_at_the_next_collection_and_a_body_returned_again_is_spliced() -> None:
     assembly = ReportAssembly()
+    scope = ScopeApps(apps={1: App(1, "train")})
     body: dict[str, Any] = {"neuron_runtime_used_bytes": {"host": 1}}
-    assembly.put_runtime(0, 1, "memory_used", body, 1.0)
-    first = assembly.runtime[0][1]["memory_used"]
+    assembly.put_runtime_group(0, "memory_used", {1: body}, 1.0, scope)
+    first = assembly.runtime[0]["memory_used"][1]
     assert first["fresh"] and first["neuron_runtime_used_bytes"] is body["neuron_runtime_used_bytes"]
     assembly.mark_stale()
     assert first["fresh"] is False
-    assembly.put_runtime(0, 1, "memory_used", body, 1.0)  # the very same body object: encoded once, spliced
-    second = assembly.runtime[0][1]["memory_used"]
+    assembly.put_runtime_group(0, "memory_used", {1: body}, 1.0, scope)  # the very same body: encoded, spliced
+    second = assembly.runtime[0]["memory_used"][1]
     assert second["fresh"] and second["neuron_runtime_used_bytes"] is not body["neuron_runtime_used_bytes"]
     assembly.forget(0, 1)
-    assert not assembly.runtime[0] and not assembly.reused
+    assert not assembly.runtime[0]["memory_used"] and not assembly.encoded[(0, "memory_used")]
+
+
+def test_a_collection_marks_stale_only_what_it_does_not_replace() -> None:
+    assembly = ReportAssembly()
+    scope = ScopeApps(apps={1: App(1, "train"), 2: App(2, "serve")})
+    assembly.put_system("memory_info", {"period": 1.0, "error": "", "fresh": True})
+    assembly.put_runtime_group(0, "memory_used", {1: {"v": 1}, 2: {"v": 2}}, 1.0, scope)
+    assembly.put_runtime_group(0, "execution_stats", {1: {"v": 1}, 2: {"v": 2}}, 1.0, scope)
+    system = assembly.system["memory_info"]
+    used = dict(assembly.runtime[0]["memory_used"])
+    stats = dict(assembly.runtime[0]["execution_stats"])
+    assembly.mark_stale({(None, "memory_info"), (0, "memory_used")})  # execution_stats is not due
+    assert all(o["fresh"] is False for o in stats.values())
+    assert system["fresh"] and all(o["fresh"] for o in used.values())  # replaced below, not marked
+    assembly.put_runtime_group(0, "memory_used", {2: {"v": 3}}, 1.0, scope)  # 1 left out: its object carried
+    assert used[1]["fresh"] is False and assembly.runtime[0]["memory_used"][1] is used[1]
+    assert used[2]["fresh"] and assembly.runtime[0]["memory_used"][2]["v"] == 3
+    report = assembly.build({0: scope}, {}, {}, {}, 1.0)
+    fresh = {(e["pid"], n): o["fresh"] for e in report["neuron_runtime_data"] for n, o in e["report"].items()}
+    assert fresh == {
+        (1, "execution_stats"): False,
+        (1, "memory_used"): False,
+        (2, "execution_stats"): False,
+        (2, "memory_used"): True,
+    }

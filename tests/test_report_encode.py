@@ -1,8 +1,13 @@
-"""``report.encode``: a value JSON cannot carry costs its group (sent as the group's error), never the report."""
+"""``report.encode``: a value JSON cannot carry costs its group (sent as the group's error), never the report.
+`fresh_group_object` beside its careful twin `group_object`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from neuron_monitor import report as rpt
 
@@ -41,3 +46,19 @@ def test_an_encodable_report_is_encoded_as_is() -> None:
     report = _report(3)
     assert rpt.encode(report) == orjson.dumps(report) + b"\n"
     assert rpt.encode_each_group(report) == report
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+body_keys = st.sampled_from(["period", "error", "fresh", "a", "b", "neuroncores_in_use"]) | st.text(max_size=6)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(body_keys, json_values, max_size=6), st.floats(0.0, 1e6, allow_nan=False))
+def test_fresh_group_object_is_group_object_of_a_body_just_collected(body: dict[str, Any], window: float) -> None:
+    made = rpt.fresh_group_object(body, window)
+    careful = rpt.group_object(body, body.get("period", window), body.get("error", ""), True)
+    assert list(made.items()) == list(careful.items())  # the same keys, order and values

@@ -460,7 +460,7 @@ async def test_a_body_returned_unchanged_is_encoded_once_and_reported_as_is(monk
     # a departed app takes its encoded body with it
     apps.apps = [App(102, "serve")]
     await run_ticks(c, clock, 2, 1.0)
-    assert {pid for _, pid, _ in c.assembly.reused} == {102}
+    assert {pid for encoded in c.assembly.encoded.values() for pid in encoded} == {102}
 
 
 def _shape(value: Any) -> Any:

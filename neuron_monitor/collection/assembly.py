@@ -1,7 +1,10 @@
 """The newest object of every group, wrapped as AWS prints it, and the report assembled from them.
 
-Objects collected for a report are ``fresh``; at the start of the next collection they are marked stale, so a
-group whose period is longer than the report interval shows its newest data with ``fresh: false``.
+Objects collected for a report are ``fresh``; once a later collection no longer replaces them they are marked
+stale, so a group whose period is longer than the report interval shows its newest data with ``fresh: false``.
+The objects are kept by unit (a system group; a runtime scope's group, its objects by pid), and a collection
+touches only what changes: `mark_stale` marks the objects of the units that are not due, and a due runtime unit
+marks, as it files its new objects, only the old ones it did not replace (an application its group left out).
 
 A group may return the very same body object again while nothing in it changed (see groups/base.py); the
 second time it comes back its values are encoded once (`report.encoded_values`) and those bytes are spliced
@@ -11,7 +14,8 @@ into every later report for as long as the same object is returned.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from neuron_monitor import report as rpt
@@ -19,17 +23,19 @@ from neuron_monitor.collection.apps import ScopeApps
 from neuron_monitor.collection.groups import error_text
 from neuron_monitor.config import Plan
 
-_Key = tuple[int, int, str]  # (scope index, pid, group)
+UnitKey = tuple[int | None, str]  # (scope index, group name); scope None: a system group
+_Object = dict[str, Any]
 
 
 class ReportAssembly:
-    """Group objects by place: ``system`` by group name, ``runtime`` by scope index, pid and group name."""
+    """Group objects by place: ``system`` by group name, ``runtime`` by scope index, group name and pid."""
 
     def __init__(self) -> None:
-        self.system: dict[str, dict[str, Any]] = {}
-        self.runtime: dict[int, dict[int, dict[str, dict[str, Any]]]] = {}
-        self.reused: dict[_Key, tuple[dict[str, Any], dict[str, Any] | None]] = {}  # body, its encoding
-        self._fresh: list[dict[str, Any]] = []
+        self.system: dict[str, _Object] = {}
+        self.runtime: dict[int, dict[str, dict[int, _Object]]] = {}
+        self.filed: dict[tuple[int, str], dict[int, dict[str, Any]]] = {}  # unit -> pid -> body filed last
+        self.encoded: dict[tuple[int, str], dict[int, tuple[dict[str, Any], dict[str, Any]]]] = {}  # body, values
+        self._fresh: dict[UnitKey, Iterable[_Object]] = {}  # unit -> the objects it made fresh last
 
     def apply(self, plan: Plan) -> None:
         """Drop the objects of groups and scopes a (new) plan no longer has."""
@@ -39,62 +45,78 @@ class ReportAssembly:
         groups = {spec.index: {name for name, _ in spec.groups} for spec in plan.runtime_scopes}
         for index in [i for i in self.runtime if i not in groups]:
             del self.runtime[index]
-        for index, by_pid in self.runtime.items():
-            for objects in by_pid.values():
-                for name in [n for n in objects if n not in groups[index]]:
-                    del objects[name]
-        for key in [k for k in self.reused if k[2] not in groups.get(k[0], ())]:
-            del self.reused[key]
+        for index, by_name in self.runtime.items():
+            for name in [n for n in by_name if n not in groups[index]]:
+                del by_name[name]
+        for per_unit in (self.filed, self.encoded):
+            for key in [k for k in per_unit if k[1] not in groups.get(k[0], ())]:
+                del per_unit[key]
+        for unit in list(self._fresh):
+            scope = unit[0]
+            if unit[1] not in (system_names if scope is None else groups.get(scope, ())):
+                del self._fresh[unit]
 
-    def mark_stale(self) -> None:
-        """A new collection starts: what the last one collected is carried over from now on."""
-        for obj in self._fresh:
-            obj["fresh"] = False
-        self._fresh = []
+    def mark_stale(self, due: AbstractSet[UnitKey] = frozenset()) -> None:
+        """A new collection of the units ``due`` starts: the objects the other units made fresh are carried over
+        from now on. A due unit replaces its objects as it files new ones (`put_system`, `put_runtime_group`),
+        which marks any it does not replace; with no ``due``, every object is marked now."""
+        fresh = self._fresh
+        if fresh.keys() <= due:  # every unit is due (reports at the groups' period)
+            return
+        for unit in [u for u in fresh if u not in due]:
+            for obj in fresh.pop(unit):
+                obj["fresh"] = False
 
-    def put_system(self, name: str, obj: dict[str, Any]) -> None:
+    def put_system(self, name: str, obj: _Object) -> None:
         self.system[name] = obj
-        self._fresh.append(obj)
-
-    def put_runtime(self, index: int, pid: int, name: str, body: dict[str, Any], period: float) -> None:
-        obj = rpt.group_object(self._reusable((index, pid, name), body), period, body.get("error", ""), True)
-        self.runtime.setdefault(index, {}).setdefault(pid, {})[name] = obj
-        self._fresh.append(obj)
+        self._fresh[(None, name)] = (obj,)
 
     def put_runtime_group(
         self, index: int, name: str, results: dict[int, dict[str, Any]], window: float, scope: ScopeApps
     ) -> None:
-        """`put_runtime` for each body a runtime group returned whose application is in ``scope`` (present, or
-        departed with counts still owed), with ``window`` as the period of a body that did not measure its own.
-        One loop for the group's applications (16 on a trn2.48xlarge)."""
-        by_pid = self.runtime.setdefault(index, {})
-        present, gone, fresh = scope.apps, scope.gone, self._fresh
-        for pid, body in results.items():
-            if pid in present or pid in gone:
-                values = self._reusable((index, pid, name), body)
-                obj = rpt.group_object(values, body.get("period", window), body.get("error", ""), True)
-                by_pid.setdefault(pid, {})[name] = obj
-                fresh.append(obj)
+        """File the bodies a runtime group returned whose application is in ``scope`` (present, or departed with
+        counts still owed), each as a fresh group object with ``window`` as the period of a body that did not
+        measure its own. The unit's objects of applications the group left out stay, carried over (stale)."""
+        unit = (index, name)
+        present, gone = scope.apps, scope.gone
+        if not (results.keys() <= present.keys() or all(pid in present or pid in gone for pid in results)):
+            results = {pid: body for pid, body in results.items() if pid in present or pid in gone}
+        last = self.filed.get(unit)
+        objects: dict[int, _Object] = {}
+        wrap = rpt.fresh_group_object
+        if last is None:
+            for pid, body in results.items():
+                objects[pid] = wrap(body, window)
+        else:
+            for pid, body in results.items():
+                objects[pid] = wrap(self._reused(unit, pid, body) if last.get(pid) is body else body, window)
+        by_name = self.runtime.setdefault(index, {})
+        old = by_name.get(name)
+        if old is not None and not old.keys() <= objects.keys():  # applications the group left out this time
+            for pid in old.keys() - objects.keys():
+                obj = objects[pid] = old[pid]
+                obj["fresh"] = False
+        by_name[name] = objects
+        self.filed[unit] = dict(results)
+        self._fresh[unit] = objects.values()
 
-    def _reusable(self, key: _Key, body: dict[str, Any]) -> dict[str, Any]:
-        """The body to wrap: the encoded values of a body returned unchanged (the same object) since the previous
-        collection, the body itself otherwise. Encoding waits for the second sighting, so a body that changes
-        every time costs nothing extra."""
-        last = self.reused.get(key)
-        if last is None or last[0] is not body:
-            self.reused[key] = (body, None)
-            return body
-        encoded = last[1]
-        if encoded is None:
-            encoded = rpt.encoded_values(body)
-            self.reused[key] = (body, encoded)
-        return encoded
+    def _reused(self, unit: tuple[int, str], pid: int, body: dict[str, Any]) -> dict[str, Any]:
+        """The encoded values of a body returned again (the same object as last time): encoded at its second
+        sighting, then reused while it comes back. A body that changes every time costs nothing extra."""
+        encoded = self.encoded.setdefault(unit, {})
+        kept = encoded.get(pid)
+        if kept is None or kept[0] is not body:
+            kept = encoded[pid] = (body, rpt.encoded_values(body))
+        return kept[1]
 
     def forget(self, index: int, pid: int) -> None:
         """A departed application was reported for the last time."""
-        objects = self.runtime.get(index, {}).pop(pid, None)
-        for name in objects or ():
-            self.reused.pop((index, pid, name), None)
+        for name, objects in self.runtime.get(index, {}).items():
+            objects.pop(pid, None)
+            for per_unit in (self.filed, self.encoded):
+                kept = per_unit.get((index, name))
+                if kept is not None:
+                    kept.pop(pid, None)
 
     def build(
         self,
@@ -107,12 +129,15 @@ class ReportAssembly:
         """The report: each scope's present applications, then its departed ones still owed, then the rest."""
         entries: list[dict[str, Any]] = []
         for index, scope in scopes.items():
-            by_pid = self.runtime.get(index, {})
+            by_name = self.runtime.get(index, {})
+            units = [(name, by_name[name]) for name in sorted(by_name)]
             for pid, app in scope.apps.items():
-                entries.append(rpt.runtime_entry(pid, app.tag, app.error, by_pid.get(pid, {})))
+                groups = {name: obj for name, objects in units if (obj := objects.get(pid)) is not None}
+                entries.append(rpt.runtime_entry_in_order(pid, app.tag, app.error, groups))
             for pid, (app, _) in scope.gone.items():
-                if pid in by_pid:
-                    entries.append(rpt.runtime_entry(pid, app.tag, app.error, by_pid[pid]))
+                groups = {name: obj for name, objects in units if (obj := objects.get(pid)) is not None}
+                if groups:
+                    entries.append(rpt.runtime_entry_in_order(pid, app.tag, app.error, groups))
         report = rpt.build_report(
             entries, self.system, instance_info, hardware_info, time.time() if wall is None else wall
         )
