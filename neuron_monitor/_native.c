@@ -7,9 +7,10 @@
  *   deltas(cur, prev, positions, often: int) -> list[int] | None
  *       One device's counter deltas for a DeltaTracker (neuron/deltas.py: device_deltas_native, twin
  *       device_deltas_careful).
- *   cores(deltas, n, dt, limit, keys, first, group, name0, name1) -> dict | None
+ *   cores(deltas, n, dt, limit, keys, first, group, name0, name1, reuse=None) -> dict | None
  *       neuroncore_counters' ``neuroncores_in_use`` for one Trn2 device (groups/neuroncore_counters.py:
- *       cores_native, twins cores_fast and cores_careful).
+ *       cores_native, twins cores_fast and cores_careful). With ``reuse`` (the previous dict of the same
+ *       application) of the same shape, its values are replaced in place and it is returned: no dict is made.
  *   summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values) -> dict | None
  *       execution_stats' body for one device whose every core completed executions and nothing rare changed
  *       (groups/execution_stats.py: summary_native, twins summary_fast and summary_careful).
@@ -414,14 +415,48 @@ static int core_entry(PyObject *out, PyObject *key, double u0, double u1, long l
     return rc;
 }
 
+/* k is the key want (the same object, or an equal str). */
+static int same_key(PyObject *k, PyObject *want) {
+    return k == want || (PyUnicode_CheckExact(k) && PyUnicode_CheckExact(want) && PyUnicode_Compare(k, want) == 0);
+}
+
+/* The next item of dict d at *pos is (want, a dict of `size` entries): that dict, or NULL (no exception). */
+static PyObject *next_dict(PyObject *d, Py_ssize_t *pos, PyObject *want, Py_ssize_t size) {
+    PyObject *k, *v;
+    if (!PyDict_Next(d, pos, &k, &v) || !same_key(k, want) || !PyDict_CheckExact(v) || PyDict_GET_SIZE(v) != size)
+        return NULL;
+    return v;
+}
+
+/* 1 when `d` has exactly the shape core_entry gives `count` cores keyed keys[first..]: the same keys in the same
+ * order, each {util, flops, group: {name0: {util}, name1: {util}}}; 0 otherwise. */
+static int cores_shape(PyObject *d, PyObject *keys, Py_ssize_t first, Py_ssize_t count, PyObject *group,
+                       PyObject *name0, PyObject *name1) {
+    if (!PyDict_CheckExact(d) || PyDict_GET_SIZE(d) != count) return 0;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *e = next_dict(d, &pos, PyTuple_GET_ITEM(keys, first + j), 3), *k, *v, *b;
+        Py_ssize_t at = 0, in = 0;
+        if (e == NULL || !PyDict_Next(e, &at, &k, &v) || !same_key(k, key_util) || !PyDict_Next(e, &at, &k, &v) ||
+            !same_key(k, key_flops) || (b = next_dict(e, &at, group, 2)) == NULL || next_dict(b, &in, name0, 1) == NULL ||
+            next_dict(b, &in, name1, 1) == NULL)
+            return 0;
+    }
+    return 1;
+}
+
 /* {key: {"neuroncore_utilization": u, "flops": f, group: {name0: {"neuroncore_utilization": u0}, name1: ...}}}
- * Arguments are checked in full before anything is built; None for anything cores_fast would not take. */
+ * Arguments are checked in full before anything is built or changed; None for anything cores_fast would not
+ * take. With `reuse` (the dict an earlier call returned for the same application), its values are replaced in
+ * place when it has exactly the shape this call would build (the same keys in the same order), and reuse itself
+ * is returned: no dict is made or freed. */
 static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "cores(deltas, n, dt, limit, keys, first, group, name0, name1)");
+    if (nargs != 9 && nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "cores(deltas, n, dt, limit, keys, first, group, name0, name1, reuse=None)");
         return NULL;
     }
     PyObject *deltas = args[0], *keys = args[4], *group = args[6], *name0 = args[7], *name1 = args[8];
+    PyObject *reuse = nargs == 10 ? args[9] : Py_None;
     if (!PyList_CheckExact(deltas) || !PyLong_CheckExact(args[1]) || !PyFloat_CheckExact(args[2]) ||
         !PyFloat_CheckExact(args[3]) || !PyTuple_CheckExact(keys) || !PyLong_CheckExact(args[5]) ||
         !PyUnicode_CheckExact(group) || !PyUnicode_CheckExact(name0) || !PyUnicode_CheckExact(name1))
@@ -452,20 +487,39 @@ static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t 
     for (Py_ssize_t j = 0; j < n / 2; j++) {
         if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(keys, first + j))) Py_RETURN_NONE;
     }
-    double scale = dt * 1e4;
+    double scale = dt * 1e4, u[64];
+    long long flops[32];
+    for (Py_ssize_t k = 0; k < n; k += 2) {
+        double u0 = (double)v[k] / scale, u1 = (double)v[k + 1] / scale;
+        u[k] = u0 >= 100.0 ? 100.0 : u0;
+        u[k + 1] = u1 >= 100.0 ? 100.0 : u1;
+        double f0 = 2.0 * (double)v[n + k] / dt, f1 = 2.0 * (double)v[n + k + 1] / dt;
+        if (!(f0 < 9.0e18) || !(f1 < 9.0e18)) Py_RETURN_NONE; /* cannot happen under limit; kept safe */
+        flops[k / 2] = (long long)f0 + (long long)f1;
+    }
+    if (reuse != Py_None && cores_shape(reuse, keys, first, n / 2, group, name0, name1)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *e;
+        for (Py_ssize_t j = 0; PyDict_Next(reuse, &pos, &k, &e); j++) {
+            PyObject *b = PyDict_GetItemWithError(e, group);
+            PyObject *e0 = b != NULL ? PyDict_GetItemWithError(b, name0) : NULL;
+            PyObject *e1 = b != NULL ? PyDict_GetItemWithError(b, name1) : NULL;
+            /* a key that is there already keeps its place: the shape and order stay as checked */
+            if (e0 == NULL || e1 == NULL || set_new(e, key_util, PyFloat_FromDouble((u[2 * j] + u[2 * j + 1]) / 2)) < 0 ||
+                set_new(e, key_flops, PyLong_FromLongLong(flops[j])) < 0 ||
+                set_new(e0, key_util, PyFloat_FromDouble(u[2 * j])) < 0 ||
+                set_new(e1, key_util, PyFloat_FromDouble(u[2 * j + 1])) < 0) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "cores: reused dict changed shape");
+                return NULL;
+            }
+        }
+        return Py_NewRef(reuse);
+    }
     PyObject *out = PyDict_New();
     if (out == NULL) return NULL;
     for (Py_ssize_t k = 0; k < n; k += 2) {
-        double u0 = (double)v[k] / scale, u1 = (double)v[k + 1] / scale;
-        if (u0 >= 100.0) u0 = 100.0;
-        if (u1 >= 100.0) u1 = 100.0;
-        double f0 = 2.0 * (double)v[n + k] / dt, f1 = 2.0 * (double)v[n + k + 1] / dt;
-        if (!(f0 < 9.0e18) || !(f1 < 9.0e18)) { /* cannot happen under limit; kept safe */
-            Py_DECREF(out);
-            Py_RETURN_NONE;
-        }
-        if (core_entry(out, PyTuple_GET_ITEM(keys, first + k / 2), u0, u1, (long long)f0 + (long long)f1, group,
-                       name0, name1) < 0) {
+        if (core_entry(out, PyTuple_GET_ITEM(keys, first + k / 2), u[k], u[k + 1], flops[k / 2], group, name0,
+                       name1) < 0) {
             Py_DECREF(out);
             return NULL;
         }
@@ -690,7 +744,8 @@ static PyMethodDef methods[] = {
     {"deltas", (PyCFunction)(void (*)(void))native_deltas, METH_FASTCALL,
      "deltas(cur, prev, positions, often): one device's counter deltas, or None."},
     {"cores", (PyCFunction)(void (*)(void))native_cores, METH_FASTCALL,
-     "cores(deltas, n, dt, limit, keys, first, group, name0, name1): neuroncores_in_use of one device, or None."},
+     "cores(deltas, n, dt, limit, keys, first, group, name0, name1, reuse=None): neuroncores_in_use of one device "
+     "(reuse updated in place when it has the same shape), or None."},
     {"summary", (PyCFunction)(void (*)(void))native_summary, METH_FASTCALL,
      "summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values): execution_stats' body "
      "of one device, or None."},

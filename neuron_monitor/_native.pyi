@@ -15,6 +15,7 @@ def cores(
     group: str,
     name0: str,
     name1: str,
+    reuse: dict[str, Any] | None = None,
     /,
 ) -> dict[str, Any] | None: ...
 def summary(

@@ -150,3 +150,68 @@ def test_a_damaged_mac_counter_leaves_that_cores_flops_out_and_the_report_encode
     assert all(cores[k]["flops"] == 2 * 10**13 * 2 for k in ("0", "2", "3"))
     assert cores["1"]["neuroncore_utilization"] == cores["0"]["neuroncore_utilization"] > 0  # utilization kept
     orjson.dumps(cores)  # encodable: a rate past 64 bits would raise here
+
+
+# -- neuroncores_in_use updated in place (cores_native's reuse) ----------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([4, 8, 8, 8]),  # physical cores in use: a change of shape makes a new dict
+            st.lists(st.integers(0, 10**6), min_size=8, max_size=8),  # time in use (0: a core not busy)
+            st.lists(st.integers(0, 10**12), min_size=8, max_size=8),  # MACs
+            st.sampled_from([0.1, 0.100289447, 5.0]),
+        ),
+        min_size=2,
+        max_size=6,
+    )
+)
+def test_a_reused_in_use_dict_holds_what_a_fresh_one_would(
+    collections: list[tuple[int, list[int], list[int], float]],
+) -> None:
+    """Collection after collection, the body equals (repr and JSON bytes) what a group that never reuses builds
+    from the same readings, whether the helper updated last collection's dict in place or built a new one."""
+    g, fresh = NeuroncoreCounters(RootFS("/")), NeuroncoreCounters(RootFS("/"))
+    busy, macs, t, cores_now = [0] * 8, [0] * 8, 1.0, 8
+    app = app_with({c: counters({**MEM}) for c in range(8)}, t=t, topology=TRN2)
+    reused = 0
+    for cores, busy_step, mac_step, dt in [(8, [0] * 8, [0] * 8, 0.1), *collections]:
+        t += dt
+        busy = [b + s for b, s in zip(busy, busy_step, strict=True)]
+        macs = [m + s for m, s in zip(macs, mac_step, strict=True)]
+        flat = {c: counters({0: busy[c], 29: macs[c], **MEM}) for c in range(cores)}
+        # the same block again, or another block size (the app's reading then has other cores)
+        app = app_with(flat, t=t, like=app if cores == cores_now else None, topology=TRN2)
+        cores_now = cores
+        before = g._in_use.get(1234)
+        body = g.collect([app], [])[1234]
+        fresh._in_use.clear()  # the twin never has a dict to reuse
+        want = fresh.collect([app], [])[1234]
+        assert repr(body) == repr(want)
+        assert orjson.dumps(body) == orjson.dumps(want)
+        reused += before is not None and body["neuroncores_in_use"] is before
+    event("updated in place" if reused else "built anew each time")
+
+
+def test_the_helper_reuses_only_a_dict_of_the_same_shape() -> None:
+    if NATIVE is None:
+        return
+    shape = (2, 4, True, "v3d", ("nc_v3.0", "nc_v3.1"))
+    app = app_with({c: counters({**MEM}) for c in range(8)}, t=1.0, topology=TRN2)
+    deltas = [1000 + c for c in range(8)] + [10**9] * 8
+    steps: list[DeviceDelta] = [(0, app.data.devices[0], 0.1, 8, deltas)]
+    first = cores_native(steps, shape)
+    assert first is not None
+    again = cores_native([(0, app.data.devices[0], 0.2, 8, [2000] * 8 + [10**9] * 8)], shape, first)
+    assert again is first and orjson.dumps(again) == orjson.dumps(
+        cores_careful([(0, app.data.devices[0], 0.2, 8, [2000] * 8 + [10**9] * 8)], shape)
+    )
+    for other in ({}, {"0": first["0"]}, {k: first[k] for k in reversed(list(first))}, {**first, "9": {}}):
+        got = cores_native(steps, shape, other)
+        assert got is not other and orjson.dumps(got) == orjson.dumps(cores_careful(steps, shape))
+    broken = orjson.loads(orjson.dumps(first))
+    del broken["3"]["v3d"]["nc_v3.1"]
+    broken["3"]["v3d"]["x"] = {"neuroncore_utilization": 0.0}
+    assert cores_native(steps, shape, broken) is not broken
