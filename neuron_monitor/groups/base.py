@@ -10,6 +10,11 @@ group untouched. Counters in a body are counts over the captured period, each re
 A group may return the very same body object again when nothing in it changed (memory_used does); it must then
 never mutate that object. The scheduler relies on this: it encodes such a body's values once and splices the
 bytes into later reports for as long as the object is returned (see report.encoded_values).
+
+Otherwise a group may reuse the objects *inside* its previous body and update them in place at its next
+collection, as long as each body it returns is a new object (neuroncore_counters does, to spare the dicts of
+``neuroncores_in_use``: docs/performance.md). The scheduler encodes every report before the next collection starts,
+so a reader that keeps a body past the collection that made it must encode or copy it first.
 """
 
 from __future__ import annotations
