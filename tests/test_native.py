@@ -24,7 +24,14 @@ from hypothesis import strategies as st
 from neuron_monitor.groups.vcpu_usage import usage_body_careful
 from neuron_monitor.host.procfs import parse_stat
 from neuron_monitor.neuron.datablock import N
-from neuron_monitor.neuron.deltas import Pick, device_deltas_careful
+from neuron_monitor.neuron.deltas import (
+    _MEM,
+    Pick,
+    device_deltas_careful,
+    memory_same,
+    memory_same_careful,
+    memory_same_native,
+)
 
 COMPILER = shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc")
 HEADERS = (Path(sysconfig.get_paths()["include"]) / "Python.h").exists()
@@ -221,6 +228,39 @@ def test_deltas_decline_what_is_not_two_arrays_of_one_length() -> None:
     assert helper.deltas(b"x" * 8, b"y" * 8, array("I", [0]), 1) is None  # bytes are not unsigned 64-bit ints
     with pytest.raises(TypeError):
         helper.deltas(a, a, pick.positions)
+
+
+@st.composite
+def memory_pairs(draw: st.DrawFn) -> tuple[Any, Any]:
+    """Two readings' flat counters: mostly the same cores with some counters changed (memory ones or not), now
+    and then other lengths or a tuple for an array."""
+    cores = draw(st.integers(1, 8))
+    prev = array("Q", draw(st.lists(st.integers(0, 2**64 - 1), min_size=cores * N, max_size=cores * N)))
+    cur = array("Q", prev)
+    for _ in range(draw(st.integers(0, 3))):
+        where = draw(st.sampled_from([*MEMORY_POSITIONS[: cores * len(_MEM)], draw(st.integers(0, cores * N - 1))]))
+        cur[where] = draw(st.integers(0, 2**64 - 1))
+    shape = draw(st.sampled_from(["same", "same", "same", "shorter", "tuple"]))
+    if shape == "shorter":
+        cur = cur[: draw(st.integers(0, len(cur) - 1))]
+    elif shape == "tuple":
+        cur = tuple(cur)  # type: ignore[assignment]
+    return (cur, prev) if draw(st.booleans()) else (prev, cur)
+
+
+MEMORY_POSITIONS = [core * N + c for core in range(8) for c in _MEM]
+
+
+@settings(max_examples=300, deadline=None)
+@given(memory_pairs())
+def test_memory_same_equals_the_careful_twin(pair: tuple[Any, Any]) -> None:
+    _helper()
+    cur, prev = pair
+    native = memory_same_native(cur, prev)
+    assert native is None or native == memory_same_careful(cur, prev)
+    if isinstance(cur, array) and isinstance(prev, array) and len(cur) == len(prev):
+        assert native is not None  # two arrays of one reading's shape: the helper decides
+    assert memory_same(cur, prev) == memory_same_careful(cur, prev)
 
 
 @settings(max_examples=200, deadline=None)

@@ -12,6 +12,7 @@ gauge: the current value, not a per-period count.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from neuron_monitor.app import App
@@ -20,7 +21,7 @@ from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
 from neuron_monitor.neuron.datablock import ND_POS, ModelNode, N
-from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use, memory_counters
+from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use, memory_same
 
 _BUSY = (L.NC_TIME_IN_USE,)
 
@@ -106,39 +107,60 @@ def memory_body(
     }
 
 
+# What a body was computed from, per device in the app's order: (index, final, the host-memory ND counters, the
+# models, the locked model uuids, the reading's flat counters); only the device memory counters of the last are
+# compared (`memory_same`).
+_DeviceInputs = tuple[int, bool, tuple[int, ...], tuple[Any, ...], tuple[str, ...], Sequence[int]]
+
+
 class MemoryUsed(DataBlockGroup):
     type_name = "memory_used"
 
     def __init__(self, root: RootFS) -> None:
         super().__init__(root, DeltaTracker(_BUSY))
-        self._cache: dict[int, tuple[tuple[Any, ...], dict[str, Any]]] = {}  # pid -> (inputs, body)
+        # pid -> (topology, busy flags, the inputs of each device, the body made from them)
+        self._cache: dict[int, tuple[Any, tuple[Any, ...], tuple[_DeviceInputs, ...], dict[str, Any]]] = {}
 
     def _body(self, app: App) -> dict[str, Any] | None:
-        if not isinstance(app.data, AppData):
+        data = app.data
+        if not isinstance(data, AppData):
             return None
         steps = self._tracker.step(app)
         # which cores were busy since the last collection: (device, flag per core), finished devices left out
         busy_flags = tuple((device, tuple(map(bool, deltas))) for device, dd, _dt, _n, deltas in steps if not dd.final)
-        key = (
-            app.data.topology,
-            busy_flags,
-            tuple(
-                (i, dd.final, dd.reading.nd_values, dd.reading.models, dd.info.locked_uuids,
-                 memory_counters(dd.reading))
-                for i, dd in app.data.devices.items()
-            ),
-        )  # fmt: skip
         cached = self._cache.get(app.pid)
-        if cached is not None and cached[0] == key:
-            return cached[1]  # unchanged: the same (never mutated) body
+        if cached is not None:
+            topology, flags, inputs, body = cached
+            same_topology = topology is data.topology or topology == data.topology
+            if same_topology and flags == busy_flags and _same_inputs(inputs, data):
+                return body  # unchanged: the same (never mutated) body
         busy = {(device, core) for device, flags in busy_flags for core, flag in enumerate(flags) if flag}
-        body = memory_body(app.data, busy)
-        self._cache[app.pid] = (key, body)
+        body = memory_body(data, busy)
+        inputs = tuple(
+            (i, dd.final, dd.reading.nd_values, dd.reading.models, dd.info.locked_uuids, dd.reading.counters)
+            for i, dd in data.devices.items()
+        )
+        self._cache[app.pid] = (data.topology, busy_flags, inputs, body)
         return body
 
     def _forget(self, pid: int) -> None:
         super()._forget(pid)
         self._cache.pop(pid, None)
+
+
+def _same_inputs(inputs: tuple[_DeviceInputs, ...], data: AppData) -> bool:
+    """True when every device of ``data`` holds what ``inputs`` recorded (the same devices in the same order, and
+    for each the same final flag, host-memory counters, models, locked uuids and device memory counters)."""
+    devices = data.devices
+    if len(inputs) != len(devices):
+        return False
+    for (index, final, nd, models, locked, counters), (i, dd) in zip(inputs, devices.items(), strict=True):
+        reading = dd.reading
+        if index != i or final != dd.final or nd != reading.nd_values or models != reading.models:
+            return False
+        if locked != dd.info.locked_uuids or not memory_same(reading.counters, counters):
+            return False
+    return True
 
 
 GROUP = MemoryUsed

@@ -10,7 +10,8 @@ missing and say so in ``error``; nothing here raises for a missing device or fil
 Cost: a trn2.48xlarge has 64 of these files. While the device listing and the set of open files stay as they were,
 all of them are read in one pass of preads on the kept descriptors and converted in one ``map(int)``; any error,
 odd content or change of listing takes the careful per-file path, which reopens, notes what is missing, and sets
-up the next fast pass.
+up the next fast pass. When that pass reads the very bytes of the previous one (no ECC event anywhere: the usual
+case), nothing is converted or compared per device: the body is the shared all-zero body of that pass.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class NeuronHwCounters(SystemGroup):
         self._prev: dict[int, list[int | None]] = {}  # device -> per counter (None: could not be read)
         self._fast: _FastPass | None = None
         self._zero_entries: dict[int, dict[str, Any]] = {}  # device -> its entry when nothing happened
+        self._raws: list[bytes] | None = None  # what the last read found, when it was a one-pass read
+        self._quiet: tuple[_FastPass, dict[str, Any]] | None = None  # a fast pass and its all-zero body
 
     def _open(self, device: int, k: int) -> KeptFile | None:
         rel = f"{self.tree.stats_rel(device)}/hardware/{COUNTERS[k]}"
@@ -58,28 +61,44 @@ class NeuronHwCounters(SystemGroup):
             if isinstance(f, KeptFile):
                 f.close()
 
-    def _read_all(self) -> tuple[dict[int, list[int | None]], tuple[int, ...], list[str]]:
+    def _read_all(self) -> tuple[dict[int, list[int | None]] | None, tuple[int, ...], list[str]]:
+        """Every counter of every listed device (device -> per counter, None where not read), the listing, and
+        what is not exposed. The values are None when a one-pass read found the bytes the previous one-pass read
+        found: nothing changed since the last read."""
         devices = self.tree.device_indexes()
         fast = self._fast
         if fast is not None and devices == fast.devices:
-            values = self._read_fast(fast)
-            if values is not None:
-                return values, devices, fast.errors
-        self._fast = None
+            raws = self._pread_fast(fast)
+            if raws is not None:
+                if raws == self._raws:
+                    return None, devices, fast.errors
+                values = self._read_fast(fast, raws)
+                if values is not None:
+                    self._raws = raws
+                    return values, devices, fast.errors
+        self._fast = self._raws = None
         values, errors = self._read_careful(devices)
         self._fast = self._plan(devices, errors)
         return values, devices, errors
 
     @staticmethod
-    def _read_fast(fast: _FastPass) -> dict[int, list[int | None]] | None:
-        """Every present counter in one pass; None when anything is unusual (the careful path then decides)."""
+    def _pread_fast(fast: _FastPass) -> list[bytes] | None:
+        """The bytes of every present counter file, one pread each; None on any error."""
         pread = os.pread
         try:
-            raws = [pread(fd, _READ_SIZE, 0) for fd in fast.fds]
-            if raws and max(map(len, raws)) >= _READ_SIZE:
-                return None  # a longer file than these ever hold: read it in full, carefully
+            return [pread(fd, _READ_SIZE, 0) for fd in fast.fds]
+        except OSError:
+            return None
+
+    @staticmethod
+    def _read_fast(fast: _FastPass, raws: list[bytes]) -> dict[int, list[int | None]] | None:
+        """Every present counter from the one-pass read's bytes; None when anything is unusual (the careful path
+        then decides)."""
+        if raws and max(map(len, raws)) >= _READ_SIZE:
+            return None  # a longer file than these ever hold: read it in full, carefully
+        try:
             nums: list[int | None] = list(map(int, raws))  # int() takes bytes and skips the newline
-        except (OSError, ValueError):
+        except ValueError:
             return None
         k = len(COUNTERS)
         if fast.present is None:
@@ -134,12 +153,28 @@ class NeuronHwCounters(SystemGroup):
 
     def prime(self) -> None:
         values, _, _ = self._read_all()
-        self._prev = values
+        if values is not None:
+            self._prev = values
+
+    def _quiet_body(self, fast: _FastPass) -> dict[str, Any]:
+        """The body of a collection in which nothing changed under ``fast``: every count 0 (one object per fast
+        pass, returned again while nothing changes; never mutated)."""
+        if self._quiet is not None and self._quiet[0] is fast:
+            return self._quiet[1]
+        zeros = dict.fromkeys(COUNTERS, 0)
+        body: dict[str, Any] = {"neuron_devices": [{"neuron_device_index": d, **zeros} for d in fast.devices]}
+        if fast.errors:
+            body["error"] = "; ".join(fast.errors)
+        self._quiet = (fast, body)
+        return body
 
     def collect(self) -> dict[str, Any]:
         values, devices, errors = self._read_all()
         if not devices:
             raise GroupError("no Neuron devices found (is the Neuron driver loaded?)")
+        if values is None:  # the same bytes as the last read (so the same values as self._prev): all zero
+            assert self._fast is not None
+            return self._quiet_body(self._fast)
         out = []
         none = (None,) * len(COUNTERS)
         zeros = self._zero_entries
@@ -170,7 +205,7 @@ class NeuronHwCounters(SystemGroup):
         return body
 
     def close(self) -> None:
-        self._fast = None
+        self._fast = self._raws = self._quiet = None
         for device in list(self._files):
             self._drop(device)
 

@@ -20,7 +20,7 @@ from neuron_monitor.app import App
 from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData, DeviceData
-from neuron_monitor.neuron.datablock import BlockReading, N
+from neuron_monitor.neuron.datablock import N
 
 _MEM = tuple(sorted(c for _, c in L.DEVICE_MEM_COUNTERS))
 _MEM_LO, _MEM_HI = _MEM[0], _MEM[-1] + 1
@@ -44,11 +44,39 @@ def picker(indices: tuple[int, ...], cores: int) -> Picker:
     return itemgetter(*positions)
 
 
-def memory_counters(reading: BlockReading) -> tuple[Sequence[int], ...]:
-    """The device memory counters of every core of a reading (what memory_used's output depends on): one strided
-    slice per counter, arrays compared in C without an int object per value."""
-    counters = reading.counters
+def memory_counters(counters: Sequence[int]) -> tuple[Sequence[int], ...]:
+    """The device memory counters of every core in a reading's flat counters (what memory_used's output depends
+    on): one strided slice per counter, arrays compared in C without an int object per value."""
     return tuple(counters[c::N] for c in _MEM)
+
+
+def memory_same_careful(cur: Sequence[int], prev: Sequence[int]) -> bool:
+    """True when two readings' flat counters hold the same device memory counters on every core (the same cores,
+    the same sequence type)."""
+    return memory_counters(cur) == memory_counters(prev)
+
+
+_MEM_POSITIONS: dict[int, array[int]] = {}  # cores -> the positions of every core's device memory counters
+
+
+def memory_same_native(cur: Sequence[int], prev: Sequence[int]) -> bool | None:
+    """`memory_same_careful` by the compiled helper's delta step over the memory counters' positions (with no
+    frequent counter, it returns no delta at all exactly when none of them changed). None when the helper is not
+    built or declines (not two ``array("Q")``s of one length): the careful twin then decides."""
+    if NATIVE is None or len(cur) != len(prev) or len(cur) % N:
+        return None
+    cores = len(cur) // N
+    positions = _MEM_POSITIONS.get(cores)
+    if positions is None:
+        positions = _MEM_POSITIONS[cores] = array("I", _positions(_MEM, cores))
+    d: list[int] | None = NATIVE.deltas(cur, prev, positions, 0)
+    return None if d is None else not d
+
+
+def memory_same(cur: Sequence[int], prev: Sequence[int]) -> bool:
+    """True when two readings' flat counters hold the same device memory counters (see `memory_same_careful`)."""
+    same = memory_same_native(cur, prev)
+    return memory_same_careful(cur, prev) if same is None else same
 
 
 def _nothing(counters: Sequence[int]) -> tuple[int, ...]:

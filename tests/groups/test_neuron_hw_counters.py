@@ -92,6 +92,7 @@ class CarefulOnly(NeuronHwCounters):
             st.one_of(
                 st.integers(0, 70000).map(lambda v: b"%d\n" % v),
                 st.sampled_from([b"", b"\n", b"garbage\n", b"1" * 80 + b"\n", b" 7 \n"]),
+                st.none(),  # nothing written: a quiet collection
             ),
         ),
         max_size=30,
@@ -99,7 +100,7 @@ class CarefulOnly(NeuronHwCounters):
     remove=st.one_of(st.none(), st.integers(0, 29)),
 )
 def test_one_pass_read_reports_what_the_careful_path_does(
-    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[int, str, bytes]], remove: int | None
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[int, str, bytes | None]], remove: int | None
 ) -> None:
     root = tmp_path_factory.mktemp("hw")
     devs = build(root, "inf2.24xlarge", "2.30.2.0")
@@ -110,7 +111,7 @@ def test_one_pass_read_reports_what_the_careful_path_does(
         if i == remove and devs[5].dir.exists():  # the last device goes away mid-run
             shutil.rmtree(devs[5].dir)
             (root / "sys/class/neuron_device/neuron5").unlink()
-        if device != 5 or devs[5].dir.exists():
+        if content is not None and (device != 5 or devs[5].dir.exists()):
             devs[device].ecc[name].write(content)
         assert fast.collect() == careful.collect()
     fast.close()
@@ -129,8 +130,11 @@ def test_steady_files_are_read_in_one_pass(tmp_path: Path, monkeypatch: pytest.M
     for _ in range(3):
         body = g.collect()
         assert all(d[name] == 0 for d in body["neuron_devices"] for name in COUNTERS)
+    quiet = g.collect()
+    assert g.collect() is quiet  # nothing changed: the same all-zero body, nothing converted
     devs[7].ecc["sram_ecc_uncorrected"].write(b"4\n")
     assert g.collect()["neuron_devices"][7]["sram_ecc_uncorrected"] == 4
+    assert g.collect() is quiet and quiet["neuron_devices"][7]["sram_ecc_uncorrected"] == 0  # counted once
     assert len(careful) == 1  # only the first read: the rest went through the one-pass read
     devs[7].ecc["sram_ecc_uncorrected"].write(b"\n")  # odd content: the careful path takes over
     g.collect()
