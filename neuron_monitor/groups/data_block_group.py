@@ -2,6 +2,7 @@
 
 Each such group keeps per-pid baselines in a `DeltaTracker`; `collect` returns one body per present application
 (``_body``; None leaves the app out) and a final body for each departed one, whose state is then dropped.
+`_period` gives a body's ``period`` from its deltas.
 """
 
 from __future__ import annotations
@@ -13,13 +14,27 @@ from typing import Any
 from neuron_monitor.app import App
 from neuron_monitor.groups.base import RuntimeGroup
 from neuron_monitor.host.rootfs import RootFS
-from neuron_monitor.neuron.deltas import DeltaTracker
+from neuron_monitor.neuron.deltas import DeltaTracker, DeviceDelta
 
 
 class DataBlockGroup(RuntimeGroup):
     def __init__(self, root: RootFS, tracker: DeltaTracker) -> None:
         super().__init__(root)
         self._tracker = tracker
+        self._rounded = (0.0, 0.0)  # the last interval `_period` rounded, and its rounding
+
+    def _period(self, steps: list[DeviceDelta]) -> float | None:
+        """A body's ``period``: the longest interval between the two readings of its devices, rounded to the
+        nanosecond; None when no device has an interval. The applications of one collection usually share the
+        interval (their blocks are read at one time), so the last rounding is kept and reused for an equal one."""
+        dt = steps[0][2] if len(steps) == 1 else max([step[2] for step in steps], default=0.0)
+        if dt <= 0:
+            return None
+        last, rounded = self._rounded
+        if dt != last:
+            rounded = round(dt, 9)
+            self._rounded = (dt, rounded)
+        return rounded
 
     @abstractmethod
     def _body(self, app: App) -> dict[str, Any] | None:

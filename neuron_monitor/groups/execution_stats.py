@@ -86,9 +86,9 @@ class ExecutionStats(DataBlockGroup):
                 body = summary_fast(steps[0], self._latencies(steps[0][3]))
         if body is None:
             body = summary_careful(steps, self._latencies)
-        period = max([dt for _, _, dt, _, _ in steps], default=0.0)
-        if period > 0:
-            body["period"] = round(period, 9)
+        period = self._period(steps)
+        if period is not None:
+            body["period"] = period
         return body
 
 

@@ -68,9 +68,9 @@ class NeuroncoreCounters(DataBlockGroup):
             in_use = cores_careful(steps, shape)
         self._in_use[app.pid] = in_use
         body: dict[str, Any] = {"neuroncores_in_use": in_use}
-        period = max([dt for _, _, dt, _, _ in steps], default=0.0)
-        if period > 0:
-            body["period"] = round(period, 9)
+        period = self._period(steps)
+        if period is not None:
+            body["period"] = period
         return body
 
 
