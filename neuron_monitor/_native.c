@@ -574,20 +574,10 @@ static PyObject *native_summary(PyObject *self, PyObject *const *args, Py_ssize_
             Py_RETURN_NONE;
         pct[i] = PyFloat_AS_DOUBLE(p);
     }
-    Py_ssize_t n = PyList_GET_SIZE(deltas);
-    if (n < 1 || n > 64) Py_RETURN_NONE;
-    uint64_t total = 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *item = PyList_GET_ITEM(deltas, k);
-        if (!PyLong_CheckExact(item)) Py_RETURN_NONE;
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow || x <= 0 || (uint64_t)x > EXACT_MAX) { /* 0: a core did not execute (summary_careful) */
-            if (x == -1 && PyErr_Occurred()) PyErr_Clear();
-            Py_RETURN_NONE;
-        }
-        total += (uint64_t)x;
-    }
+    /* deltas: the ``completed`` of each of the n cores, then (when a rare count changed) every other count's, one
+       row of n per count: rows is 1 or the number of counts. positions: 2n (device, then total latencies). */
+    Py_ssize_t n_exec = PyTuple_GET_SIZE(exec_names), n_err = PyTuple_GET_SIZE(err_names);
+    if (n_err > 32 || n_exec > 32) Py_RETURN_NONE;
     Py_buffer cur, pos;
     if (get_u64(args[1], &cur) < 0) Py_RETURN_NONE;
     if (PyObject_GetBuffer(args[2], &pos, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
@@ -599,10 +589,30 @@ static PyObject *native_summary(PyObject *self, PyObject *const *args, Py_ssize_
     const uint64_t *c = cur.buf;
     const uint32_t *at = pos.buf;
     double device_lat[64], total_lat[64];
+    uint64_t totals[64] = {0};
     Py_ssize_t md = 0, mt = 0;
-    if (pos.itemsize != 4 || pos.format == NULL || strcmp(pos.format, "I") != 0 || pos.len / 4 != 2 * n) {
+    Py_ssize_t n = pos.len / 8, len = PyList_GET_SIZE(deltas);
+    if (pos.itemsize != 4 || pos.format == NULL || strcmp(pos.format, "I") != 0 || pos.len != 8 * n || n < 1 ||
+        n > 64 || (len != n && len != n * (n_exec + n_err))) {
         out = Py_NewRef(Py_None);
         goto done;
+    }
+    Py_ssize_t rows = len / n;
+    for (Py_ssize_t k = 0; k < len; k++) {
+        PyObject *x_obj = PyList_GET_ITEM(deltas, k);
+        if (!PyLong_CheckExact(x_obj)) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(x_obj, &overflow);
+        /* a ``completed`` of 0: a core did not execute (summary_careful); no count is negative */
+        if (overflow || x < (k < n ? 1 : 0) || (uint64_t)x > EXACT_MAX) {
+            if (x == -1 && PyErr_Occurred()) PyErr_Clear();
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        totals[k / n] += (uint64_t)x; /* at most 64 values up to 2^53 each: no overflow */
     }
     for (Py_ssize_t k = 0; k < 2 * n; k++) { /* the device latency of each core, then the total latency */
         if ((Py_ssize_t)at[k] >= cur.len / 8 || c[at[k]] > EXACT_MAX) {
@@ -618,14 +628,15 @@ static PyObject *native_summary(PyObject *self, PyObject *const *args, Py_ssize_
     if (out == NULL) goto done;
     item = PyDict_New();
     if (item == NULL) goto fail;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(err_names); i++) {
-        if (set_new(item, PyTuple_GET_ITEM(err_names, i), PyLong_FromLong(0)) < 0) goto fail;
+    for (Py_ssize_t i = 0; i < n_err; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(rows > 1 ? totals[n_exec + i] : 0);
+        if (set_new(item, PyTuple_GET_ITEM(err_names, i), v) < 0) goto fail;
     }
     if (PyDict_SetItem(out, key_errors, item) < 0) goto fail;
     Py_SETREF(item, PyDict_New());
     if (item == NULL) goto fail;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(exec_names); i++) {
-        PyObject *v = i ? PyLong_FromLong(0) : PyLong_FromUnsignedLongLong(total);
+    for (Py_ssize_t i = 0; i < n_exec; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(i == 0 || rows > 1 ? totals[i] : 0);
         if (set_new(item, PyTuple_GET_ITEM(exec_names, i), v) < 0) goto fail;
     }
     if (PyDict_SetItem(out, key_execs, item) < 0) goto fail;

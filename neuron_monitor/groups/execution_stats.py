@@ -98,15 +98,13 @@ def latency_positions(n: int) -> array[int]:
 
 
 def summary_native(step: DeviceDelta, positions: array[int]) -> dict[str, Any] | None:
-    """`summary_fast` by the compiled helper (``positions``: `latency_positions` of the step's cores), for counts
-    and latencies up to 2^53. None when the helper is not built or summary_fast's case does not hold (every core
-    completed executions, no rare count changed), or the reading is not an ``array("Q")``: `summary_fast` then
-    decides."""
+    """`summary_careful` of one device by the compiled helper (``positions``: `latency_positions` of the step's
+    cores) when every core completed executions, whether or not a rare count changed, for counts and latencies up
+    to 2^53. None when the helper is not built, that case does not hold, or the reading is not an ``array("Q")``:
+    `summary_fast` and `summary_careful` then decide."""
     if NATIVE is None:
         return None
-    _device, dd, _dt, n, deltas = step
-    if len(deltas) != n:
-        return None
+    _device, dd, _dt, _n, deltas = step
     body: dict[str, Any] | None = NATIVE.summary(
         deltas, dd.reading.counters, positions, _EXEC_NAMES, _ERR_NAMES, _PERCENTILE_NAMES, _PERCENTILE_VALUES
     )
