@@ -6,7 +6,9 @@ docs/performance.md is measured). Each of its functions is called by exactly one
 beside its careful twin and falls back to it when the helper is missing or declines (returns None):
 
 - ``vcpu_usage``: `neuron_monitor.groups.vcpu_usage.usage_body_native` (twin: ``usage_body_careful``);
-- ``deltas``: `neuron_monitor.neuron.deltas.device_deltas_native` (twin: ``device_deltas_careful``).
+- ``deltas``: `neuron_monitor.neuron.deltas.device_deltas_native` (twin: ``device_deltas_careful``), and
+  `neuron_monitor.neuron.deltas.memory_same_native` (twin: ``memory_same_careful``), which asks it for the deltas
+  of the device memory counters with none of them frequent: none at all means none changed.
 """
 
 from __future__ import annotations
