@@ -156,13 +156,19 @@ class NeuronHwCounters(SystemGroup):
         if values is not None:
             self._prev = values
 
+    def _zero_entry(self, device: int) -> dict[str, Any]:
+        """The device's entry when nothing happened (one shared object per device, never mutated)."""
+        entry = self._zero_entries.get(device)
+        if entry is None:
+            entry = self._zero_entries[device] = {"neuron_device_index": device, **dict.fromkeys(COUNTERS, 0)}
+        return entry
+
     def _quiet_body(self, fast: _FastPass) -> dict[str, Any]:
         """The body of a collection in which nothing changed under ``fast``: every count 0 (one object per fast
         pass, returned again while nothing changes; never mutated)."""
         if self._quiet is not None and self._quiet[0] is fast:
             return self._quiet[1]
-        zeros = dict.fromkeys(COUNTERS, 0)
-        body: dict[str, Any] = {"neuron_devices": [{"neuron_device_index": d, **zeros} for d in fast.devices]}
+        body: dict[str, Any] = {"neuron_devices": [self._zero_entry(d) for d in fast.devices]}
         if fast.errors:
             body["error"] = "; ".join(fast.errors)
         self._quiet = (fast, body)
@@ -177,15 +183,11 @@ class NeuronHwCounters(SystemGroup):
             return self._quiet_body(self._fast)
         out = []
         none = (None,) * len(COUNTERS)
-        zeros = self._zero_entries
         for device in devices:
             prev_row = self._prev.get(device, none)
             row = values[device]
             if row == prev_row and None not in row:  # nothing happened (the usual case): the shared zero entry
-                entry = zeros.get(device)
-                if entry is None:
-                    entry = zeros[device] = {"neuron_device_index": device, **dict.fromkeys(COUNTERS, 0)}
-                out.append(entry)
+                out.append(self._zero_entry(device))
                 continue
             entry = {"neuron_device_index": device}
             for name, cur, prev in zip(COUNTERS, row, prev_row, strict=True):
