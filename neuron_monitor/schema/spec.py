@@ -10,8 +10,16 @@ body is read into a typed value (``read``), and what each consumer makes of that
   consumer still touches the series when it is not, so it exists from the first report on.
 * CloudWatch: the metrics (``CwMetric``: name or name prefix, unit, dimension scope, additive or not) and
   ``datums(value, period, per_vcpu)``, the values to send.
-* The timeline: its tracks (``Track``: name, category, unit, scope, kind). The categories of the counter tracks
-  are the event types ``neuron-monitor-trace --events`` accepts; the trace writer places each track by its scope.
+* The timeline: its tracks (``Track``: name, category, unit, scope, kind, timing) and ``timeline(value)``, their
+  samples. The categories of the counter tracks are the event types ``neuron-monitor-trace --events`` accepts;
+  the trace writer places each sample by its track's scope, summing a runtime group's core and device samples
+  over the runtimes.
+* Values derived across runtimes (``RuntimeSum``: a NeuronCore's utilization summed over the runtimes on it),
+  used alike by the Prometheus exporter, the timeline and ``neuron-monitor-top``.
+* neuron-monitor-det: the problems the group shows (``DetRule``: type, scope, severity, message, episode kind)
+  and ``findings(value)``, what one fresh group object says for them.
+* neuron-monitor-top: its columns (``TopColumn``: table, header, width, order) and ``top(value, period)``, the
+  cells of one report.
 
 A sample names its family/metric and a *key*: the label values after the scope's own labels. For the core
 scope the key starts with the NeuronCore index (the consumer turns it into its core labels or dimensions); for
@@ -116,23 +124,132 @@ RUNTIME_TRACK = "runtime"
 HOST_TRACK = "host"
 COUNTER_TRACK = "counter"
 SLICE_TRACK = "slices"
+# when a counter track's sample is written
+PERIOD = "period"  # a rate over the group's period: when the group is fresh, placed at the period's start
+FRESH = "fresh"  # when the group is fresh, at the report's time
+ALWAYS = "always"  # a level (memory): in every report where the group is usable, at the report's time
 
 
 @dataclass(frozen=True, slots=True)
 class Track:
     """One track of the timeline: its name (after the place prefix), category (the event type users select with
-    ``--events``), unit, scope, and kind (a counter, or slices such as error episodes)."""
+    ``--events``), unit, scope, and kind (a counter, or slices such as error episodes).
+
+    How the trace writer places its samples (``GroupSpec.timeline``): a host track in the instance's process; a
+    runtime track of a runtime group per runtime (prefixed with the runtime's name, or in the runtime's own
+    process with ``--group-by process``); a core or device track of a system group at that core or device. The
+    samples of a runtime group's core and device tracks are *summed over the runtimes* per NeuronCore or device
+    (a core's utilization is the sum of what each runtime on it reports), and with ``--group-by process`` each
+    runtime's own samples go to its process (``per_runtime``). A summed track's place drops to 0 when no runtime
+    reports it any more."""
 
     name: str
     category: str
     unit: str
     scope: str
     kind: str = COUNTER_TRACK
+    when: str = FRESH  # PERIOD, FRESH or ALWAYS
+    per_second: bool = False  # the samples are counts over the period: divided by it (needs a positive period)
+    digits: int | None = None  # written values rounded to this many decimals (after the sum and the division)
+    from_cores: bool = False  # device scope: samples keyed by NeuronCore, summed per device (per NeuronCore when
+    # the trace is grouped by NeuronCore)
+    per_runtime: bool = True  # runtime groups' core/device tracks: also each runtime's own, with --group-by process
+    host: bool = False  # host data (CPU, host memory): left out by ``--ignore-host``
 
 
 # (track, key, {series: value}): one counter sample of a spec's own timeline track. The key holds the scope's index
 # (the NeuronCore or device index for those scopes, nothing for the host and runtime scopes).
 TimelineSample = tuple[Track, tuple[str, ...], Mapping[str, float]]
+
+
+def sum_over_runtimes(per_runtime: Iterable[Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
+    """{key: {series: value}} of each runtime -> the sums per key and series, added in runtime order (so every
+    consumer gets the same floating-point result), series sorted by name. The one definition of a value derived
+    across runtimes (``RuntimeSum``)."""
+    sums: dict[str, dict[str, float]] = {}
+    for values in per_runtime:
+        for key, series in values.items():
+            acc = sums.get(key)
+            if acc is None:
+                acc = sums[key] = {}
+            for name, v in series.items():
+                acc[name] = acc.get(name, 0) + v
+    return {key: dict(sorted(acc.items())) for key, acc in sums.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSum:
+    """A value derived across runtimes: summed per NeuronCore over every runtime that reports the core (a core's
+    utilization when several runtimes share it). Declared once in the runtime group's spec; the Prometheus
+    exporter sums the ``source`` family's samples into ``total`` (instance labels + ``neuroncore``), the timeline
+    sums ``track`` per core, ``neuron-monitor-top`` sums ``values`` (``sum_over_runtimes``)."""
+
+    name: str
+    values: Callable[[Any], Mapping[str, Mapping[str, float]]]  # a runtime's typed value -> {core: {series: v}}
+    source: PromFamily | None = None  # the per-runtime gauge family (core scope) whose samples are summed
+    total: PromFamily | None = None  # the summed family (instance scope, label ``neuroncore``)
+    track: Track | None = None
+
+
+# ---- neuron-monitor-det -----------------------------------------------------------------------------------------
+ERROR = "error"
+WARNING = "warning"
+# how a rule's findings make a problem's time range
+COUNT_EPISODES = "count"  # per-period counts: an episode opens at the first fresh period with a non-zero count,
+# spans the following ones, and ends at the first clean period (after the merge gap); numbers in the details add up
+STATE_EPISODES = "state"  # a condition: open from the first report where it holds to the first where it does not;
+# the names in the details are listed, comma-separated, in the order first seen
+GROUP_PERIOD = "group_period"  # a count covers the group's period
+SINCE_LAST_REPORT = "since_last_report"  # a count covers the time since the instance's previous report
+
+
+@dataclass(frozen=True, slots=True)
+class DetRule:
+    """One problem neuron-monitor-det reports from a group: its type (an event type of ``--events``, in its
+    ``errors`` set), the subject's scope (``RUNTIME_TRACK``: a runtime, ``DEVICE_TRACK``: a Neuron device),
+    severity, a one-line message (``neuron-monitor-det --rules``), how findings make episodes, and whether the
+    trace shows the episodes as slices (on the runtime's or device's error thread)."""
+
+    kind: str
+    scope: str
+    severity: str
+    message: str
+    episode: str = COUNT_EPISODES
+    span: str = GROUP_PERIOD
+    trace_slices: bool = True
+
+
+# (rule, key, amount, details): what one fresh group object says for a rule. The key is (device index,) for the
+# device scope, () for the runtime scope; the amount is the period's count (COUNT_EPISODES) or, for STATE_EPISODES,
+# > 0 while the condition holds (0 ends the episode); details: numbers added up over the episode, or for a state
+# rule {name: [names]}. An open count episode of this group and subject that gets no finding sees a count of 0.
+DetFinding = tuple[DetRule, tuple[str, ...], float, Mapping[str, Any]]
+
+# ---- neuron-monitor-top ---------------------------------------------------------------------------------------
+TOP_RUNTIMES = "runtimes"  # the runtimes table: one cell per runtime, key ()
+TOP_DEVICES = "devices"  # the devices table: one cell per device, key (device index,)
+
+
+@dataclass(frozen=True, slots=True)
+class TopColumn:
+    """One column of a neuron-monitor-top table: header, width, alignment (``<``/``>``), its place among the
+    table's columns (``order``, lower first), the narrowest terminal that shows it (``min_width``), the spaces
+    after it (device table; runtime cells are followed by one), whether the devices table shows it when no
+    device has a value (``always``). A cell whose text is wider than its column keeps it whole; the device row's
+    trailing memory-category columns are then left out."""
+
+    panel: str
+    header: str
+    width: int
+    order: int
+    align: str = ">"
+    min_width: int = 0
+    gap: int = 0
+    always: bool = False
+
+
+# (column, key, text, style): one cell. Style is a Rich style string ("" for none).
+TopCell = tuple[TopColumn, tuple[str, ...], str, str]
 
 
 # ---- the spec -------------------------------------------------------------------------------------------------
@@ -156,9 +273,17 @@ class GroupSpec(Generic[T]):
     cloudwatch: tuple[CwMetric, ...] = ()
     datums: Callable[[T, float, bool], Iterable[CwDatum]] = _none  # (value, period, per_vcpu)
     tracks: tuple[Track, ...] = ()
-    # the values of the group's tracks, for groups the timeline does not place by hand (every group added after
-    # the first seven): the trace writer puts each at its scope's place (host, runtime, core, device)
+    # the values of the group's tracks: the trace writer puts each at its scope's place (host, runtime, core,
+    # device), summing a runtime group's core and device samples over the runtimes
     timeline: Callable[[T], Iterable[TimelineSample]] | None = None
+    timeline_order: int = 100  # where the group's samples come among those of one place (lower first, then name)
+    sums: tuple[RuntimeSum, ...] = ()  # values derived across runtimes (runtime groups)
+    # neuron-monitor-det: the problems the group can show, and what one fresh group object says for them
+    det_rules: tuple[DetRule, ...] = ()
+    findings: Callable[[T], Iterable[DetFinding]] = _none
+    # neuron-monitor-top: the group's columns, and its cells of one report ((value, the group's period))
+    top_columns: tuple[TopColumn, ...] = ()
+    top: Callable[[T, float | None], Iterable[TopCell]] = _none
     families_by_name: dict[str, PromFamily] = field(default_factory=dict, compare=False)
     dropping: tuple[PromFamily, ...] = field(default=(), compare=False)  # the counters with ``drops_unlisted``
 
