@@ -10,7 +10,9 @@ deterministic where the consumer would read a clock (the exporters get the repor
   the last report with ``--dimensions container-insights --high-resolution --per-vcpu``;
 - `trace_json`: ``neuron-monitor-trace`` output for each ``--group-by``;
 - `det_output`: ``neuron-monitor-det`` exit status and stdout (the problem lines; its stderr summary is the CLI's
-  wording, left out), with the default and a short ``--hang-periods``, and its highlighted trace.
+  wording, left out), with the default and a short ``--hang-periods``, and its highlighted trace;
+- `top_text`: ``neuron-monitor-top --once`` text (no report age, as in a replay) of the first, a middle and the
+  last report at several widths, and of the last report with a tag filter.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import os
+import re
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -31,6 +37,8 @@ from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
 from neuron_monitor.exporters.prometheus.state import ExporterState
 from neuron_monitor.timeline import det_cli, trace_cli
 from neuron_monitor.timeline.trace import GROUP_BY
+from neuron_monitor.top.layout import Frame, plain, render
+from neuron_monitor.top.model import screen_from_report
 
 NAMESPACE = "neuron_monitor"
 
@@ -115,4 +123,46 @@ def det_output(lines: list[bytes]) -> bytes:
     return out.getvalue()
 
 
-CONSUMERS = {"prometheus": prometheus_text, "emf": emf_lines, "trace": trace_json, "det": det_output}
+@contextlib.contextmanager
+def _utc() -> Iterator[None]:
+    """The local time zone set to UTC (top shows the report's time in local time)."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+def top_text(lines: list[bytes]) -> bytes:
+    with _utc():
+        return _top_text(lines)
+
+
+def _top_text(lines: list[bytes]) -> bytes:
+    out = io.BytesIO()
+    last = len(lines) - 1
+    for i in sorted({0, last // 2, last}):
+        report = orjson.loads(lines[i])
+        for width in (72, 100, 120, 160):
+            out.write(f"### report {i} width {width}\n".encode())
+            out.write(plain(render(Frame(screen=screen_from_report(report)), width, None)).encode())
+    pattern = re.compile("[02468]$")
+    screen = screen_from_report(orjson.loads(lines[last]), pattern)
+    out.write(f"### report {last} width 160 filter {pattern.pattern}\n".encode())
+    out.write(plain(render(Frame(screen=screen, filter_text=pattern.pattern), 160, None)).encode())
+    return out.getvalue()
+
+
+CONSUMERS = {
+    "prometheus": prometheus_text,
+    "emf": emf_lines,
+    "trace": trace_json,
+    "det": det_output,
+    "top": top_text,
+}
