@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="kubelet pod-resources socket",
     )
+    from neuron_monitor.k8s.options import add_dra_arguments
+
+    add_dra_arguments(p)
     p.add_argument("--version", action="version", version=f"neuron-monitor {__version__}")
     return p
 
@@ -156,12 +159,18 @@ class Daemon:
         extras: dict[str, Any] = {}
         self.k8s = None
         if args.k8s_info:
+            from neuron_monitor.k8s.options import dra_directory
             from neuron_monitor.k8s.pod_info import PodInfoWatcher
 
-            self.k8s = PodInfoWatcher(args.pod_resources_socket)
+            try:
+                directory = dra_directory(args)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+            self.k8s = PodInfoWatcher(args.pod_resources_socket, dra_driver=args.dra_driver, directory=directory)
             hw = self.backend.hardware_info()  # device-plugin core IDs are logical cores, as this count is
             if hw.get("neuron_device_count"):
                 self.k8s.set_cores_per_device(hw.get("neuroncore_per_device_count") or None)
+                self.k8s.set_node_shape(hw.get("neuron_device_count"), hw.get("logical_neuroncore_config"))
             extras["neuron_k8s_info"] = self.k8s.snapshot
         recorder = None
         if args.record:

@@ -1,12 +1,19 @@
 """Background watcher that keeps the report's ``neuron_k8s_info`` object current.
 
 Reads: the kubelet pod-resources API (List, GetAllocatableResources) every ``refresh`` seconds, in its own
-thread. Returns: ``snapshot()``, the complete ``neuron_k8s_info`` object as AWS documents it::
+thread, and for DRA claims of the ``dra_driver`` (``neuron.aws.com``) the API server's ResourceSlices and
+ResourceClaims when a ``DraDirectory`` is given (dra.py). Returns: ``snapshot()``, the complete
+``neuron_k8s_info`` object as AWS documents it, entries from DRA claims with three keys more::
 
     {"period": <seconds between the last two refreshes>,
-     "neuroncores_k8s_info": {"<core>": {"pod_name", "namespace", "container_name": [...]}},
+     "neuroncores_k8s_info": {"<core>": {"pod_name", "namespace", "container_name": [...],
+                                         "pod_uid", "claim_name", "claim_namespace"}},
      "neurondevices_k8s_info": {"<device>": {...}},
      "error": ""}
+
+A claimed device's index is its ResourceSlice ``deviceId`` when the API server answers, else the index in its
+name (``neurondeviceN``, ``neuron-device-N``); a device with neither, a device held two ways (device plugin and
+claim, or two claims) and an API server that fails are named in ``error`` while every other entry is kept.
 
 ``snapshot()`` never does I/O and never blocks on the kubelet: it returns the object published by the last
 refresh (a fresh top-level dict; the inner maps are shared and must be treated as read-only). When a refresh
@@ -30,7 +37,10 @@ from typing import Any, Protocol
 
 import orjson
 
-from neuron_monitor.k8s.attribution import attribute, cores_per_device_from
+from neuron_monitor.k8s.attribution import DraDevice, attribute, cores_per_device_from
+from neuron_monitor.k8s.dra import NEURON_DRA_DRIVER, NODE_RESOURCE_TYPE, DraDirectory, index_from_name
+from neuron_monitor.k8s.kubeapi import one_line
+from neuron_monitor.k8s.options import add_dra_arguments, dra_directory
 from neuron_monitor.k8s.podresources import (
     DEFAULT_SOCKET,
     ContainerDevices,
@@ -42,6 +52,7 @@ from neuron_monitor.k8s.podresources import (
 log = logging.getLogger("neuron_monitor.k8s")
 
 NOT_READ_YET = "pod-resources not read yet"
+MAX_ERROR_ITEMS = 3
 
 
 class PodResourcesSource(Protocol):
@@ -69,6 +80,8 @@ class PodInfoWatcher:
         cores_per_device: int | None = None,
         keep_last_good: float | None = None,
         call_timeout: float | None = None,
+        dra_driver: str = NEURON_DRA_DRIVER,
+        directory: DraDirectory | None = None,
     ) -> None:
         if refresh <= 0:
             raise ValueError("refresh must be positive")
@@ -77,14 +90,27 @@ class PodInfoWatcher:
         self.keep_last_good = 3 * refresh if keep_last_good is None else keep_last_good
         self.call_timeout = min(5.0, refresh) if call_timeout is None else call_timeout
         self._cores_per_device = cores_per_device
+        self._node_lnc: int | None = None
+        self._device_count: int | None = None
+        self.dra_driver = dra_driver
+        self.directory = directory
         self._inferred_cpd: int | None = None
         self._source: PodResourcesSource | None = None
         self._published = _k8s_info(0.0, {}, {}, NOT_READ_YET)
-        self._last_good: tuple[float, dict[str, Any], dict[str, Any]] | None = None
+        self._last_good: tuple[float, dict[str, Any], dict[str, Any], str] | None = None
         self._last_refresh = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.stats = {"refreshes": 0, "failures": 0, "skipped_ids": 0, "conflicts": 0, "shared_devices": 0}
+        self.stats = {
+            "refreshes": 0,
+            "failures": 0,
+            "skipped_ids": 0,
+            "conflicts": 0,
+            "shared_devices": 0,
+            "dra_devices": 0,
+            "dra_unresolved": 0,
+            "dra_conflicts": 0,
+        }
 
     # -- public API -------------------------------------------------------------------------------------
     def start(self) -> PodInfoWatcher:
@@ -102,6 +128,12 @@ class PodInfoWatcher:
     def set_cores_per_device(self, cores_per_device: int | None) -> None:
         """Tell the watcher the logical cores per device (from neuron_hardware_info); used from the next refresh."""
         self._cores_per_device = cores_per_device
+
+    def set_node_shape(self, device_count: int | None, logical_core_config: int | None) -> None:
+        """The node's device count and LNC (neuron_hardware_info): a claim at another LNC has
+        ``cores_per_device * node LNC / claim LNC`` cores per device; an UltraServer node device covers them all."""
+        self._device_count = device_count or None
+        self._node_lnc = logical_core_config or None
 
     def close(self) -> None:
         self._stop.set()
@@ -125,9 +157,9 @@ class PodInfoWatcher:
         period = now - self._last_refresh
         self._last_refresh = now
         try:
-            cores, devices = self._read()
-            self._last_good = (now, cores, devices)
-            published = _k8s_info(period, cores, devices, "")
+            cores, devices, error = self._read()
+            self._last_good = (now, cores, devices, error)
+            published = _k8s_info(period, cores, devices, error)
         except PodResourcesError as e:
             published = self._failed(now, period, str(e))
         except Exception as e:  # never let the thread die: report it and try again next period
@@ -136,7 +168,7 @@ class PodInfoWatcher:
         self.stats["refreshes"] += 1  # counted once published, so a reader never sees a refresh still in flight
         return published
 
-    def _read(self) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _read(self) -> tuple[dict[str, Any], dict[str, Any], str]:
         if self._source is None:
             self._source = PodResourcesClient(self.socket_path, timeout=self.call_timeout)
         pods = self._source.list_pods()
@@ -149,7 +181,8 @@ class PodInfoWatcher:
             else:
                 self._inferred_cpd = inferred or self._inferred_cpd
             cpd = self._inferred_cpd
-        result = attribute(pods, cpd)
+        dra, problems = self._dra_devices(pods, cpd)
+        result = attribute(pods, cpd, dra=dra)
         if result.skipped_ids:
             self.stats["skipped_ids"] += len(result.skipped_ids)
             log.warning(
@@ -161,13 +194,76 @@ class PodInfoWatcher:
             self.stats["conflicts"] += result.conflicts
             log.warning("pod-resources: %d indices claimed by more than one pod", result.conflicts)
         self.stats["shared_devices"] = len(result.shared_devices)
-        return result.cores, result.devices
+        if result.dra_conflicts:
+            self.stats["dra_conflicts"] += len(result.dra_conflicts)
+            log.warning("DRA: %s", "; ".join(result.dra_conflicts[:MAX_ERROR_ITEMS]))
+        problems += [f"not attributed: {c}" for c in result.dra_conflicts]
+        return result.cores, result.devices, _joined(problems)
+
+    def _dra_devices(self, pods: list[PodResources], cpd: int | None) -> tuple[list[DraDevice], list[str]]:
+        """The devices of ``dra_driver`` claims, resolved to indices, and what could not be resolved."""
+        held = [
+            (pod, container, dyn, res)
+            for pod in pods
+            for container in pod.containers
+            for dyn in container.dynamic_resources
+            for res in dyn.claim_resources
+            if res.driver_name == self.dra_driver
+        ]
+        directory = self.directory
+        if directory is not None:
+            directory.begin()
+            directory.forget_claims_except({(d.claim_namespace or p.namespace, d.claim_name) for p, _, d, _ in held})
+        if not held:
+            return [], []
+        slices = directory.slice_devices() if directory is not None else {}
+        listed_again = False
+        physical = cpd * self._node_lnc if cpd and self._node_lnc else None
+        out: list[DraDevice] = []
+        problems: list[str] = []
+        for pod, container, dyn, res in held:
+            claim = (dyn.claim_namespace or pod.namespace, dyn.claim_name)
+            key = (res.pool_name, res.device_name)
+            found = slices.get(key)
+            if found is None and directory is not None and not listed_again:
+                slices, listed_again = directory.slice_devices(stale=True), True
+                found = slices.get(key)
+            details = directory.claim(*claim) if directory is not None else None
+            if details is not None and (res.driver_name, *key) in details.admin:
+                continue  # admin access (e.g. a monitoring pod) observes the device; it does not own it
+            indices: range | list[int] | None
+            if found is not None and found.resource_type == NODE_RESOURCE_TYPE:
+                indices = range(self._device_count) if self._device_count else None
+            elif found is not None and found.device_id is not None:
+                indices = [found.device_id]
+            else:
+                idx = index_from_name(res.device_name)
+                indices = None if idx is None else [idx]
+            if indices is None:
+                problems.append(
+                    f"claim {one_line(claim[0])}/{one_line(claim[1])}: device {one_line(res.device_name)!r} of pool "
+                    f"{one_line(res.pool_name)!r} has no device index"
+                    + (" (no deviceId in ResourceSlices" if directory is not None else " (API server not used")
+                    + ", no index in its name)"
+                )
+                continue
+            lnc = details.lnc.get((res.driver_name, *key)) if details is not None else None
+            claim_cpd = physical // lnc if lnc and physical and physical % lnc == 0 else None
+            uid = details.pod_uids.get(pod.name, "") if details is not None else ""
+            out.extend(DraDevice(i, claim, pod.name, container.name, uid, claim_cpd) for i in indices)
+        self.stats["dra_devices"] = len(out)
+        self.stats["dra_unresolved"] += len(problems)
+        if directory is not None:
+            problems = [f"API server: {e}" for e in directory.errors] + problems
+        if problems:
+            log.warning("DRA: %s", "; ".join(problems[:MAX_ERROR_ITEMS]))
+        return out, problems
 
     def _failed(self, now: float, period: float, reason: str) -> dict[str, Any]:
         self.stats["failures"] += 1
         log.info("%s", reason)
         if self._last_good is not None:
-            taken, cores, devices = self._last_good
+            taken, cores, devices, _ = self._last_good
             age = now - taken
             if age <= self.keep_last_good:
                 return _k8s_info(period, cores, devices, f"{reason}; showing the mapping read {age:.0f}s ago")
@@ -180,6 +276,16 @@ class PodInfoWatcher:
             self._stop.wait(self.refresh)
 
 
+def _joined(problems: list[str]) -> str:
+    """Up to MAX_ERROR_ITEMS problems on one line, with the count of the rest."""
+    if not problems:
+        return ""
+    text = "; ".join(problems[:MAX_ERROR_ITEMS])
+    if len(problems) > MAX_ERROR_ITEMS:
+        text += f"; and {len(problems) - MAX_ERROR_ITEMS} more"
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 -m neuron_monitor.k8s.pod_info",
@@ -187,10 +293,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pod-resources-socket", default=DEFAULT_SOCKET, help="kubelet pod-resources socket")
     parser.add_argument("--cores-per-device", type=int, default=None, help="logical NeuronCores per device")
+    parser.add_argument("--lnc", type=int, default=None, help="the node's logical NeuronCore config (1 or 2)")
+    parser.add_argument("--device-count", type=int, default=None, help="Neuron devices on the node")
+    add_dra_arguments(parser)
     args = parser.parse_args(argv)
-    if args.cores_per_device is not None and args.cores_per_device <= 0:
-        parser.error("--cores-per-device must be a positive integer")
-    watcher = PodInfoWatcher(args.pod_resources_socket, cores_per_device=args.cores_per_device)
+    for name in ("cores_per_device", "lnc", "device_count"):
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer")
+    try:
+        directory = dra_directory(args)
+    except ValueError as e:
+        parser.error(str(e))
+    watcher = PodInfoWatcher(
+        args.pod_resources_socket,
+        cores_per_device=args.cores_per_device,
+        dra_driver=args.dra_driver,
+        directory=directory,
+    )
+    watcher.set_node_shape(args.device_count, args.lnc)
     try:
         info = watcher.refresh_once()
     finally:

@@ -1,10 +1,12 @@
 """Client of the kubelet pod-resources API (v1): List and GetAllocatableResources over a unix socket.
 
 Reads: the gRPC service ``v1.PodResourcesLister`` on the kubelet's socket (by default
-/var/lib/kubelet/pod-resources/kubelet.sock). Returns: plain dataclasses (pods -> containers -> devices by
-resource name, and the node's allocatable devices). Messages are decoded by hand from the wire format (the
+/var/lib/kubelet/pod-resources/kubelet.sock). Returns: plain dataclasses (pods -> containers -> device-plugin
+devices by resource name and DRA claims with their allocated devices, and the node's allocatable devices; the
+kubelet does not list DRA devices there). Messages are decoded by hand from the wire format (the
 schema is podresources.proto beside this file), so the only run-time dependency is ``grpcio``, imported when
-a client is first created. Every failure becomes ``PodResourcesError`` with a one-line reason.
+a client is first created (docs/kubernetes-dra.md says why this is kept over the protobuf runtime). Every
+failure becomes ``PodResourcesError`` with a one-line reason.
 """
 
 from __future__ import annotations
@@ -36,9 +38,28 @@ class ContainerDevices:
 
 
 @dataclass(frozen=True)
+class ClaimResource:
+    """One device of a DRA claim: (driver, pool, device) names it uniquely in the cluster."""
+
+    driver_name: str
+    pool_name: str
+    device_name: str
+
+
+@dataclass(frozen=True)
+class DynamicResource:
+    """A ResourceClaim a container uses (``ContainerResources.dynamic_resources``) and its allocated devices."""
+
+    claim_name: str
+    claim_namespace: str
+    claim_resources: tuple[ClaimResource, ...] = ()
+
+
+@dataclass(frozen=True)
 class ContainerResources:
     name: str
     devices: tuple[ContainerDevices, ...] = ()
+    dynamic_resources: tuple[DynamicResource, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,15 +80,46 @@ def decode_container_devices(data: memoryview) -> ContainerDevices:
     return ContainerDevices(resource_name, tuple(ids))
 
 
+def decode_claim_resource(data: memoryview) -> ClaimResource:
+    """ClaimResource: driver_name=2, pool_name=3, device_name=4 (cdi_devices=1 and share_id=5 are skipped)."""
+    driver = pool = device = ""
+    for number, _wt, value in iter_fields(data):
+        if number == 2:
+            driver = text(value)
+        elif number == 3:
+            pool = text(value)
+        elif number == 4:
+            device = text(value)
+    return ClaimResource(driver, pool, device)
+
+
+def decode_dynamic_resource(data: memoryview) -> DynamicResource:
+    """DynamicResource: claim_name=2, claim_namespace=3, claim_resources=4 (field 1 was removed in 1.31)."""
+    name = namespace = ""
+    resources: list[ClaimResource] = []
+    for number, _wt, value in iter_fields(data):
+        if number == 2:
+            name = text(value)
+        elif number == 3:
+            namespace = text(value)
+        elif number == 4:
+            resources.append(decode_claim_resource(message(value)))
+    return DynamicResource(name, namespace, tuple(resources))
+
+
 def decode_container(data: memoryview) -> ContainerResources:
+    """ContainerResources: name=1, devices=2, dynamic_resources=5 (cpu_ids=3 and memory=4 are skipped)."""
     name = ""
     devices: list[ContainerDevices] = []
+    dynamic: list[DynamicResource] = []
     for number, _wt, value in iter_fields(data):
         if number == 1:
             name = text(value)
         elif number == 2:
             devices.append(decode_container_devices(message(value)))
-    return ContainerResources(name, tuple(devices))
+        elif number == 5:
+            dynamic.append(decode_dynamic_resource(message(value)))
+    return ContainerResources(name, tuple(devices), tuple(dynamic))
 
 
 def decode_pod(data: memoryview) -> PodResources:

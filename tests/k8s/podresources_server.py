@@ -49,7 +49,8 @@ def compiled() -> tuple[ModuleType, ModuleType]:
 class FakeKubelet:
     """Serves List and GetAllocatableResources from ``pods`` and ``allocatable`` (plain Python data).
 
-    ``pods``: [{"name", "namespace", "containers": [{"name", "devices": [(resource, [ids])]}]}]
+    ``pods``: [{"name", "namespace", "containers": [{"name", "devices": [(resource, [ids])],
+               "claims": [{"name", "namespace", "devices": [(driver, pool, device)]}]}]}]
     ``allocatable``: [(resource, [ids])], or None to answer UNIMPLEMENTED like an old kubelet.
     ``fail_with``: a grpc.StatusCode to fail every call with.
     """
@@ -75,6 +76,26 @@ class FakeKubelet:
             for res, ids in devices
         ]
 
+    def _claims(self, claims: list[dict[str, Any]]) -> list[Any]:
+        pb2 = self._pb2
+        return [
+            pb2.DynamicResource(
+                claim_name=c["name"],
+                claim_namespace=c.get("namespace", ""),
+                claim_resources=[
+                    pb2.ClaimResource(
+                        cdi_devices=[pb2.CDIDevice(name=f"k8s.{driver}/neuron={device}")],
+                        driver_name=driver,
+                        pool_name=pool,
+                        device_name=device,
+                        share_id="",
+                    )
+                    for driver, pool, device in c.get("devices", [])
+                ],
+            )
+            for c in claims
+        ]
+
     def _servicer(self, pb2_grpc: ModuleType) -> Any:
         fake = self
         pb2 = self._pb2
@@ -94,6 +115,7 @@ class FakeKubelet:
                                 devices=fake._devices(c.get("devices", [])),
                                 cpu_ids=[2, 3],
                                 memory=[pb2.ContainerMemory(memory_type="memory", size=1 << 30)],
+                                dynamic_resources=fake._claims(c.get("claims", [])),
                             )
                             for c in p.get("containers", [])
                         ],

@@ -7,8 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neuron_monitor.k8s.podresources import (
+    ClaimResource,
     ContainerDevices,
     ContainerResources,
+    DynamicResource,
     PodResources,
     decode_allocatable_response,
     decode_list_response,
@@ -24,8 +26,16 @@ device_lists = st.lists(
     ),
     max_size=3,
 )
+claim_lists = st.lists(
+    st.tuples(
+        names,
+        names,
+        st.lists(st.tuples(st.sampled_from(["neuron.aws.com", "gpu.nvidia.com"]), names, names), max_size=3),
+    ),
+    max_size=2,
+)
 pods_strategy = st.lists(
-    st.tuples(names, names, st.lists(st.tuples(names, device_lists), max_size=3)),
+    st.tuples(names, names, st.lists(st.tuples(names, device_lists, claim_lists), max_size=3)),
     max_size=4,
 )
 
@@ -50,9 +60,25 @@ def _encode(pods: list) -> bytes:
                         ],
                         cpu_ids=[1, 2, 300000],
                         memory=[pb2.ContainerMemory(memory_type="hugepages-2Mi", size=2 << 20)],
-                        dynamic_resources=[pb2.DynamicResource(claim_name="c", claim_namespace="n")],
+                        dynamic_resources=[
+                            pb2.DynamicResource(
+                                claim_name=cn,
+                                claim_namespace=cns,
+                                claim_resources=[
+                                    pb2.ClaimResource(
+                                        cdi_devices=[pb2.CDIDevice(name="k8s.neuron.aws.com/neuron=x")],
+                                        driver_name=drv,
+                                        pool_name=pool,
+                                        device_name=dev,
+                                        share_id="s-1",
+                                    )
+                                    for drv, pool, dev in res
+                                ],
+                            )
+                            for cn, cns, res in claims
+                        ],
                     )
-                    for cname, devs in containers
+                    for cname, devs, claims in containers
                 ],
             )
             for name, ns, containers in pods
@@ -70,8 +96,12 @@ def test_list_response_decodes_like_protobuf(pods: list) -> None:
             name,
             ns,
             tuple(
-                ContainerResources(cname, tuple(ContainerDevices(res, tuple(ids)) for res, ids in devs))
-                for cname, devs in containers
+                ContainerResources(
+                    cname,
+                    tuple(ContainerDevices(res, tuple(ids)) for res, ids in devs),
+                    tuple(DynamicResource(cn, cns, tuple(ClaimResource(*r) for r in res)) for cn, cns, res in claims),
+                )
+                for cname, devs, claims in containers
             ),
         )
         for name, ns, containers in pods

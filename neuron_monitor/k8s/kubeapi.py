@@ -1,0 +1,223 @@
+"""A small, read-only client of the Kubernetes API server: GET one JSON object, bounded in time and size.
+
+Reads: ``GET <server><path>?<query>`` with the pod's service account token (``Authorization: Bearer``), over
+HTTPS checked against the cluster CA, or over plain HTTP to a loopback address only (tests, ``kubectl proxy``).
+Returns: the decoded JSON object. Every failure is a ``KubeApiError`` whose text is one short line: the status
+and the API's own ``message`` clipped, never the token, never a whole response body.
+
+Bounds: a whole request (connect, headers, body) ends at ``timeout`` seconds, enforced by a timer that shuts the
+socket down, so a server that drips one byte at a time cannot hold the caller; a body over ``max_bytes`` is
+refused (by its Content-Length when given, else while reading). The token file is read again on every request
+(the kubelet rotates projected tokens), with the same regular-file and size discipline as every other input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import ipaddress
+import os
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from neuron_monitor.inputfile import InputFileError, read_regular, shown
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEFAULT_TOKEN_FILE = f"{SERVICE_ACCOUNT_DIR}/token"
+DEFAULT_CA_FILE = f"{SERVICE_ACCOUNT_DIR}/ca.crt"
+TOKEN_MAX_BYTES = 64 * 1024
+CA_MAX_BYTES = 1024 * 1024
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+DEFAULT_TIMEOUT = 5.0
+_READ_CHUNK = 64 * 1024
+_MESSAGE_CHARS = 160
+
+
+class KubeApiError(Exception):
+    """The API server could not be read; ``str()`` is one bounded line, ``status`` the HTTP status (0 if none)."""
+
+    def __init__(self, reason: str, status: int = 0) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def in_cluster_server(environ: dict[str, str] | None = None) -> str | None:
+    """``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`` as every pod sees it, or None outside one."""
+    env = os.environ if environ is None else environ
+    host = env.get("KUBERNETES_SERVICE_HOST", "").strip()
+    port = env.get("KUBERNETES_SERVICE_PORT", "").strip() or "443"
+    if not host or not port.isdigit():
+        return None
+    if ":" in host:  # an IPv6 service address
+        host = f"[{host}]"
+    return f"https://{host}:{port}"
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (the only places a token may go over plain HTTP)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def one_line(text: str, limit: int = _MESSAGE_CHARS) -> str:
+    """Printable ASCII only, one line, clipped: API text reaches logs and the report's ``error``."""
+    out = "".join(ch if " " <= ch <= "~" else "?" for ch in text[: limit + 1])
+    return out if len(out) <= limit else out[:limit] + "..."
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    scheme: str
+    host: str
+    port: int
+    base_path: str
+
+
+def parse_server(server: str) -> Endpoint:
+    """Check an API server URL: https anywhere, http only to loopback (a token never travels in clear)."""
+    url = urllib.parse.urlsplit(server)
+    if url.scheme not in ("https", "http") or not url.hostname:
+        raise KubeApiError(f"API server {shown(server)}: expected an http(s)://host[:port] URL")
+    if url.scheme == "http" and not is_loopback(url.hostname):
+        raise KubeApiError(f"API server {shown(server)}: plain http is allowed to a loopback address only")
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        raise KubeApiError(f"API server {shown(server)}: bad port") from None
+    return Endpoint(url.scheme, url.hostname, port, url.path.rstrip("/"))
+
+
+class KubeApi:
+    """GETs against one API server; safe to use from one thread at a time (the watcher's)."""
+
+    def __init__(
+        self,
+        server: str,
+        token_file: str | None = DEFAULT_TOKEN_FILE,
+        ca_file: str | None = DEFAULT_CA_FILE,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.endpoint = parse_server(server)
+        self.server = server
+        self.token_file = token_file
+        self.ca_file = ca_file
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self._ssl: ssl.SSLContext | None = None
+        self.requests = 0
+
+    def _context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            ctx = ssl.create_default_context()
+            if self.ca_file:
+                try:
+                    pem = read_regular(self.ca_file, CA_MAX_BYTES, "cluster CA file")
+                    ctx.load_verify_locations(cadata=pem.decode("ascii", "replace"))
+                except (InputFileError, ssl.SSLError, ValueError) as e:
+                    raise KubeApiError(f"cluster CA {self.ca_file}: {one_line(str(e))}") from None
+            self._ssl = ctx
+        return self._ssl
+
+    def _token(self) -> str:
+        if not self.token_file:
+            return ""
+        try:
+            raw = read_regular(self.token_file, TOKEN_MAX_BYTES, "service account token")
+        except InputFileError as e:
+            raise KubeApiError(str(e)) from None
+        token = raw.decode("ascii", "replace").strip()
+        if not token or any(not ("!" <= ch <= "~") for ch in token):
+            raise KubeApiError(f"service account token {self.token_file}: empty or not a bearer token")
+        return token
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        ep = self.endpoint
+        if ep.scheme == "https":
+            return http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout, context=self._context())
+        return http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
+
+    def get(self, path: str, query: dict[str, str] | None = None) -> Any:
+        """GET ``path`` (already quoted) and return its decoded JSON; raises ``KubeApiError``."""
+        target = self.endpoint.base_path + path
+        if query:
+            target += "?" + urllib.parse.urlencode(query)
+        headers = {"Accept": "application/json", "User-Agent": "neuron-monitor"}
+        token = self._token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        deadline = time.monotonic() + self.timeout
+        conn = self._connection(self.timeout)
+        timer = threading.Timer(self.timeout, _shut, (conn,))
+        timer.daemon = True
+        timer.start()
+        self.requests += 1
+        what = f"GET {path}"
+        try:
+            conn.request("GET", target, headers=headers)
+            resp = conn.getresponse()
+            body = self._read_body(resp, deadline, what)
+        except KubeApiError:
+            raise
+        except (OSError, http.client.HTTPException) as e:
+            if time.monotonic() >= deadline:
+                raise KubeApiError(f"{what}: no complete answer within {self.timeout:g} s") from None
+            raise KubeApiError(f"{what}: {one_line(type(e).__name__ + ': ' + str(e))}") from None
+        finally:
+            timer.cancel()
+            conn.close()
+        if resp.status != 200:
+            raise KubeApiError(f"{what}: HTTP {resp.status}{_status_message(body)}", resp.status)
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise KubeApiError(f"{what}: the answer is not JSON") from None
+
+    def _read_body(self, resp: http.client.HTTPResponse, deadline: float, what: str) -> bytes:
+        length = resp.getheader("Content-Length")
+        if length is not None and length.strip().isdigit() and int(length) > self.max_bytes:
+            raise KubeApiError(f"{what}: answer of {int(length)} bytes exceeds the {self.max_bytes}-byte cap")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            if time.monotonic() >= deadline:
+                raise KubeApiError(f"{what}: no complete answer within {self.timeout:g} s")
+            chunk = resp.read1(_READ_CHUNK)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise KubeApiError(f"{what}: answer exceeds the {self.max_bytes}-byte cap")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _shut(conn: http.client.HTTPConnection) -> None:
+    """The request's deadline passed: unblock whatever read or write the caller is in."""
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _status_message(body: bytes) -> str:
+    """``: <message>`` from a Kubernetes Status object, clipped and cleaned; empty if there is none."""
+    if not body or len(body) > 64 * 1024:
+        return ""
+    try:
+        status = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return ""
+    message = status.get("message") if isinstance(status, dict) else None
+    return f": {one_line(message)}" if isinstance(message, str) and message else ""
