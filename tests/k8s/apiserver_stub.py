@@ -2,7 +2,8 @@
 ResourceSlices (list, with field selectors and pages) and ResourceClaims (get) the way the API server shapes them.
 
 Behaviour switches for hostile cases: ``status`` (answer every request with this status and a Status object),
-``huge`` (a body of that many bytes), ``drip`` (send the body one byte per ``drip`` seconds), ``not_json``,
+``huge`` (a body of that many bytes), ``chunked`` (no Content-Length), ``drip`` (send the body one byte per
+``drip`` seconds, chunked), ``not_json``,
 ``missing_versions`` (API versions answered 404). ``requests`` records (path, query, Authorization header).
 """
 
@@ -27,6 +28,7 @@ class StubApiServer:
         self.status = 0
         self.huge = 0
         self.drip = 0.0
+        self.chunked = False
         self.not_json = False
         self.missing_versions: set[str] = set()
         self.requests: list[tuple[str, dict[str, list[str]], str]] = []
@@ -44,6 +46,7 @@ class StubApiServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        self._server.handle_error = lambda *args: None  # type: ignore[method-assign]  # clients hang up on purpose
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -66,12 +69,14 @@ class StubApiServer:
     def _send(self, h: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
         h.send_response(status)
         h.send_header("Content-Type", "application/json")
-        if self.drip:
+        if self.drip or self.chunked:
             h.send_header("Transfer-Encoding", "chunked")
             h.end_headers()
+            step = 1 if self.drip else 16384
             try:
-                for i in range(len(body)):
-                    h.wfile.write(b"1\r\n" + body[i : i + 1] + b"\r\n")
+                for i in range(0, len(body), step):
+                    part = body[i : i + step]
+                    h.wfile.write(b"%x\r\n" % len(part) + part + b"\r\n")
                     h.wfile.flush()
                     time.sleep(self.drip)
                 h.wfile.write(b"0\r\n\r\n")

@@ -1,0 +1,177 @@
+"""A hostile or broken Kubernetes API server against the DRA lookups: huge, malformed and slow answers, raw
+sockets that never answer, plain http to a remote host, odd names from the kubelet.
+
+Every case must end in a bounded, one-line ``KubeApiError`` (or a skipped value), never a hang, a traceback, an
+unbounded read or a token in a message. Deadlines asserted here are generous (the request timeout is the bound
+under test; the test only checks that the call came back at all and said why).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neuron_monitor.k8s.dra import MAX_SLICE_DEVICES, DraDirectory, parse_slices
+from neuron_monitor.k8s.kubeapi import KubeApi, KubeApiError, parse_server
+from tests.k8s.apiserver_stub import StubApiServer
+
+TOKEN = "s3cr3t-token-value"
+DEADLINE = 60.0
+
+
+@pytest.fixture
+def api() -> Iterator[StubApiServer]:
+    server = StubApiServer(token=TOKEN).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> str:
+    path = tmp_path / "token"
+    path.write_text(TOKEN)
+    return str(path)
+
+
+def call_in_thread(fn: Any) -> Any:
+    """Run ``fn`` and return what it returned or raised; fail (not hang) if it never comes back."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(fn())
+        except BaseException as e:  # the result under test
+            box.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(DEADLINE)
+    assert not t.is_alive(), "the API call did not come back"
+    return box[0]
+
+
+def test_answer_larger_than_the_cap_is_refused(api: StubApiServer, token_file: str) -> None:
+    api.huge = 2 * 1024 * 1024
+    client = KubeApi(api.url, token_file, None, timeout=10.0, max_bytes=1024 * 1024)
+    err = call_in_thread(lambda: client.get("/apis/resource.k8s.io/v1/resourceslices"))
+    assert isinstance(err, KubeApiError) and "exceeds the 1048576-byte cap" in str(err)
+
+
+def test_answer_over_the_cap_without_a_length_is_refused_while_reading(api: StubApiServer, token_file: str) -> None:
+    api.huge = 300 * 1024
+    api.chunked = True
+    client = KubeApi(api.url, token_file, None, timeout=10.0, max_bytes=64 * 1024)
+    err = call_in_thread(lambda: client.get("/apis/resource.k8s.io/v1/resourceslices"))
+    assert isinstance(err, KubeApiError) and "answer exceeds the 65536-byte cap" in str(err)
+
+
+def test_slow_drip_answer_ends_at_the_deadline(api: StubApiServer, token_file: str) -> None:
+    api.slices = [{"spec": {"driver": "neuron.aws.com", "devices": []}}] * 50
+    api.drip = 0.05  # one byte every 50 ms: each read is quick, the whole answer takes minutes
+    client = KubeApi(api.url, token_file, None, timeout=0.5)
+    err = call_in_thread(lambda: client.get("/apis/resource.k8s.io/v1/resourceslices"))
+    assert isinstance(err, KubeApiError) and "no complete answer within 0.5 s" in str(err)
+
+
+def test_server_that_accepts_and_never_answers(token_file: str) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    try:
+        client = KubeApi(f"http://127.0.0.1:{listener.getsockname()[1]}", token_file, None, timeout=0.5)
+        err = call_in_thread(lambda: client.get("/apis/resource.k8s.io/v1/resourceslices"))
+    finally:
+        listener.close()
+    assert isinstance(err, KubeApiError) and "0.5 s" in str(err)
+
+
+def test_not_json_and_error_statuses_are_one_line(api: StubApiServer, token_file: str) -> None:
+    client = KubeApi(api.url, token_file, None, timeout=5.0)
+    api.not_json = True
+    err = call_in_thread(lambda: client.get("/apis/resource.k8s.io/v1/resourceslices"))
+    assert isinstance(err, KubeApiError) and str(err).endswith("the answer is not JSON")
+    api.not_json = False
+    api.status = 500
+    err = call_in_thread(lambda: client.get("/apis/resource.k8s.io/v1/resourceslices"))
+    assert isinstance(err, KubeApiError) and err.status == 500 and "\n" not in str(err)
+
+
+def test_token_never_appears_in_errors(api: StubApiServer, tmp_path: Path) -> None:
+    bad = tmp_path / "token"
+    bad.write_text("wrong-" + TOKEN)
+    client = KubeApi(api.url, str(bad), None, timeout=5.0)
+    err = call_in_thread(lambda: client.get("/apis/resource.k8s.io/v1/resourceslices"))
+    assert isinstance(err, KubeApiError) and err.status == 401 and TOKEN not in str(err)
+
+
+@pytest.mark.parametrize("content", [b"", b"two words", b"tab\there", b"x" * (65 * 1024)])
+def test_unusable_token_files_are_refused(api: StubApiServer, tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "token"
+    path.write_bytes(content)
+    client = KubeApi(api.url, str(path), None, timeout=5.0)
+    err = call_in_thread(lambda: client.get("/x"))
+    assert isinstance(err, KubeApiError) and api.requests == []
+
+
+def test_token_file_that_is_a_fifo_does_not_block(api: StubApiServer, tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "token"
+    os.mkfifo(fifo)
+    client = KubeApi(api.url, str(fifo), None, timeout=5.0)
+    err = call_in_thread(lambda: client.get("/x"))
+    assert isinstance(err, KubeApiError) and "FIFO" in str(err)
+
+
+@pytest.mark.parametrize(
+    "server", ["http://10.0.0.1:6443", "http://example.com", "ftp://127.0.0.1", "https://", "http://127.0.0.1:99999"]
+)
+def test_token_never_travels_in_clear_to_a_remote_host(server: str) -> None:
+    with pytest.raises(KubeApiError):
+        parse_server(server)
+
+
+def test_loopback_http_and_any_https_are_accepted() -> None:
+    assert parse_server("http://127.0.0.1:8001").port == 8001
+    assert parse_server("http://[::1]:8001").host == "::1"
+    assert parse_server("https://10.100.0.1:443").scheme == "https"
+
+
+def test_hostile_slice_shapes_are_skipped_and_bounded() -> None:
+    out: dict[tuple[str, str], Any] = {}
+    devices = [{"name": f"d{i}", "attributes": {"deviceId": {"int": i % 16}}} for i in range(MAX_SLICE_DEVICES + 50)]
+    items: list[Any] = [
+        {"spec": {"driver": "neuron.aws.com", "pool": {"name": "p", "generation": "9"}, "devices": devices}},
+        {"spec": {"driver": "neuron.aws.com", "pool": "x", "devices": [None, 3, {"name": 7}, {"name": "y" * 10_000}]}},
+        {"spec": {"driver": "neuron.aws.com", "devices": [{"name": "t", "attributes": {"deviceId": {"int": True}}}]}},
+        {
+            "spec": {
+                "driver": "neuron.aws.com",
+                "devices": [{"name": "big", "attributes": {"deviceId": {"int": 1 << 70}}}],
+            }
+        },
+    ]
+    parse_slices(items, "neuron.aws.com", out, {})
+    assert len(out) == MAX_SLICE_DEVICES
+    assert all(len(name) <= 253 for _, name in out)
+
+
+def test_kubelet_claim_names_that_are_not_object_names_never_reach_a_url(api: StubApiServer, token_file: str) -> None:
+    directory = DraDirectory(KubeApi(api.url, token_file, None, timeout=5.0), node_name="n")
+    directory.begin()
+    for ns, name in [("ml", "../../api/v1/secrets"), ("ML", "c"), ("ml", "c?x=1"), ("", "c"), ("ml", "c" * 300)]:
+        assert directory.claim(ns, name) is None
+    assert api.requests == []
+
+
+def test_claim_reads_per_refresh_are_bounded(api: StubApiServer, token_file: str) -> None:
+    directory = DraDirectory(KubeApi(api.url, token_file, None, timeout=5.0), node_name="n", max_claim_gets=4)
+    directory.begin()
+    for i in range(20):
+        directory.claim("ml", f"c{i}")
+    assert api.count("/resourceclaims/") == 4
