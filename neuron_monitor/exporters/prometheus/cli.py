@@ -29,6 +29,7 @@ from neuron_monitor.exporters.prometheus.auth import BasicAuth
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
 from neuron_monitor.exporters.prometheus.ingest import StdinIngest
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH
+from neuron_monitor.exporters.prometheus.labels import DRA_LABEL_MODES
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
 from neuron_monitor.exporters.prometheus.server import HTTPFront
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
@@ -101,6 +102,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="device",
         help="labels of per-core series: 'device' (default) adds neuron_device_index to AWS's set; 'aws' gives"
         " exactly AWS's set, as the CloudWatch agent needs (the device stays on neuroncore_info)",
+    )
+    p.add_argument(
+        "--dra-claim-labels",
+        choices=DRA_LABEL_MODES,
+        default=None,
+        help="dra_claim_name/dra_claim_namespace on runtime and core series: 'auto' (default; only when the report"
+        " has cores held through a DRA claim), 'on', 'off'; with --core-labels aws the default is 'off'",
     )
     p.add_argument(
         "--stale-periods",
@@ -189,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         always_k8s_labels=args.enable_k8s_info,
         max_label_length=args.max_label_length,
         core_device_label=args.core_labels == "device",
+        dra_claim_labels=args.dra_claim_labels or ("auto" if args.core_labels == "device" else "off"),
     )
     state = ExporterState(
         options, stale_periods=args.stale_periods, stale_floor=args.stale_floor, created_series=args.created_series

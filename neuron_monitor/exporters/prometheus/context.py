@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from neuron_monitor.exporters.prometheus.families import FamilySet
-from neuron_monitor.exporters.prometheus.labels import K8S_LABELS, PodMap, kept_string
+from neuron_monitor.exporters.prometheus.labels import PodMap, kept_string
 from neuron_monitor.exporters.prometheus.ledger import Totals
 from neuron_monitor.schema.spec import CORE_SCOPE, RUNTIME_SCOPE, PromFamily, PromSample
 
@@ -28,7 +28,7 @@ class ShapeContext:
 
     @property
     def runtime_names(self) -> Labels:
-        return (*self.inst_names, "runtime_tag", *(K8S_LABELS if self.k8s else ()))
+        return (*self.inst_names, "runtime_tag", *(self.pods.names if self.k8s else ()))
 
     @property
     def core_names(self) -> Labels:

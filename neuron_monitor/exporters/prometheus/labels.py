@@ -2,7 +2,10 @@
 
 Instance labels come from ``instance_info`` exactly as AWS's exporter names them. Kubernetes labels come from the
 report's optional top-level ``neuron_k8s_info`` object: a NeuronCore's pod is looked up by core index, and a
-runtime's pod is the pod of the cores it uses (several distinct pods are joined with ",").
+runtime's pod is the pod of the cores it uses (several distinct pods are joined with ","). Cores held through a
+DRA claim add ``dra_claim_name`` and ``dra_claim_namespace`` (``DRA_LABELS``): by default (``auto``) only when
+the report has at least one such entry, so the exposition of a node without DRA claims is unchanged; an empty
+label is no label to Prometheus, so the series of a pod keep their identity when the labels appear.
 """
 
 from __future__ import annotations
@@ -33,10 +36,13 @@ ULTRASERVER_INFO_KEYS: tuple[tuple[str, str], ...] = (
     ("ultraserver_modes", "ultraserver_modes"),
 )
 K8S_LABELS: tuple[str, ...] = ("pod_name", "namespace", "container_name")
+DRA_LABELS: tuple[str, ...] = ("dra_claim_name", "dra_claim_namespace")
+DRA_LABEL_MODES: tuple[str, ...] = ("auto", "on", "off")
 _KEPT_STRINGS: dict[str, str] = {}
 KEPT_STRINGS_LIMIT = 16384  # distinct label strings kept (the table starts over beyond this)
 KEPT_STRING_LENGTH = 256  # longer strings are not kept
-NO_POD: tuple[str, str, str] = ("", "", "")
+NO_POD: tuple[str, ...] = ("", "", "")
+NO_POD_DRA: tuple[str, ...] = ("", "", "", "", "")
 
 
 def kept_string(value: str) -> str:
@@ -77,38 +83,52 @@ def instance_info_extras(info: dict[str, Any] | None) -> tuple[tuple[str, ...], 
 
 
 class PodMap:
-    """NeuronCore index -> (pod_name, namespace, container_name) from ``neuron_k8s_info``."""
+    """NeuronCore index -> (pod_name, namespace, container_name[, dra_claim_name, dra_claim_namespace]) from
+    ``neuron_k8s_info``; ``names`` are the label names, ``none`` the values for a core no pod holds.
 
-    def __init__(self, k8s_info: dict[str, Any] | None) -> None:
-        self.cores: dict[str, tuple[str, str, str]] = {}
-        if not k8s_info:  # an error with maps present: the daemon kept the last good mapping (kubelet outage)
-            return
-        cores = mapping(k8s_info.get("neuroncores_k8s_info"), "neuron_k8s_info.neuroncores_k8s_info") or {}
-        for idx, entry in cores.items():
-            where = f"neuron_k8s_info.neuroncores_k8s_info.{idx}"
-            entry = mapping(entry, where)
-            if entry is None:
-                continue
-            raw = entry.get("container_name")
-            containers = [raw] if isinstance(raw, str) else sequence(raw, f"{where}.container_name")
-            self.cores[str(idx)] = (
-                kept_string(text(entry.get("pod_name"), f"{where}.pod_name")),
-                kept_string(text(entry.get("namespace"), f"{where}.namespace")),
-                kept_string(",".join(text(c, f"{where}.container_name") for c in containers or ())),
-            )
+    ``dra``: ``auto`` adds the claim labels when some entry has a ``claim_name``, ``on`` always, ``off`` never."""
 
-    def core(self, idx: str) -> tuple[str, str, str]:
-        return self.cores.get(idx, NO_POD)
+    def __init__(self, k8s_info: dict[str, Any] | None, dra: str = "auto") -> None:
+        self.cores: dict[str, tuple[str, ...]] = {}
+        self.dra = dra == "on"
+        if k8s_info:  # an error with maps present: the daemon kept the last good mapping (kubelet outage)
+            cores = mapping(k8s_info.get("neuroncores_k8s_info"), "neuron_k8s_info.neuroncores_k8s_info") or {}
+            if dra == "auto":
+                self.dra = any(isinstance(e, dict) and e.get("claim_name") for e in cores.values())
+            for idx, entry in cores.items():
+                where = f"neuron_k8s_info.neuroncores_k8s_info.{idx}"
+                entry = mapping(entry, where)
+                if entry is None:
+                    continue
+                raw = entry.get("container_name")
+                containers = [raw] if isinstance(raw, str) else sequence(raw, f"{where}.container_name")
+                pod: tuple[str, ...] = (
+                    kept_string(text(entry.get("pod_name"), f"{where}.pod_name")),
+                    kept_string(text(entry.get("namespace"), f"{where}.namespace")),
+                    kept_string(",".join(text(c, f"{where}.container_name") for c in containers or ())),
+                )
+                if self.dra:
+                    pod += (
+                        kept_string(text(entry.get("claim_name") or "", f"{where}.claim_name")),
+                        kept_string(text(entry.get("claim_namespace") or "", f"{where}.claim_namespace")),
+                    )
+                self.cores[str(idx)] = pod
+        self.names: tuple[str, ...] = K8S_LABELS + DRA_LABELS if self.dra else K8S_LABELS
+        self.none: tuple[str, ...] = NO_POD_DRA if self.dra else NO_POD
 
-    def runtime(self, core_indexes: Iterable[str]) -> tuple[str, str, str]:
+    def core(self, idx: str) -> tuple[str, ...]:
+        return self.cores.get(idx, self.none)
+
+    def runtime(self, core_indexes: Iterable[str]) -> tuple[str, ...]:
         """The pod of a runtime's cores; distinct values per field are sorted and joined with ","."""
         pods = {self.cores[i] for i in core_indexes if i in self.cores}
         if not pods:
-            return NO_POD
+            return self.none
         if len(pods) == 1:
             return next(iter(pods))
-        return (
-            ",".join(sorted({p[0] for p in pods})),
-            ",".join(sorted({p[1] for p in pods})),
-            ",".join(sorted({c for p in pods for c in p[2].split(",") if c})),
+        return tuple(
+            ",".join(sorted({part for p in pods for part in p[field].split(",") if part}))
+            if field == 2
+            else ",".join(sorted({p[field] for p in pods if p[field] or field < 3}))  # no empty claim joined
+            for field in range(len(self.none))
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.families import INFO
-from neuron_monitor.exporters.prometheus.labels import NO_POD, kept_string
+from neuron_monitor.exporters.prometheus.labels import kept_string
 from neuron_monitor.exporters.prometheus.ledger import Subject
 from neuron_monitor.exporters.prometheus.values import MalformedReport
 from neuron_monitor.schema import names as N
@@ -62,7 +62,7 @@ class RuntimeShaper:
         if self.entry.error:
             self._counters()  # no gauges for a runtime in error (as AWS); its counters keep their totals
             return
-        pod = (ctx.pods.runtime(self._cores_used()) or NO_POD) if ctx.k8s else ()
+        pod = ctx.pods.runtime(self._cores_used()) if ctx.k8s else ()
         self.runtime_labels = (*ctx.inst_values, self.tag, *pod)
         ctx.fams.family("neuron_runtime", INFO, "Neuron runtime information", (*ctx.runtime_names, "pid")).samples[
             (*self.runtime_labels, self.pid)

@@ -35,6 +35,7 @@ class ShapeOptions:
     always_k8s_labels: bool = False  # --enable-k8s-info: pod labels even before a report carries k8s info
     max_label_length: int = DEFAULT_MAX_LABEL_LENGTH  # --max-label-length; 0: no cap
     core_device_label: bool = True  # --core-labels device (default); False: --core-labels aws
+    dra_claim_labels: str = "auto"  # --dra-claim-labels: auto (when the report has DRA claims), on, off
 
 
 @dataclass
@@ -95,7 +96,7 @@ def shape(report: Report, totals: Totals, options: ShapeOptions) -> FamilySet:
         inst_names=inst_names,
         inst_values=inst_values,
         k8s=k8s_info is not None or options.always_k8s_labels,
-        pods=PodMap(k8s_info),
+        pods=PodMap(k8s_info, options.dra_claim_labels),
         cores_per_device=report.cores_per_device,
         core_device_label=options.core_device_label,
     )
