@@ -78,3 +78,91 @@ def test_missing_socket_is_an_error_in_neuron_k8s_info_only(sock_dir: Path, tmp_
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def trn2_root(tmp_path: Path) -> Path:
+    """A host root whose sysfs says: 16 trn2 devices of 8 physical cores (LNC 2: 4 logical cores each)."""
+    from neuron_monitor.sim.shapes import get_shape
+
+    shape = get_shape("trn2.48xlarge")
+    root = tmp_path / "root"
+    for i in range(shape.devices):
+        arch = root / "sys/class/neuron_device" / f"neuron{i}" / "info/architecture"
+        arch.mkdir(parents=True)
+        (arch.parent.parent / "core_count").write_text(str(shape.phys_cores))
+        (arch / "arch_type").write_text(shape.nd_arch + "\n")
+        (arch / "instance_type").write_text(shape.instance_family + "\n")
+        (arch / "device_name").write_text(shape.device_name + "\n")
+    (root / "proc").mkdir()
+    (root / "proc/meminfo").write_bytes((REPO / "tests/fixtures/proc/meminfo_trn2").read_bytes())
+    return root
+
+
+def test_daemon_attributes_dra_claims_with_the_api_server(kubelet: FakeKubelet, tmp_path: Path) -> None:
+    from .apiserver_stub import StubApiServer
+    from .test_pod_info_dra import NODE, TOKEN, claim, resource_claim, resource_slice, slice_device
+
+    kubelet.pods = [
+        {"name": "pod0", "namespace": "ml", "containers": [{"name": "ctr0", "claims": [claim("c0", "ml", "dev-a")]}]},
+        {
+            "name": "pod1",
+            "namespace": "ml",
+            "containers": [{"name": "ctr0", "claims": [claim("c1", "ml", "neurondevice7")]}],
+        },
+        {"name": "bad", "namespace": "ml", "containers": [{"name": "c", "claims": [claim("c2", "ml", "chip-x")]}]},
+        {
+            "name": "cuda",
+            "namespace": "gpu",
+            "containers": [{"name": "c", "claims": [claim("g", "gpu", "gpu-0", driver="gpu.nvidia.com")]}],
+        },
+        {
+            "name": "legacy",
+            "namespace": "old",
+            "containers": [{"name": "c", "devices": [("aws.amazon.com/neuron", ["0"])]}],
+        },
+    ]
+    api = StubApiServer(token=TOKEN).start()
+    api.slices = [resource_slice(NODE, [slice_device("dev-a", 5), slice_device("neurondevice7", 7)])]
+    api.claims[("ml", "c0")] = resource_claim("c0", "ml", {"pod0": "uid-pod0"}, ["dev-a"], lnc=1)
+    api.claims[("ml", "c1")] = resource_claim("c1", "ml", {"pod1": "uid-pod1"}, ["neurondevice7"], lnc=None)
+    api.claims[("ml", "c2")] = resource_claim("c2", "ml", {"bad": "uid-bad"}, ["chip-x"], lnc=None)
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    conf = tmp_path / "monitor.conf"
+    conf.write_text('{"period": "200ms", "system_metrics": [{"type": "memory_info"}]}')
+    cmd = [
+        *("-c", str(conf), "--no-imds", "--root", str(trn2_root(tmp_path)), "--k8s-info"),
+        *("--pod-resources-socket", kubelet.socket_path, "--k8s-api", api.url),
+        *("--k8s-api-token-file", str(token), "--node-name", NODE),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neuron_monitor.cli", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+    )
+    try:
+        report = read_reports_until(
+            proc, lambda r: "5" in r.get("neuron_k8s_info", {}).get("neurondevices_k8s_info", {})
+        )
+        info = report["neuron_k8s_info"]
+        devices = info["neurondevices_k8s_info"]
+        assert set(devices) == {"0", "5", "7"}
+        assert devices["5"] == {
+            "pod_name": "pod0",
+            "namespace": "ml",
+            "container_name": ["ctr0"],
+            "pod_uid": "uid-pod0",
+            "claim_name": "c0",
+            "claim_namespace": "ml",
+        }
+        assert devices["0"] == {"pod_name": "legacy", "namespace": "old", "container_name": ["c"]}
+        cores = info["neuroncores_k8s_info"]
+        # c0 at LNC 1 on an LNC 2 node: device 5 has 8 cores; c1 at the node's LNC: 4 cores
+        assert [k for k, v in cores.items() if v.get("claim_name") == "c0"] == [str(c) for c in range(40, 48)]
+        assert [k for k, v in cores.items() if v.get("claim_name") == "c1"] == [str(c) for c in range(28, 32)]
+        assert "claim ml/c2: device 'chip-x'" in info["error"]
+        assert report["system_data"]["memory_info"]["error"] == ""
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        api.stop()
+    assert proc.stderr is not None
+    assert TOKEN.encode() not in proc.stderr.read()
