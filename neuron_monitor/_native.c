@@ -4,9 +4,10 @@
  *   vcpu_usage(prev: bytes, cur: bytes) -> dict | None
  *       The vcpu_usage group's body from two raw /proc/stat samples (groups/vcpu_usage.py: usage_body_native,
  *       twin usage_body_careful).
- *   deltas(cur, prev, positions, often: int) -> list[int] | None
+ *   deltas(cur, prev, positions, often: int[, limits, dt]) -> list[int] | int | None
  *       One device's counter deltas for a DeltaTracker (neuron/deltas.py: device_deltas_native, twin
- *       device_deltas_careful).
+ *       device_deltas_careful). With ``limits`` (array("d"): rate and burst of each position) and ``dt``, the
+ *       index of the first delta above rate * dt + burst instead (neuron/plausible.py).
  *   cores(deltas, n, dt, limit, keys, first, group, name0, name1, reuse=None) -> dict | None
  *       neuroncore_counters' ``neuroncores_in_use`` for one Trn2 device (groups/neuroncore_counters.py:
  *       cores_native, twins cores_fast and cores_careful). With ``reuse`` (the previous dict of the same
@@ -319,8 +320,8 @@ static int get_u64(PyObject *obj, Py_buffer *view) {
 }
 
 static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "deltas(cur, prev, positions, often)");
+    if (nargs != 4 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "deltas(cur, prev, positions, often[, limits, dt])");
         return NULL;
     }
     Py_ssize_t often = PyLong_AsSsize_t(args[3]);
@@ -328,7 +329,13 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    Py_buffer cur, prev, pos;
+    double dt = 0.0;
+    if (nargs == 6) {
+        if (!PyFloat_CheckExact(args[5])) Py_RETURN_NONE;
+        dt = PyFloat_AS_DOUBLE(args[5]);
+        if (!(dt >= 0.0) || !isfinite(dt)) Py_RETURN_NONE;
+    }
+    Py_buffer cur, prev, pos, lim = {0};
     if (get_u64(args[0], &cur) < 0) Py_RETURN_NONE;
     if (get_u64(args[1], &prev) < 0) {
         PyBuffer_Release(&cur);
@@ -340,12 +347,25 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
         PyBuffer_Release(&prev);
         Py_RETURN_NONE;
     }
+    const double *bound = NULL; /* rate, burst of each position */
+    if (nargs == 6) {
+        if (PyObject_GetBuffer(args[4], &lim, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+            PyErr_Clear();
+            PyBuffer_Release(&pos);
+            PyBuffer_Release(&prev);
+            PyBuffer_Release(&cur);
+            Py_RETURN_NONE;
+        }
+        bound = lim.buf;
+    }
     PyObject *out = NULL;
     const uint64_t *c = cur.buf, *p = prev.buf;
     const uint32_t *at = pos.buf;
     Py_ssize_t n = cur.len / 8, count = pos.len / 4;
     if (prev.len != cur.len || pos.itemsize != 4 || pos.format == NULL || strcmp(pos.format, "I") != 0 ||
-        often < 0 || often > count) {
+        often < 0 || often > count ||
+        (bound != NULL && (lim.itemsize != 8 || lim.format == NULL || strcmp(lim.format, "d") != 0 ||
+                           lim.len != 16 * count))) {
         out = Py_NewRef(Py_None);
         goto done;
     }
@@ -362,6 +382,15 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
             break;
         }
     }
+    if (bound != NULL) { /* the first delta past what the hardware can count: its index */
+        for (Py_ssize_t k = 0; k < take; k++) {
+            uint64_t a = c[at[k]], b = p[at[k]];
+            if (a > b && (double)(a - b) > bound[2 * k] * dt + bound[2 * k + 1]) {
+                out = PyLong_FromSsize_t(k);
+                goto done;
+            }
+        }
+    }
     out = PyList_New(take);
     if (out == NULL) goto done;
     for (Py_ssize_t k = 0; k < take; k++) {
@@ -374,6 +403,7 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
         PyList_SET_ITEM(out, k, v);
     }
 done:
+    if (bound != NULL) PyBuffer_Release(&lim);
     PyBuffer_Release(&pos);
     PyBuffer_Release(&prev);
     PyBuffer_Release(&cur);
@@ -753,7 +783,8 @@ static PyMethodDef methods[] = {
     {"vcpu_usage", (PyCFunction)(void (*)(void))native_vcpu_usage, METH_FASTCALL,
      "vcpu_usage(prev, cur): the vcpu_usage body from two /proc/stat samples, or None."},
     {"deltas", (PyCFunction)(void (*)(void))native_deltas, METH_FASTCALL,
-     "deltas(cur, prev, positions, often): one device's counter deltas, or None."},
+     "deltas(cur, prev, positions, often[, limits, dt]): one device's counter deltas, the index of the first "
+     "implausible one, or None."},
     {"cores", (PyCFunction)(void (*)(void))native_cores, METH_FASTCALL,
      "cores(deltas, n, dt, limit, keys, first, group, name0, name1, reuse=None): neuroncores_in_use of one device "
      "(reuse updated in place when it has the same shape), or None."},

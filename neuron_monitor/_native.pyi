@@ -1,10 +1,15 @@
 # The compiled helper's interface (neuron_monitor/_native.c); see neuron_monitor/native.py.
-from typing import Any
+from typing import Any, overload
 
 from typing_extensions import Buffer
 
 def vcpu_usage(prev: bytes, cur: bytes, /) -> dict[str, Any] | None: ...
+@overload
 def deltas(cur: Buffer, prev: Buffer, positions: Buffer, often: int, /) -> list[int] | None: ...
+@overload
+def deltas(
+    cur: Buffer, prev: Buffer, positions: Buffer, often: int, limits: Buffer, dt: float, /
+) -> list[int] | int | None: ...
 def cores(
     deltas: list[int],
     n: int,

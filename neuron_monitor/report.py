@@ -44,8 +44,13 @@ INSTANCE_INFO_KEYS: tuple[str, ...] = (
 def encoded_values(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` with each dict and list value replaced by its JSON bytes (an orjson ``Fragment``, spliced into the
     line as is). For a body a group returns unchanged report after report (the same object): encoding a report
-    then copies those bytes instead of walking the objects again. The result is for `encode` only."""
-    return {k: orjson.Fragment(orjson.dumps(v)) if isinstance(v, dict | list) else v for k, v in body.items()}
+    then copies those bytes instead of walking the objects again. The result is for `encode` only. A body JSON
+    cannot carry (a bug: the groups bound their values) is returned as it is, so that `encode` words it as the
+    group's error instead of this raising."""
+    try:
+        return {k: orjson.Fragment(orjson.dumps(v)) if isinstance(v, dict | list) else v for k, v in body.items()}
+    except orjson.JSONEncodeError:
+        return body
 
 
 def group_object(body: dict[str, Any], period: float, error: str, fresh: bool) -> dict[str, Any]:

@@ -211,6 +211,63 @@ def test_deltas_equal_the_careful_twin(case: tuple[array[int], array[int], Pick]
     assert got == device_deltas_careful(cur, prev, pick)[0]
 
 
+DTS = st.sampled_from([0.0, 1e-6, 0.05, 0.100289447, 1.0, 5.0, 3600.0, 1e7])
+
+
+@settings(max_examples=400, deadline=None)
+@given(delta_cases(), DTS)
+def test_deltas_with_limits_equal_the_careful_twin(case: tuple[array[int], array[int], Pick], dt: float) -> None:
+    """With limits, the helper and the twin agree on the deltas or on the index of the first implausible one."""
+    cur, prev, pick = case
+    got = _helper().deltas(cur, prev, pick.positions, pick.often, pick.limits, dt)
+    assert got == device_deltas_careful(cur, prev, pick, None, dt)[0]
+
+
+@st.composite
+def edge_cases(draw: st.DrawFn) -> tuple[array[int], array[int], Pick, float]:
+    """Deltas at, just under and just over each counter's bound (where the comparison as a double matters)."""
+    cores = draw(st.integers(1, 4))
+    indices = tuple(draw(st.lists(st.sampled_from([0, 1, 2, 7, 27, 28, 29, 13]), min_size=1, max_size=5)))
+    pick = Pick(indices, draw(st.integers(1, len(indices))), cores)
+    dt = draw(DTS)
+    prev = array("Q", draw(st.lists(st.integers(0, 2**40), min_size=cores * N, max_size=cores * N)))
+    cur = array("Q", prev)
+    for k, counter in enumerate(indices):
+        rate, burst = pick.counter_limits[k]
+        bound = rate * dt + burst
+        for core in range(cores):
+            near = int(bound) + draw(st.integers(-3, 3)) if draw(st.booleans()) else draw(st.integers(0, int(bound)))
+            at = core * N + counter
+            cur[at] = min(2**64 - 1, prev[at] + max(0, near))
+    return cur, prev, pick, dt
+
+
+@settings(max_examples=400, deadline=None)
+@given(edge_cases())
+def test_deltas_at_the_bounds_equal_the_careful_twin(case: tuple[array[int], array[int], Pick, float]) -> None:
+    cur, prev, pick, dt = case
+    got = _helper().deltas(cur, prev, pick.positions, pick.often, pick.limits, dt)
+    assert got == device_deltas_careful(cur, prev, pick, None, dt)[0]
+
+
+def test_deltas_with_limits_decline_bad_limits_or_dt() -> None:
+    helper = _helper()
+    pick = Pick((0, 12), 1, 2)
+    a = array("Q", range(2 * N))
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, 1.0) == [0, 0]
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits[:-1], 1.0) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, array("f", pick.limits), 1.0) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, 1) is None  # an int dt
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, -1.0) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, float("nan")) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, float("inf")) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, b"x" * 32, 1.0) is None
+    b = array("Q", a)
+    b[0] = 2**64 - 1  # core 0's TIME_IN_USE jumps past an hour of microseconds
+    assert helper.deltas(b, a, pick.positions, pick.often, pick.limits, 1.0) == 0
+    assert device_deltas_careful(b, a, pick, None, 1.0)[0] == 0
+
+
 def test_deltas_decline_what_is_not_two_arrays_of_one_length() -> None:
     helper = _helper()
     pick = Pick((0, 12), 1, 2)

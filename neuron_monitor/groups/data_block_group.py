@@ -2,7 +2,9 @@
 
 Each such group keeps per-pid baselines in a `DeltaTracker`; `collect` returns one body per present application
 (``_body``; None leaves the app out) and a final body for each departed one, whose state is then dropped.
-`_period` gives a body's ``period`` from its deltas.
+`_period` gives a body's ``period`` from its deltas. A block value past what the hardware can count
+(`ImplausibleDelta` from the tracker, `ImplausibleValue` from a group: neuron/plausible.py) makes that application's
+body ``{"error": ...}`` for the period; the other applications are not affected.
 """
 
 from __future__ import annotations
@@ -12,9 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from neuron_monitor.app import App
-from neuron_monitor.groups.base import RuntimeGroup
+from neuron_monitor.groups.base import GroupError, RuntimeGroup
 from neuron_monitor.host.rootfs import RootFS
-from neuron_monitor.neuron.deltas import DeltaTracker, DeviceDelta
+from neuron_monitor.neuron.deltas import DeltaTracker, DeviceDelta, ImplausibleDelta
+
+
+class ImplausibleValue(GroupError):
+    """A value of an application's data block is past what the hardware holds (neuron/plausible.py)."""
 
 
 class DataBlockGroup(RuntimeGroup):
@@ -44,14 +50,20 @@ class DataBlockGroup(RuntimeGroup):
         """Drop a departed app's state (after its final body)."""
         self._tracker.forget(pid)
 
+    def _checked_body(self, app: App) -> dict[str, Any] | None:
+        try:
+            return self._body(app)
+        except (ImplausibleDelta, ImplausibleValue) as e:
+            return {"error": str(e)}
+
     def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
         for app in apps:
-            body = self._body(app)
+            body = self._checked_body(app)
             if body is not None:
                 out[app.pid] = body
         for app in gone:
-            body = self._body(app)
+            body = self._checked_body(app)
             if body is not None:
                 out[app.pid] = body
             self._forget(app.pid)

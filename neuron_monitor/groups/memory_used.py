@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from neuron_monitor.app import App
-from neuron_monitor.groups.data_block_group import DataBlockGroup
+from neuron_monitor.groups.data_block_group import DataBlockGroup, ImplausibleValue
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData
 from neuron_monitor.neuron.datablock import ND_POS, ModelNode, N
 from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use, memory_same
+from neuron_monitor.neuron.plausible import MAX_BYTES
 
 _BUSY = (L.NC_TIME_IN_USE,)
 
@@ -94,10 +95,20 @@ def memory_body(
                 }
             model["subgraphs"][f"sg_{node.sg_index:02d}"] = _subgraph(node, index, lnc)
         models.extend(by_model.values())
+    host_total = sum(host.values())
+    device_total = sum(sum(c.values()) for c in per_core.values())
+    if host_total > MAX_BYTES or device_total > MAX_BYTES:
+        raise ImplausibleValue(_implausible(f"host {host_total}, device {device_total}"))
+    for model in models:
+        for name, sg in model["subgraphs"].items():
+            used = sg["memory_used_bytes"]
+            if used["host"] > MAX_BYTES or used["neuron_device"] > MAX_BYTES:
+                what = f"model {model['model_id']} {name}: host {used['host']}, device {used['neuron_device']}"
+                raise ImplausibleValue(_implausible(what))
     return {
         "neuron_runtime_used_bytes": {
-            "host": sum(host.values()),
-            "neuron_device": sum(sum(c.values()) for c in per_core.values()),
+            "host": host_total,
+            "neuron_device": device_total,
             "usage_breakdown": {
                 "host": host,
                 "neuroncore_memory_usage": {str(k): per_core[k] for k in sorted(per_core)},
@@ -105,6 +116,13 @@ def memory_body(
         },
         "loaded_models": models,
     }
+
+
+def _implausible(what: str) -> str:
+    return (
+        f"memory past what the hardware holds ({what} bytes; at most {MAX_BYTES} each): the data block is damaged "
+        "or forged; left out of this period"
+    )
 
 
 # What a body was computed from, per device in the app's order: (index, final, the host-memory ND counters, the

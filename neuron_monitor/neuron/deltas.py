@@ -7,6 +7,10 @@ Deltas are computed for a whole block at once from the flat counters of the read
 as they were read): by `device_deltas_native` (the compiled helper: no int object per counter picked) when the
 helper is built and both are ``array("Q")``s, else by its careful twin `device_deltas_careful` (one ``itemgetter``
 picks the counters of every core from each, one ``map(sub, ...)`` subtracts).
+
+Both also check each delta against what the hardware can count over the interval (neuron/plausible.py): a device
+with a delta past it is not returned; `step` raises `ImplausibleDelta` naming it, after the readings of every
+device were kept as the new baselines (the damaged jump is never counted, the next period counts from here).
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from functools import lru_cache
 from operator import itemgetter, sub
 
 from neuron_monitor.app import App
+from neuron_monitor.groups.base import GroupError
 from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.apps import AppData, DeviceData
 from neuron_monitor.neuron.datablock import N
+from neuron_monitor.neuron.plausible import implausible_delta, limits
 
 _MEM = tuple(sorted(c for _, c in L.DEVICE_MEM_COUNTERS))
 _MEM_LO, _MEM_HI = _MEM[0], _MEM[-1] + 1
@@ -92,26 +98,36 @@ class Pick:
     """How one tracker picks from the flat counters of a device with ``cores`` cores: the frequent and the rare
     counters' pickers, and the positions of both (frequent first, as array("I")) for the compiled helper."""
 
-    __slots__ = ("frequent", "often", "positions", "rare")
+    __slots__ = ("cores", "counter_limits", "frequent", "indices", "limits", "often", "positions", "rare")
 
     def __init__(self, indices: tuple[int, ...], often: int, cores: int) -> None:
         rare = indices[often:]
+        self.indices = indices
+        self.cores = cores
         self.frequent = picker(indices[:often], cores)
         self.rare = picker(rare, cores) if rare else _nothing
         self.often = often * cores
         self.positions = array("I", _positions(indices, cores))
+        # (rate, burst) of each picked counter (plausible.limits), and the same per position for the helper
+        self.counter_limits = tuple(limits(i) for i in indices)
+        self.limits = array("d", [x for lim in self.counter_limits for _ in range(cores) for x in lim])
+
+    def where(self, k: int) -> tuple[int, int]:
+        """(NC counter, physical core) of position ``k`` of the deltas."""
+        return self.indices[k // self.cores], k % self.cores
 
 
 Picks = tuple[tuple[int, ...], tuple[int, ...]]  # the frequent and the rare counters picked from one reading
 
 
 def device_deltas_careful(
-    cur: Sequence[int], prev: Sequence[int], pick: Pick, prev_picks: Picks | None = None
-) -> tuple[list[int], Picks]:
+    cur: Sequence[int], prev: Sequence[int], pick: Pick, prev_picks: Picks | None = None, dt: float | None = None
+) -> tuple[list[int] | int, Picks]:
     """The changes of the picked counters from ``prev`` to ``cur`` (flat counters of one device, the same length),
     counter-major: the frequent counters', then the rare ones' only when one of them changed; a counter that went
-    back counts 0. Also what was picked from ``cur``, to be passed as ``prev_picks`` next time (then ``prev`` is
-    not picked again)."""
+    back counts 0. With ``dt`` (seconds between the readings), the index of the first delta past what the hardware
+    can count (`first_implausible`) instead of the deltas. Also what was picked from ``cur``, to be passed as
+    ``prev_picks`` next time (then ``prev`` is not picked again)."""
     picked, rare = pick.frequent(cur), pick.rare(cur)
     prev_picked, prev_rare = prev_picks if prev_picks is not None else (pick.frequent(prev), pick.rare(prev))
     d = list(map(sub, picked, prev_picked))
@@ -119,17 +135,37 @@ def device_deltas_careful(
         d += map(sub, rare, prev_rare)
     if min(d) < 0:
         d = [v if v > 0 else 0 for v in d]
+    if dt is not None:
+        bad = first_implausible(d, pick, dt)
+        if bad is not None:
+            return bad, (picked, rare)
     return d, (picked, rare)
 
 
-def device_deltas_native(cur: Sequence[int], prev: Sequence[int], pick: Pick) -> list[int] | None:
-    """`device_deltas_careful` by the compiled helper: every position read once from each array, no int object but
-    the deltas. None when the helper is not built or ``cur`` and ``prev`` are not ``array("Q")``s of one length (a
-    departed app's merged reading, a birth baseline of zeros): the careful twin then computes."""
+def first_implausible(d: list[int], pick: Pick, dt: float) -> int | None:
+    """The index of the first delta in ``d`` above its counter's ``rate * dt + burst``, or None. Compared as the
+    compiled helper does (the delta as a double), one counter's cores at a time."""
+    cores = pick.cores
+    for k, (rate, burst) in enumerate(pick.counter_limits[: len(d) // cores]):
+        bound = rate * dt + burst
+        row = d[k * cores : (k + 1) * cores]
+        if float(max(row)) > bound:
+            return k * cores + next(j for j, v in enumerate(row) if float(v) > bound)
+    return None
+
+
+def device_deltas_native(cur: Sequence[int], prev: Sequence[int], pick: Pick, dt: float) -> list[int] | int | None:
+    """`device_deltas_careful` (with ``dt``) by the compiled helper: every position read once from each array, no
+    int object but the deltas. None when the helper is not built or ``cur`` and ``prev`` are not ``array("Q")``s
+    of one length (a departed app's merged reading, a birth baseline of zeros): the careful twin then computes."""
     if NATIVE is None:
         return None
-    d: list[int] | None = NATIVE.deltas(cur, prev, pick.positions, pick.often)
+    d: list[int] | int | None = NATIVE.deltas(cur, prev, pick.positions, pick.often, pick.limits, dt)
     return d
+
+
+class ImplausibleDelta(GroupError):
+    """A counter of an application's data block grew past what the hardware can count (neuron/plausible.py)."""
 
 
 class DeltaTracker:
@@ -155,10 +191,13 @@ class DeltaTracker:
         return pick
 
     def step(self, app: App) -> list[DeviceDelta]:
+        """The deltas of each device of ``app`` since the last look; `ImplausibleDelta` (after keeping every
+        device's reading as its new baseline) when a delta is past what the hardware can count."""
         data = app.data
         if not isinstance(data, AppData):
             return []
         out = []
+        bad: list[str] = []
         devices = data.devices
         seen = self._prev.get(app.pid)
         if seen is None:
@@ -179,15 +218,29 @@ class DeltaTracker:
                     base = (tuple(base) + (0,) * n)[:n]
                 prev_t, prev_picks = dd.birth_time, None
             picks = None
-            d = device_deltas_native(cur, base, pick)
+            dt = max(0.0, reading.time - prev_t)
+            d = device_deltas_native(cur, base, pick, dt)
             if d is None:
-                d, picks = device_deltas_careful(cur, base, pick, prev_picks)
+                d, picks = device_deltas_careful(cur, base, pick, prev_picks, dt)
             seen[index] = (cur, reading.time, picks)
-            out.append((index, dd, max(0.0, reading.time - prev_t), cores, d))
+            if type(d) is int:
+                counter, core = pick.where(d)
+                bad.append(implausible_delta(index, core, counter, picked_delta(cur, base, counter, core), dt))
+                continue
+            assert not isinstance(d, int)
+            out.append((index, dd, dt, cores, d))
+        if bad:
+            raise ImplausibleDelta("; ".join(bad))
         return out
 
     def forget(self, pid: int) -> None:
         self._prev.pop(pid, None)
+
+
+def picked_delta(cur: Sequence[int], prev: Sequence[int], counter: int, core: int) -> int:
+    """The change of NC counter ``counter`` of ``core`` from ``prev`` to ``cur`` (0 if it went back)."""
+    at = core * N + counter
+    return max(0, cur[at] - prev[at])
 
 
 def cores_in_use(dd: DeviceData, busy: Sequence[int] | None = None) -> list[int]:

@@ -18,6 +18,7 @@ import asyncio
 import bisect
 import contextlib
 import dataclasses
+import os
 import threading
 import zlib
 from collections.abc import Iterator
@@ -26,10 +27,12 @@ from typing import Any, BinaryIO, Protocol
 import orjson
 
 from neuron_monitor.config import Plan, load_plan
-from neuron_monitor.exporters.stream import validate_report
+from neuron_monitor.exporters.stream import LineBuffer, validate_report
 from neuron_monitor.schema.read import read_report
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
+READ_BYTES = 1024 * 1024  # at most this much is read at once
+OVERSIZE = b"\0oversize"  # what `StreamSource._lines` yields for a line past MAX_LINE_BYTES
 TOP_PERIOD = 1.0  # seconds, every group, when no configuration file is given
 
 
@@ -124,25 +127,35 @@ class StreamSource:
         self.bad_lines = 0
         self.reports = 0
 
-    def _lines(self) -> Iterator[bytes]:
+    def _chunks(self) -> Iterator[bytes]:
+        """The stream's bytes as they arrive. A stream with a descriptor is read with ``os.read`` on it: no
+        buffered object's lock is held while the reader thread waits, so quitting with the pipe still open never
+        meets a locked ``sys.stdin`` at interpreter shutdown (issue 32: exit 134, "Fatal Python error")."""
+        try:
+            fd: int | None = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = None
         while True:
-            line = self.stream.readline(MAX_LINE_BYTES + 1)
-            if not line:
+            chunk = os.read(fd, READ_BYTES) if fd is not None else self.stream.read(READ_BYTES)
+            if not chunk:
                 return
-            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-                while True:
-                    rest = self.stream.readline(1024 * 1024)
-                    if not rest or rest.endswith(b"\n"):
-                        break
-                yield b"\0oversize"
-                continue
-            yield line
+            yield chunk
+
+    def _lines(self) -> Iterator[bytes]:
+        """Each line of the stream without its newline; ``OVERSIZE`` for one longer than ``MAX_LINE_BYTES``
+        (dropped while it streams in, never held whole)."""
+        buffer = LineBuffer(MAX_LINE_BYTES)
+        for chunk in self._chunks():
+            for line in buffer.feed(chunk):
+                yield OVERSIZE if line is None else line
+        for line in buffer.finish():
+            yield OVERSIZE if line is None else line
 
     def handle(self, line: bytes, feed: Feed) -> None:
         """Parse one line and hand the report, or the problem, to the feed."""
         if not line.strip():
             return
-        if line == b"\0oversize":
+        if line == OVERSIZE:
             report, why = None, f"line longer than {MAX_LINE_BYTES} bytes"
         else:
             report, why = parse_line(line)
@@ -178,9 +191,7 @@ class StreamSource:
         for line in self._lines():
             if not line.strip():
                 continue
-            report, why = (
-                (None, f"line longer than {MAX_LINE_BYTES} bytes") if line == b"\0oversize" else parse_line(line)
-            )
+            report, why = (None, f"line longer than {MAX_LINE_BYTES} bytes") if line == OVERSIZE else parse_line(line)
             if report is not None:
                 return report, problems
             problems.append(f"skipped a broken line on {self.name}: {why}")

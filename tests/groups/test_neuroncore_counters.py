@@ -136,20 +136,40 @@ def test_the_fast_pass_takes_the_usual_trn2_case() -> None:
         assert orjson.dumps(cores_native(steps, shape)) == orjson.dumps(cores_careful(steps, shape))
 
 
-def test_a_damaged_mac_counter_leaves_that_cores_flops_out_and_the_report_encodes() -> None:
+def test_a_damaged_mac_counter_makes_the_runtimes_object_an_error_and_the_report_encodes() -> None:
+    """A MAC counter that jumps past what a core can count (here 2^64-1 in 0.1 s) is the runtime's group error
+    for the period (neuron/plausible.py), never a rate; the next period counts from the damaged reading."""
+    start = {c: counters({**MEM}) for c in range(8)}
+    g = NeuroncoreCounters(RootFS("/"))
+    g.collect([app_with(start, t=0.0, topology=TRN2)], [])
+    jump = {c: counters({0: 50_000, 29: (2**64 - 1 if c == 3 else 10**12), **MEM}) for c in range(8)}
+    body = g.collect([app_with(jump, t=0.1)], [])
+    (only,) = body.values()
+    assert set(only) == {"error"}
+    assert "neuron0 core 3: MAC count grew by 18446744073709551615" in only["error"]
+    orjson.dumps(only)
+    later = {c: counters({0: 100_000, 29: (2**64 - 1 if c == 3 else 2 * 10**12), **MEM}) for c in range(8)}
+    (after,) = g.collect([app_with(later, t=0.2)], []).values()
+    assert "error" not in after and after["neuroncores_in_use"]["1"]["flops"] == 2 * 10**13 * 1
+
+
+def test_cores_careful_still_leaves_a_rate_past_max_flops_out() -> None:
+    """Defence in depth for deltas that reach the shaping step directly (the tracker bounds them first)."""
     start = {c: counters({**MEM}) for c in range(8)}
     g = NeuroncoreCounters(RootFS("/"))
     g._tracker.step(app_with(start, t=0.0, topology=TRN2))
-    jump = {c: counters({0: 50_000, 29: (2**64 - 1 if c == 3 else 10**12), **MEM}) for c in range(8)}
-    steps = g._tracker.step(app_with(jump, t=0.1))
+    steps = g._tracker.step(app_with({c: counters({0: 50_000, 29: 10**12, **MEM}) for c in range(8)}, t=0.1))
+    device, dd, dt, n, deltas = steps[0]
+    deltas = list(deltas)
+    deltas[n + 3] = 2**64 - 1
+    damaged: list[DeviceDelta] = [(device, dd, dt, n, deltas)]
     shape = g._shape_of(TRN2)
-    assert cores_fast(steps, shape) is None  # the careful twin decides
-    assert cores_native(steps, shape) is None
-    cores = cores_careful(steps, shape)
+    assert cores_fast(damaged, shape) is None  # the careful twin decides
+    assert cores_native(damaged, shape) is None
+    cores = cores_careful(damaged, shape)
     assert "flops" not in cores["1"]  # logical core 1 holds physical core 3
     assert all(cores[k]["flops"] == 2 * 10**13 * 2 for k in ("0", "2", "3"))
-    assert cores["1"]["neuroncore_utilization"] == cores["0"]["neuroncore_utilization"] > 0  # utilization kept
-    orjson.dumps(cores)  # encodable: a rate past 64 bits would raise here
+    orjson.dumps(cores)
 
 
 # -- neuroncores_in_use updated in place (cores_native's reuse) ----------------------------------------------
