@@ -63,6 +63,31 @@ MAX_PERIOD = 86400.0  # seconds; a group period is seconds to minutes
 MAX_PERCENT = 100.01  # CPU percentages are rounded to hundredths
 
 
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What a family keeps under the Prometheus exporter's default series budget (``--series-detail budget``;
+    ``--series-detail full`` serves every series). ``FULL`` keeps all; ``DETAIL`` serves the family only with full
+    detail; ``only`` keeps the samples whose label ``label`` has one of these values; ``nonzero`` serves a series
+    from the first report in which it is not zero on (a category that never held memory stays out)."""
+
+    served: bool = True
+    label: str = ""
+    only: frozenset[str] = frozenset()
+    nonzero: bool = False
+
+
+FULL = Budget()
+DETAIL = Budget(served=False)
+
+
+def only(label: str, *values: str) -> Budget:
+    """A budget that keeps the samples whose ``label`` is one of ``values``."""
+    return Budget(label=label, only=frozenset(values))
+
+
+NONZERO = Budget(nonzero=True)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class PromFamily:
     """One Prometheus family a group produces. ``name`` is without ``_total``. Compared by identity."""
@@ -74,6 +99,7 @@ class PromFamily:
     labels: tuple[str, ...] = ()
     limit: float = MAX_COUNT_PER_PERIOD  # counters: the largest possible reported value (count, rate, percent)
     drops_unlisted: bool = False  # counters: a key whose first label no sample named is dropped (device gone)
+    budget: Budget = FULL  # what the exporter's default series budget keeps (see ``Budget``)
 
 
 # (family, prefix, {key: value}, divisor, suffix): a batch of gauge samples. A sample's key -- the values of the
@@ -332,3 +358,9 @@ def _counter_families() -> dict[str, PromFamily]:
 def counter_family(name: str) -> PromFamily | None:
     """The counter family of any group spec by name (a consumer's ledger keys start with it)."""
     return _counter_families().get(name)
+
+
+@functools.cache
+def family_budgets() -> dict[str, Budget]:
+    """The budget of every spec family that the default series budget thins (see ``Budget``), by family name."""
+    return {f.name: f.budget for spec in registry().all() for f in spec.prometheus if f.budget is not FULL}

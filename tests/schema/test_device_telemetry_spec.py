@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from neuron_monitor.exporters.cloudwatch.mapping import ReportMapper
+from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
 from neuron_monitor.schema.groups import neuron_device_telemetry as T
 from neuron_monitor.schema.read import Problems
 from neuron_monitor.timeline.convert import run
@@ -55,7 +56,7 @@ def _report(time: float, body: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def test_prometheus_names_and_values() -> None:
-    series = parse(scrape(feed([_report(1000.0), _report(1001.0)])))
+    series = parse(scrape(feed([_report(1000.0), _report(1001.0)], ShapeOptions(series_detail="full"))))
     assert one(series, "neuron_device_power_utilization_ratio", neuron_device_index="0", stat="avg") == 0.2
     assert one(series, "neuron_device_power_status", neuron_device_index="1", status="NO_DATA") == 1.0
     assert one(series, "neuron_device_power_status", neuron_device_index="1", status="VALID") == 0.0

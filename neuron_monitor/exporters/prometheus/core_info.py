@@ -1,12 +1,14 @@
 """``neuroncore_info{neuroncore, neuron_device_index}``: which Neuron device each NeuronCore is on, for joins.
 
 One series per logical NeuronCore of the host (``neuron_device_count`` x ``neuroncore_per_device_count`` from
-``neuron_hardware_info``), value 1, with the instance labels when they go on every series. It is served in both
-core-label modes, so a query that joins through it works whichever mode an exporter runs in; under
+``neuron_hardware_info``), value 1, with the instance labels when they go on every series. Under
 ``--core-labels aws`` it is the only series that pairs a core with its device, e.g.
 
     sum by (neuron_device_index) (neuroncore_utilization_ratio * on (neuroncore) group_left (neuron_device_index)
                                   neuroncore_info)
+
+Under ``--core-labels device`` (the default) the per-core series carry the device themselves, so the default
+series budget leaves this family out (``budget``); ``--series-detail full`` serves it in both modes.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from neuron_monitor.exporters.prometheus.budget import BUDGET, SeriesBudget
 from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.core_info import shape_core_info
 from neuron_monitor.exporters.prometheus.core_totals import shape_core_totals
@@ -36,6 +37,7 @@ class ShapeOptions:
     max_label_length: int = DEFAULT_MAX_LABEL_LENGTH  # --max-label-length; 0: no cap
     core_device_label: bool = True  # --core-labels device (default); False: --core-labels aws
     dra_claim_labels: str = "auto"  # --dra-claim-labels: auto (when the report has DRA claims), on, off
+    series_detail: str = BUDGET  # --series-detail: "budget" (default) thins detail (see ``budget``), "full" serves all
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Snapshot:
     truncated_labels: int = 0  # strings shortened to the label cap when shaped
     read: Report | None = None  # the report as the counting pass read it (reused when shaping)
     guard: LabelGuard | None = None  # the builder's check for label values over the cap (None: no cap)
+    budget: SeriesBudget | None = None  # the builder's series budget (None: --series-detail full)
     _shaped: Shaped | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -75,6 +78,9 @@ class Snapshot:
                 if self.guard is not None and self.guard.too_long(families):
                     self.truncated_labels = cap_strings(self.report, self.options.max_label_length)
                     fams = shape(read_report(self.report), self.totals, self.options)  # with the strings shortened
+                    families = fams.families()
+                if self.budget is not None:
+                    self.budget.thin(fams)
                     families = fams.families()
                 self.read = None  # the families hold what is needed; drop the typed values
                 self._shaped = Shaped(tuple(families), fams.series_count())
@@ -116,6 +122,8 @@ class SnapshotBuilder:
         self.ledger = CounterLedger()
         limit = self.options.max_label_length
         self.guard = LabelGuard(limit) if limit > 0 else None
+        options = self.options
+        self.budget = SeriesBudget(options.core_device_label) if options.series_detail == BUDGET else None
 
     def ingest(self, report: dict[str, Any]) -> Snapshot:
         """Count a report; raises ``MalformedReport`` (and changes nothing) if a counted value is mistyped."""
@@ -137,4 +145,5 @@ class SnapshotBuilder:
             group_errors=counted.group_errors,
             read=counted.read,
             guard=self.guard,
+            budget=self.budget,
         )

@@ -102,6 +102,7 @@ FAM_HOST = S.PromFamily(
     "Host memory used by the runtime, by category, in bytes",
     S.RUNTIME_SCOPE,
     ("category",),
+    budget=S.DETAIL,  # the runtime's host total stays in neuron_runtime_memory_used_bytes{memory_location="host"}
 )
 FAM_CORE = {
     kind: S.PromFamily(
@@ -120,6 +121,7 @@ FAM_MODEL_RUNNING = S.PromFamily(
     "1 if a loaded model is started, else 0",
     S.RUNTIME_SCOPE,
     ("model_id", "model_name", "model_uuid"),
+    budget=S.DETAIL,  # one series per loaded model; neuron_runtime_loaded_models counts them
 )
 FAM_MODEL_MEMORY = S.PromFamily(
     "neuron_runtime_model_memory_used_bytes",
@@ -127,6 +129,7 @@ FAM_MODEL_MEMORY = S.PromFamily(
     "Memory used by a loaded model's subgraphs, in bytes",
     S.RUNTIME_SCOPE,
     ("model_id", "memory_location"),
+    budget=S.DETAIL,  # per model; the runtime's totals stay in neuron_runtime_memory_used_bytes
 )
 _CORE_FAMILIES = tuple(FAM_CORE.items())
 

@@ -145,6 +145,7 @@ FAM_POWER = S.PromFamily(
     "Power draw of the Neuron device as a share of its maximum over the driver's last one-minute roll-up",
     S.INSTANCE_SCOPE,
     (*_DEV, "stat"),
+    budget=S.only("stat", "avg", "max"),
 )
 FAM_POWER_STATUS = S.PromFamily(
     "neuron_device_power_status",
@@ -152,6 +153,7 @@ FAM_POWER_STATUS = S.PromFamily(
     "Status of the device's last power roll-up (1 for the current status: VALID, NO_DATA or INVALID)",
     S.INSTANCE_SCOPE,
     (*_DEV, "status"),
+    budget=S.DETAIL,  # without a valid roll-up the power series are absent
 )
 FAM_HEALTHY = S.PromFamily(
     "neuron_device_healthy", S.GAUGE, "1 when the driver reports no unhealthy component", S.INSTANCE_SCOPE, _DEV
@@ -169,6 +171,7 @@ FAM_MEM = S.PromFamily(
     "Device memory allocated on the Neuron device by category (all processes and the driver)",
     S.INSTANCE_SCOPE,
     (*_DEV, "category"),
+    budget=S.NONZERO,  # a category that never held memory on the device adds nothing to a sum
 )
 FAM_MEM_PEAK = S.PromFamily(
     "neuron_device_memory_peak_bytes",
@@ -176,6 +179,7 @@ FAM_MEM_PEAK = S.PromFamily(
     "High-water mark of device memory on the Neuron device by category",
     S.INSTANCE_SCOPE,
     (*_DEV, "category"),
+    budget=S.DETAIL,
 )
 FAM_HOST = S.PromFamily(
     "neuron_host_memory_used_bytes",
@@ -183,6 +187,7 @@ FAM_HOST = S.PromFamily(
     "Host memory the driver allocated for the Neuron device by category",
     S.INSTANCE_SCOPE,
     (*_DEV, "category"),
+    budget=S.DETAIL,
 )
 FAM_BUSY = S.PromFamily(
     "neuroncore_busy_ratio",
@@ -198,6 +203,7 @@ FAM_STATUS = S.PromFamily(
     S.INSTANCE_SCOPE,
     ("neuroncore", *_DEV, "status"),
     drops_unlisted=False,
+    budget=S.DETAIL,  # per core and outcome; execution_status_total (per runtime) and neuroncore_busy_ratio stay
 )
 
 

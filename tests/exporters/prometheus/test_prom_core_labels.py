@@ -45,7 +45,7 @@ def test_aws_mode_no_per_core_series_but_neuroncore_info_has_a_device() -> None:
 
 
 def test_device_mode_is_the_default_and_agrees_with_neuroncore_info() -> None:
-    series = parse(scrape(feed([trn2_report()])))
+    series = parse(scrape(feed([trn2_report()], ShapeOptions(series_detail="full"))))  # (info: full detail only)
     info = select(series, "neuroncore_info")
     assert len(info) == 16 * 4  # trn2.48xlarge at LNC=2: 16 devices x 4 logical cores
     device_of = {dict(lab)["neuroncore"]: dict(lab)["neuron_device_index"] for lab in info}

@@ -167,7 +167,7 @@ def test_instance_labels_on_info_only() -> None:
 
 
 def test_trn2_extras_physical_cores_devices_models() -> None:
-    series = parse(scrape(feed([trn2_report()])))
+    series = parse(scrape(feed([trn2_report()], ShapeOptions(series_detail="full"))))  # the per-model series
     # LNC=2: 4 logical cores per device; core 13 is on device 3, physical cores nc_v3.26/27
     assert (
         one(

@@ -1,0 +1,218 @@
+"""The exporter's series budget (``--series-detail``, docs/fleet.md): a trn2.48xlarge with 16 runtimes stays at or
+under 1,500 series by default; every dashboard panel, alert and recording rule still finds its series; AWS's
+families are never thinned; ``--series-detail full`` serves everything."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from neuron_monitor.exporters.prometheus.cli import parse_args, runtime_collectors
+from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
+from neuron_monitor.exporters.prometheus.state import ExporterState
+from tests.exporters.prometheus.prom_helpers import Series, parse
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "deploy" / "prometheus" / "neuron-monitor.rules.yml"
+BUDGET_LIMIT = 1500
+# AWS's neuron-monitor-prometheus.py families (by sample name): the budget never touches them
+AWS_SAMPLES = (
+    "neuroncore_utilization_ratio",
+    "neuroncore_memory_usage_constants",
+    "neuroncore_memory_usage_model_code",
+    "neuroncore_memory_usage_model_shared_scratchpad",
+    "neuroncore_memory_usage_runtime_memory",
+    "neuroncore_memory_usage_tensors",
+    "neuron_runtime_memory_used_bytes",
+    "neuron_runtime_vcpu_usage_ratio",
+    "execution_errors_total",
+    "execution_status_total",
+    "execution_latency_seconds",
+    "hardware_ecc_events_total",
+    "system_vcpu_count",
+    "system_vcpu_usage_ratio",
+    "system_memory_total_bytes",
+    "system_memory_used_bytes",
+    "system_swap_total_bytes",
+    "system_swap_used_bytes",
+    "instance_info",
+    "neuron_hardware_info",
+)
+# written by Prometheus, not by the exporter
+FROM_PROMETHEUS = {"ALERTS", "up"}
+# target labels Prometheus adds, and Grafana's variables
+TARGET_LABELS = {"instance", "job", "node_group"}
+# a matcher per value of a label that differs by instance type (the device memory capacity table): name only
+PER_SHAPE_LABELS = {"neuron_device_memory_size"}
+
+
+@pytest.fixture(scope="module")
+def trn2_report() -> dict[str, Any]:
+    """One report of the real daemon on a simulated trn2.48xlarge with 16 runtimes, device 0 reported unhealthy
+    (so the component series exists, as the health panel and alert need)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "neuron_monitor.cli", "--simulate", "trn2.48xlarge", "--sim-runtimes", "16", "--once",
+         "--no-imds"],
+        capture_output=True, timeout=300, check=True, cwd=REPO,
+    ).stdout  # fmt: skip
+    report: dict[str, Any] = orjson.loads(next(line for line in out.splitlines() if line.strip()))
+    assert len(report["neuron_runtime_data"]) == 16
+    dev = report["system_data"]["neuron_device_telemetry"]["neuron_devices"][0]
+    dev["healthy"], dev["unhealthy_components"] = False, ["hbm"]
+    return report
+
+
+def scrape(reports: list[dict[str, Any]], detail: str, **options: Any) -> str:
+    state = ExporterState(ShapeOptions(series_detail=detail, **options))
+    for r in reports:
+        assert state.apply(copy.deepcopy(r))
+    return ExporterCollector(state).scrape(runtime_collectors(), False).decode()
+
+
+def series_count(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_the_default_is_the_budget_and_full_is_one_option() -> None:
+    assert parse_args([]).series_detail == "budget"
+    assert parse_args(["--series-detail", "full"]).series_detail == "full"
+    assert ShapeOptions().series_detail == "budget"
+
+
+def test_trn2_with_16_runtimes_stays_within_the_budget(trn2_report: dict[str, Any]) -> None:
+    budget, full = scrape([trn2_report], "budget"), scrape([trn2_report], "full")
+    assert series_count(budget) <= BUDGET_LIMIT, series_count(budget)
+    assert series_count(full) > 2600, series_count(full)  # the whole set (2,798 when the budget was introduced)
+
+
+def test_full_detail_is_a_superset_and_the_budget_only_removes(trn2_report: dict[str, Any]) -> None:
+    budget, full = parse(scrape([trn2_report], "budget")), parse(scrape([trn2_report], "full"))
+    neuron = {k: v for k, v in budget.items() if not k[0].startswith(("neuron_exporter_", "process_", "python_"))}
+    for key, value in neuron.items():
+        assert full.get(key) == value, key
+    names = {n for n, _ in full} - {n for n, _ in budget}
+    assert {"neuroncore_device_executions_total", "neuron_device_memory_peak_bytes", "neuroncore_info"} <= names
+
+
+def test_aws_families_are_never_thinned(trn2_report: dict[str, Any]) -> None:
+    for options in ({}, {"core_device_label": False}):
+        budget = parse(scrape([trn2_report], "budget", **options))
+        full = parse(scrape([trn2_report], "full", **options))
+        for name in AWS_SAMPLES:
+            kept = {k: v for k, v in budget.items() if k[0] == name}
+            assert kept, name
+            assert kept == {k: v for k, v in full.items() if k[0] == name}, name
+
+
+def test_core_info_is_served_where_per_core_series_lack_the_device(trn2_report: dict[str, Any]) -> None:
+    aws = parse(scrape([trn2_report], "budget", core_device_label=False))
+    assert sum(1 for n, _ in aws if n == "neuroncore_info") == 64
+
+
+def test_a_memory_category_is_served_from_its_first_non_zero_value_on(trn2_report: dict[str, Any]) -> None:
+    first = copy.deepcopy(trn2_report)
+    second = copy.deepcopy(trn2_report)
+    third = copy.deepcopy(trn2_report)
+    for r, used in ((first, 0), (second, 4096), (third, 0)):
+        dev = r["system_data"]["neuron_device_telemetry"]["neuron_devices"][0]
+        dev["device_memory"]["collectives"] = {"used_bytes": used, "peak_bytes": used}
+        r["report_time"] = float(r["report_time"]) + len(str(used))  # later each time
+    state = ExporterState(ShapeOptions())
+    seen = []
+    for r in (first, second, third):
+        assert state.apply(r)
+        series = parse(ExporterCollector(state).scrape([], False).decode())
+        seen.append(
+            [
+                v
+                for (n, lab), v in series.items()
+                if n == "neuron_device_memory_used_bytes"
+                and ("category", "collectives") in lab
+                and ("neuron_device_index", "0") in lab
+            ]
+        )
+    assert seen == [[], [4096.0], [0.0]]  # once it held memory it stays (no series churn), at 0 again
+
+
+# ---- every query finds its series under the budget ------------------------------------------------------------
+SELECTOR = re.compile(r"(?<![\w:])([a-zA-Z_][a-zA-Z0-9_:]*)\s*(\{[^}]*\})?")
+MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+FUNCTIONS = {
+    "sum", "avg", "max", "min", "count", "rate", "increase", "by", "without", "on", "ignoring", "group_left",
+    "group_right", "and", "or", "unless", "bool", "offset", "time", "vector", "clamp_max", "label_replace",
+    "timestamp", "quantile", "avg_over_time", "max_over_time", "histogram_quantile", "topk", "bottomk", "sort_desc",
+    "abs", "count_values", "last_over_time", "absent", "scalar", "sort",
+}  # fmt: skip
+
+
+def queries() -> list[tuple[str, str]]:
+    """(where, PromQL) of every dashboard panel target and every rule."""
+    out = []
+    for path in sorted((REPO / "dashboards").glob("*.json")):
+        doc = json.loads(path.read_text())
+        panels = [p for top in doc["panels"] for p in (top, *top.get("panels", []))]
+        out += [(f"{path.name}: {p.get('title')}", t["expr"]) for p in panels for t in p.get("targets", [])]
+        for v in doc.get("templating", {}).get("list", []):
+            if v.get("type") == "query":
+                query = v["query"] if isinstance(v["query"], str) else v["query"]["query"]
+                query = re.sub(r"label_values\(([^,()]+(?:\{[^}]*\})?),[^)]*\)", r"\1", query)  # its metric
+                out.append((f"{path.name}: ${v['name']}", query))
+    for group in yaml.safe_load(RULES.read_text())["groups"]:
+        out += [(f"rule {r.get('record') or r.get('alert')}", r["expr"]) for r in group["rules"]]
+    return out
+
+
+def selectors(expr: str) -> list[tuple[str, dict[str, tuple[str, str]]]]:
+    """The series selectors of a query: (metric name or "", {label: (operator, value)})."""
+    expr = re.sub(r"\[[^\]]*\]", "", expr)  # range windows
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
+    nameless = r"(^|[(,])(\s*)(\{[^}]*\})"  # a selector without a metric name: {__name__=~"..."}
+    found = [("", {k: (op, v) for k, op, v in MATCHER.findall(m[2])}) for m in re.findall(nameless, expr)]
+    expr = re.sub(nameless, r"\1\2", expr)
+    for m in SELECTOR.finditer(re.sub(r'"(?:[^"\\]|\\.)*"(?![^{]*\})', '""', expr)):
+        name, braces = m.group(1), m.group(2) or ""
+        if name in FUNCTIONS or re.fullmatch(r"[0-9.e]+", name):
+            continue
+        if not braces and expr[m.end() :].lstrip().startswith("("):
+            continue  # a function
+        found.append((name, {k: (op, v) for k, op, v in MATCHER.findall(braces)}))
+    return found
+
+
+def matches(labels: frozenset[tuple[str, str]], name: str, want: dict[str, tuple[str, str]]) -> bool:
+    have = dict(labels)
+    for label, (op, value) in want.items():
+        if "$" in value or label in TARGET_LABELS or label in PER_SHAPE_LABELS:
+            continue
+        got = name if label == "__name__" else have.get(label, "")
+        ok = {"=": got == value, "!=": got != value, "=~": re.fullmatch(value, got) is not None,
+              "!~": re.fullmatch(value, got) is None}[op]  # fmt: skip
+        if not ok:
+            return False
+    return True
+
+
+def test_every_dashboard_and_rule_query_finds_its_series_under_the_budget(trn2_report: dict[str, Any]) -> None:
+    """Under both core-label modes together: some rule branches exist for --core-labels aws (the join through
+    neuroncore_info), the others for the default."""
+    reports = [trn2_report, {**trn2_report, "report_time": trn2_report["report_time"] + 1}]
+    served: Series = {**parse(scrape(reports, "budget")), **parse(scrape(reports, "budget", core_device_label=False))}
+    checked = 0
+    for where, expr in queries():
+        for name, want in selectors(expr):
+            if name in FROM_PROMETHEUS or ":" in name:
+                continue  # Prometheus's own series, recording rules
+            candidates = [(n, lab) for n, lab in served if (not name or n == name)]
+            assert any(matches(lab, n, want) for n, lab in candidates), f"{where}: {name}{want} is not served"
+            checked += 1
+    assert checked >= 80, checked
