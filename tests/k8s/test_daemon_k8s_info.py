@@ -166,3 +166,16 @@ def test_daemon_attributes_dra_claims_with_the_api_server(kubelet: FakeKubelet, 
         api.stop()
     assert proc.stderr is not None
     assert TOKEN.encode() not in proc.stderr.read()
+
+
+def test_unusable_api_server_url_exits_2_with_one_line(tmp_path: Path) -> None:
+    url = "http://10.0.0.1:6443"  # a token must not travel in clear (other bad URLs: tests/hostile/test_k8s_api.py)
+    conf = tmp_path / "monitor.conf"
+    conf.write_text('{"period": "200ms", "system_metrics": [{"type": "memory_info"}]}')
+    cmd = ["-c", str(conf), "--no-imds", "--once", "--k8s-info", "--k8s-api", url]
+    done = subprocess.run(
+        [sys.executable, "-m", "neuron_monitor.cli", *cmd], capture_output=True, cwd=REPO, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.decode().count("\n") == 1 and "--k8s-api" in done.stderr.decode()
+    assert b"Traceback" not in done.stderr

@@ -203,6 +203,40 @@ def test_container_insights_preset(trn1_report: dict[str, Any]) -> None:
     assert dims(names["ExecutionCompleted"][0])["RuntimeTag"] in {"367", "123"}
 
 
+def test_dra_entries_keep_the_container_insights_dimensions(trn1_report: dict[str, Any]) -> None:
+    """Entries from a DRA claim carry pod_uid/claim_name/claim_namespace: CloudWatch's dimensions do not change."""
+    report = copy.deepcopy(trn1_report)
+    claimed = {
+        "pod_name": "p0",
+        "namespace": "n0",
+        "container_name": ["c0"],
+        "pod_uid": "uid-p0",
+        "claim_name": "p0-neurons-x1",
+        "claim_namespace": "n0",
+    }
+    report["neuron_k8s_info"] = {
+        "period": 15.0,
+        "neuroncores_k8s_info": {"6": claimed},
+        "neurondevices_k8s_info": {"3": claimed},
+        "error": "",
+    }
+    scheme = DimensionScheme("container-insights", cluster_name="prod", node_name="ip-10-0-0-1")
+    names = by_name(ReportMapper(scheme).map(report, now=1.0))
+    (nc6,) = [d for d in names["NeuronCoreUtilization"] if dims(d)["NeuronCore"] == "6"]
+    assert set(dims(nc6)) == {
+        "ClusterName",
+        "InstanceId",
+        "InstanceType",
+        "NodeName",
+        "NeuronDevice",
+        "NeuronCore",
+        "Namespace",
+        "PodName",
+        "ContainerName",
+    }
+    assert (dims(nc6)["PodName"], dims(nc6)["Namespace"], dims(nc6)["ContainerName"]) == ("p0", "n0", "c0")
+
+
 def test_per_vcpu_and_high_resolution(trn1_report: dict[str, Any]) -> None:
     plain = ReportMapper().map(trn1_report, now=1.0)
     wide = ReportMapper(options=MapOptions(high_resolution=True, per_vcpu=True)).map(trn1_report, now=1.0)
