@@ -85,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--imds-timeout", type=_positive_float, default=1.0, metavar="S", help="seconds allowed for instance metadata"
     )
     p.add_argument("--no-imds", action="store_true", help="do not query instance metadata")
+    p.add_argument(
+        "--state-dir",
+        default=os.environ.get("STATE_DIRECTORY", "").split(":")[0] or None,
+        metavar="DIR",
+        help="keep the device fault-event counts here across restarts (default: systemd's $STATE_DIRECTORY; "
+        "without one they are counted from the daemon's start)",
+    )
     p.add_argument("--k8s-info", action="store_true", help="add neuron_k8s_info from the kubelet pod-resources API")
     p.add_argument(
         "--pod-resources-socket",
@@ -154,6 +161,10 @@ def instance_source(args: argparse.Namespace, root: RootFS) -> InstanceInfoSourc
 class Daemon:
     def __init__(self, args: argparse.Namespace, plan: Plan, root: RootFS) -> None:
         self.args = args
+        if args.state_dir:
+            from neuron_monitor.groups.neuron_device_health import NeuronDeviceHealth
+
+            NeuronDeviceHealth.state_dir = args.state_dir
         self.backend = open_backend(root)
         self.instance = instance_source(args, root)
         extras: dict[str, Any] = {}

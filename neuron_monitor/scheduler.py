@@ -62,6 +62,18 @@ class _Unit:
     scope_index: int | None  # None: a system group
     next_due: float = 0.0
     last: float = 0.0
+    early: bool = False  # its watch asked for a collection now (its due-time grid stays as it is)
+
+
+@dataclass
+class _Watch:
+    """A system group's fast watch (a group with a ``watch_interval`` and a ``watch()`` returning True when a
+    report should go out now): run every ``interval`` seconds, whatever the group's period."""
+
+    unit: _Unit
+    watch: Callable[[], bool]
+    interval: float
+    next_at: float = 0.0
 
 
 class Collector:
@@ -89,6 +101,8 @@ class Collector:
         self.apps = AppTracker(plan)
         self.assembly = ReportAssembly()
         self.units: list[_Unit] = []
+        self.watches: list[_Watch] = []
+        self.early_reports = 0  # reports a watch asked for
         self._hardware_info: dict[str, Any] | None = None
         self._hardware_info_at = -1e18
         self.on_loop = True  # collect on the event loop until LOOP_STRIKES collections in a row exceed LOOP_BUDGET
@@ -112,6 +126,12 @@ class Collector:
             self.units.append(_Unit(HEARTBEAT, plan.root_period, None))
         for u in self.units:
             keep_due(u, old_units.get((u.scope_index, u.type_name)), now)
+        self.watches = []
+        for u in self.units:
+            group = self.groups.system.get(u.type_name) if u.scope_index is None else None
+            interval = getattr(group, "watch_interval", None)
+            if group is not None and isinstance(interval, float) and interval > 0 and hasattr(group, "watch"):
+                self.watches.append(_Watch(u, group.watch, interval, now + interval))
 
     def add_extra(self, key: str, fn: Callable[[], dict[str, Any]]) -> None:
         """Add a top-level report object (e.g. ``neuron_k8s_info``), read when each report is assembled."""
@@ -175,10 +195,29 @@ class Collector:
         self.apps.reported(index, name, gone)
 
     def due_units(self, now: float) -> list[_Unit]:
+        """The units due at ``now``: on their grid, or asked for by their fast watch (run here when it is due)."""
+        for w in self.watches:
+            if w.next_at <= now + DUE_SLACK:
+                w.next_at = max(w.next_at + w.interval, now + w.interval / 2)
+                try:
+                    if w.watch():
+                        w.unit.early = True
+                except Exception:
+                    log.debug("watch of %s failed", w.unit.type_name, exc_info=True)
+        if any(u.early for u in self.units):
+            self.early_reports += 1
+            return [u for u in self.units if u.early or u.next_due <= now + DUE_SLACK]
         return [u for u in self.units if u.next_due <= now + DUE_SLACK]
 
     def next_due(self) -> float:
-        return min((u.next_due for u in self.units), default=self.clock() + 5.0)
+        due = min((u.next_due for u in self.units), default=self.clock() + 5.0)
+        for w in self.watches:
+            due = min(due, w.next_at)
+        return due
+
+    def start_watches(self, start: float) -> None:
+        for w in self.watches:
+            w.next_at = start + w.interval
 
     async def collect(self, due: list[_Unit], executor: Executor) -> None:
         """Collect every due unit: the system groups, then the runtime groups (one shared application snapshot).
@@ -432,6 +471,10 @@ class Scheduler:
     def _advance(self, due: list[_Unit]) -> None:
         now = self.clock()
         for u in due:
+            if u.early:
+                u.early = False
+                if u.next_due > now + DUE_SLACK:  # collected ahead of its grid: its slot stays
+                    continue
             u.next_due += u.period
             if u.next_due <= now:  # slots passed while we were blocked: skip them, the next delta covers them
                 missed = int((now - u.next_due) // u.period) + 1
@@ -446,6 +489,7 @@ class Scheduler:
         for u in self.collector.units:
             u.last = start
             u.next_due = start + u.period
+        self.collector.start_watches(start)
 
     async def _sleep_until_due_or_stopped(self, delay: float) -> None:
         """Sleep ``delay`` seconds, or less when stopped. One future and one timer: the cheapest wake-up asyncio

@@ -1,0 +1,330 @@
+"""System group ``neuron_device_health``: a healthy/unhealthy/unknown verdict per Neuron device and for the node,
+with its reasons, and the devices' fault events counted once (rules: neuron/health_rules.py, docs/health.md).
+
+Reads, per device listed by the driver (every file through the RootFS, inside ``--root``): ``stats/hardware/``
+``{mem,sram}_ecc_uncorrected``, ``mem_ecc_repairable_uncorrected``, ``health_status/unhealthy_components``,
+``health_status/hw_error_event`` and ``stats/power/utilization``; the device listing itself; once, the instance
+type (``sys/class/dmi/id/product_name``, which EC2 sets to it) for the devices the instance must have.
+
+Fast watch: besides its collections, the scheduler calls `watch` every ``watch_interval`` seconds (0.25 s),
+whatever the group's period. A watch reads the same few files (one pread each on kept descriptors) and the
+listing, and returns True when a verdict, a finding or a fault count changed; the scheduler then collects this
+group at once and writes a report (the other groups carried over), so a fault reaches the report within one
+watch interval. When nothing changed (the usual case) a watch compares bytes and returns.
+
+Fault events (neuron/fault_events.py) are counted by the watches and handed to the next collection's body, so a
+report carries each event once. With a state directory (``neuron-monitor --state-dir``, or systemd's
+``$STATE_DIRECTORY``) the ledger is saved there whenever it changes, so a restart counts only what happened
+while the daemon was down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from neuron_monitor.groups.base import SystemGroup
+from neuron_monitor.host.rootfs import KeptFile, RootFS
+from neuron_monitor.inputfile import InputFileError, read_regular
+from neuron_monitor.neuron import health_rules as H
+from neuron_monitor.neuron.fault_events import FaultLedger
+from neuron_monitor.neuron.sysfs import CLASS_DIR, DEVICES_DIR, DriverTree
+from neuron_monitor.neuron.telemetry_files import parse_count, parse_power, parse_unhealthy_components
+from neuron_monitor.schema.groups import neuron_device_health as K
+
+log = logging.getLogger("neuron_monitor.health")
+
+WATCH_INTERVAL = 0.25  # seconds between two watches: a fault is in a report within this (plus one collection)
+STATE_FILE = "fault-events.json"
+STATE_MAX_BYTES = 1 << 20
+_READ = 256
+# the files of a device, in the order of _DeviceFiles.files
+_FILES = (
+    ("mem_ecc_uncorrected", "hardware/mem_ecc_uncorrected"),
+    ("sram_ecc_uncorrected", "hardware/sram_ecc_uncorrected"),
+    ("mem_ecc_repairable_uncorrected", "hardware/mem_ecc_repairable_uncorrected"),
+    ("unhealthy_components", "hardware/health_status/unhealthy_components"),
+    ("hw_error_event", "hardware/health_status/hw_error_event"),
+    ("power/utilization", "power/utilization"),
+)
+
+
+@dataclass
+class _DeviceFiles:
+    index: int
+    files: list[KeptFile | None]  # None: not exposed by this driver
+
+
+def _wall() -> float:
+    return round(time.time(), 3)
+
+
+class NeuronDeviceHealth(SystemGroup):
+    type_name = "neuron_device_health"
+    watch_interval: ClassVar[float] = WATCH_INTERVAL
+    state_dir: ClassVar[str | None] = None  # set by the daemon's --state-dir (None: counts live in memory only)
+
+    def __init__(self, root: RootFS, clock: Any = _wall) -> None:
+        super().__init__(root)
+        self.tree = DriverTree(root)
+        self.clock = clock
+        self._listed: tuple[int, ...] | None = None
+        self._devices: list[_DeviceFiles] = []
+        self._last_raw: tuple[tuple[int, ...], list[bytes | None]] | None = None
+        self.verdicts: dict[int, H.Verdict] = {}
+        self.node: H.Verdict | None = None
+        self.instance_type = self._instance_type()
+        expected = H.expected_devices(self.instance_type)
+        self.expected: set[int] = set(range(expected)) if expected else set()
+        self._state_error = ""
+        self._boot_id = self._read_boot_id()
+        self.ledger = self._load_ledger()
+        self.expected |= {d for (d, _) in self.ledger.totals}  # devices a previous run saw
+        self._changed = False
+
+    # -- setup --------------------------------------------------------------------------------------------
+    def _instance_type(self) -> str:
+        try:
+            value = self.root.read_text("sys/class/dmi/id/product_name").strip()
+        except OSError:
+            return ""
+        return value if "." in value and len(value) < 64 else ""
+
+    def _read_boot_id(self) -> str:
+        try:
+            return self.root.read_text("proc/sys/kernel/random/boot_id").strip()[:64]
+        except OSError:
+            return ""
+
+    def _state_path(self) -> str | None:
+        return os.path.join(self.state_dir, STATE_FILE) if self.state_dir else None
+
+    def _load_ledger(self) -> FaultLedger:
+        path = self._state_path()
+        if path is None:
+            return FaultLedger(count_existing=False)
+        try:
+            raw = read_regular(path, STATE_MAX_BYTES)
+        except InputFileError as e:
+            if os.path.lexists(path):
+                self._state_error = f"fault-event state not read ({e}); counting from now"
+                return FaultLedger(count_existing=False)
+            return FaultLedger(count_existing=True)  # the first run with a state: what the driver counted is new
+        try:
+            return FaultLedger.from_state(json.loads(raw), self._boot_id)
+        except ValueError as e:
+            self._state_error = f"fault-event state {path} not used ({str(e)[:120]}); counting from now"
+            return FaultLedger(count_existing=False)
+
+    def _save_ledger(self) -> None:
+        path = self._state_path()
+        if path is None or not self.ledger.changed:
+            return
+        data = json.dumps(self.ledger.to_state(self._boot_id), separators=(",", ":")).encode()
+        tmp = f"{path}.tmp{os.getpid()}"
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+            self._state_error = ""
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            self._state_error = f"fault-event state not saved to {path}: {e.strerror or e}"
+
+    # -- reading --------------------------------------------------------------------------------------------
+    def _list_devices(self) -> tuple[int, ...]:
+        for rel in (CLASS_DIR, DEVICES_DIR):
+            try:
+                names = self.root.listdir(rel)
+            except OSError:
+                continue
+            found = tuple(sorted(int(n[6:]) for n in names if n.startswith("neuron") and n[6:].isdigit()))
+            if found:
+                return found
+        return ()
+
+    def _plan(self, listed: tuple[int, ...]) -> None:
+        for dev in self._devices:
+            for f in dev.files:
+                if f is not None:
+                    f.close()
+        self._devices = []
+        for index in listed:
+            stats = self.tree.stats_rel(index)
+            files: list[KeptFile | None] = []
+            for _, rel in _FILES:
+                full = f"{stats}/{rel}"
+                files.append(self.root.open_kept(full, _READ) if self.root.exists(full) else None)
+            self._devices.append(_DeviceFiles(index, files))
+        self._listed = listed
+        self._last_raw = None
+
+    def _read_raw(self) -> list[bytes | None]:
+        """One pread per exposed file of every listed device, in plan order (None: not exposed)."""
+        out: list[bytes | None] = []
+        pread = os.pread
+        for dev in self._devices:
+            for f in dev.files:
+                if f is None:
+                    out.append(None)
+                    continue
+                try:
+                    out.append(pread(f.fileno(), _READ, 0))
+                except OSError:
+                    try:
+                        out.append(f.read())
+                    except OSError as e:
+                        out.append(f"!{e.strerror or e}".encode())  # a marker no driver file holds
+        return out
+
+    def _signals(self, listed: tuple[int, ...], raw: list[bytes | None]) -> list[H.DeviceSignals]:
+        out: list[H.DeviceSignals] = []
+        width = len(_FILES)
+        for n, dev in enumerate(self._devices):
+            values: dict[str, Any] = {}
+            unreadable: list[str] = []
+            for (name, _), data in zip(_FILES, raw[n * width : (n + 1) * width], strict=True):
+                if data is None:
+                    continue
+                try:
+                    if data.startswith(b"!"):
+                        raise ValueError(data[1:].decode("ascii", "replace"))
+                    if name == "unhealthy_components":
+                        values[name] = tuple(parse_unhealthy_components(data))
+                    elif name == "power/utilization":
+                        values[name] = parse_power(data).status
+                    else:
+                        values[name] = parse_count(data)
+                except ValueError:
+                    unreadable.append(name)
+            out.append(
+                H.DeviceSignals(
+                    dev.index,
+                    expected=True,
+                    unhealthy_components=values.get("unhealthy_components"),
+                    hw_error_events=values.get("hw_error_event"),
+                    mem_ecc_uncorrected=values.get("mem_ecc_uncorrected"),
+                    sram_ecc_uncorrected=values.get("sram_ecc_uncorrected"),
+                    mem_ecc_repairable=values.get("mem_ecc_repairable_uncorrected"),
+                    power_status=values.get("power/utilization"),
+                    unreadable=tuple(unreadable),
+                )
+            )
+        for index in sorted((self.expected | set(self.verdicts)) - set(listed)):
+            out.append(H.DeviceSignals(index, present=False, expected=index in self.expected))
+        return out
+
+    def _poll(self) -> bool:
+        """Read the signals; update verdicts and the ledger. True when anything a report shows changed."""
+        listed = self._list_devices()
+        if listed != self._listed:
+            self._plan(listed)
+            self.expected |= set(listed)
+        raw = self._read_raw()
+        if self._last_raw is not None and self._last_raw[1] == raw and self._last_raw[0] == listed:
+            return False
+        self._last_raw = (listed, raw)
+        now = self.clock()
+        changed = False
+        states: list[str] = []
+        for s in self._signals(listed, raw):
+            findings = H.evaluate(s)
+            old = self.verdicts.get(s.index)
+            if not s.present and not s.expected:
+                self.verdicts.pop(s.index, None)
+                continue
+            new = H.track(old, findings, now)
+            if old is None or old.state != new.state or [f.key for f in old.findings] != [f.key for f in new.findings]:
+                changed = True
+            self.verdicts[s.index] = new
+            states.append(new.state)
+            if self.ledger.observe(s, now):
+                changed = True
+        node_state = H.node_state(states)
+        if self.node is None or self.node.state != node_state:
+            self.node = H.Verdict(node_state, now)
+            changed = True
+        if self.ledger.changed:
+            self._save_ledger()
+        return changed
+
+    # -- the scheduler's calls ---------------------------------------------------------------------------------
+    def prime(self) -> None:
+        self._poll()
+
+    def watch(self) -> bool:
+        """The fast watch: True when a report should go out now (a verdict, finding or fault count changed)."""
+        changed = self._poll()
+        self._changed = self._changed or changed
+        return changed
+
+    def collect(self) -> dict[str, Any]:
+        self._poll()
+        self._changed = False
+        events = self.ledger.drain()
+        if events:
+            self.ledger.changed = True
+            self._save_ledger()
+        devices: list[dict[str, Any]] = []
+        counts = dict.fromkeys(H.STATES, 0)
+        for index in sorted(self.verdicts):
+            v = self.verdicts[index]
+            counts[v.state] += 1
+            entry: dict[str, Any] = {K.DEVICE_INDEX: index, K.HEALTH: _verdict_object(v)}
+            new = {kind: {K.COUNT: c, K.FIRST_SEEN: t} for (d, kind), (c, t) in events.items() if d == index}
+            entry[K.FAULT_EVENTS] = new
+            totals = {
+                kind: {K.COUNT: t.count, K.FIRST_SEEN: t.first_seen, K.LAST_SEEN: t.last_seen}
+                for (d, kind), t in sorted(self.ledger.totals.items())
+                if d == index
+            }
+            entry[K.FAULT_TOTALS] = totals
+            devices.append(entry)
+        node = self.node or H.Verdict(H.UNKNOWN, self.clock())
+        body: dict[str, Any] = {
+            K.NODE: {
+                K.STATE: node.state,
+                K.SINCE: node.since,
+                K.DEVICE_STATES: counts,
+                K.EXPECTED_DEVICES: len(self.expected),
+                K.INSTANCE_TYPE: self.instance_type,
+            },
+            K.NEURON_DEVICES: devices,
+            K.WATCH_INTERVAL: self.watch_interval,
+        }
+        if self._state_error:
+            body["error"] = self._state_error
+        return body
+
+    def close(self) -> None:
+        for dev in self._devices:
+            for f in dev.files:
+                if f is not None:
+                    f.close()
+        self._devices = []
+        self._listed = None
+
+
+def _verdict_object(v: H.Verdict) -> dict[str, Any]:
+    return {
+        K.STATE: v.state,
+        K.SINCE: v.since,
+        K.REASONS: [
+            {K.RULE: f.rule, K.SEVERITY: f.severity, K.DETAIL: f.detail, K.MESSAGE: f.message, K.SINCE: f.since}
+            for f in v.findings
+        ],
+    }
+
+
+GROUP = NeuronDeviceHealth

@@ -1,0 +1,147 @@
+"""``neuron-monitor-health``: is every Neuron device of this node healthy? One look, one exit code.
+
+Reads the host's driver files (``--root``, default ``/``; ``--simulate SHAPE`` for a simulated host) with the
+daemon's own ``neuron_device_health`` group, or a running ``neuron-monitor-prometheus`` (``--url``). Prints one line
+per device (state and reasons; ``--json`` for JSON; ``--brief`` for the one summary line a node condition shows)
+and exits with the node-problem-detector custom-plugin codes: 0 all healthy, 1 any unhealthy, 2 cannot tell
+(unknown devices, no device, an exporter that does not answer in ``--timeout`` or serves no health data, bad
+arguments). deploy/kubernetes/node-problem-detector.yaml runs it as an NPD custom plugin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import ssl
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from neuron_monitor import __version__
+from neuron_monitor.cli_common import ArgumentParser
+from neuron_monitor.health.verdicts import UNKNOWN, NodeHealth, exit_code, from_body, from_exposition, shown, summary
+
+MAX_BODY = 16 << 20  # a /metrics page of a trn2.48xlarge with 16 runtimes is about 1 MiB
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        "neuron-monitor-health",
+        description="Print the health verdict of each Neuron device; exit 0 healthy, 1 unhealthy, 2 unknown.",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--root", default="/", metavar="DIR", help="read the host's files below this directory")
+    src.add_argument("--simulate", metavar="SHAPE", help="check a temporary simulated host (e.g. trn2.48xlarge)")
+    src.add_argument("--url", metavar="URL", help="ask a running neuron-monitor-prometheus (e.g. http://127.0.0.1:8000)")
+    p.add_argument("--timeout", type=float, default=3.0, metavar="S", help="seconds allowed for --url (default 3)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print JSON")
+    out.add_argument("--brief", action="store_true", help="print only the summary line (at most 80 characters)")
+    p.add_argument("--version", action="version", version=f"neuron-monitor-health {__version__}")
+    return p
+
+
+def _metrics_url(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"--url must be an http(s) URL, got {shown(url, 60)!r}")
+    path = parts.path if parts.path not in ("", "/") else "/metrics"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def from_url(url: str, timeout: float) -> NodeHealth:
+    """The node's health as a running exporter serves it (state unknown, with the reason, when it cannot)."""
+    try:
+        target = _metrics_url(url)
+    except ValueError as e:
+        return NodeHealth("unknown", problem=str(e))
+    request = urllib.request.Request(target, headers={"Accept": "text/plain;version=0.0.4"})
+    try:
+        context = ssl.create_default_context() if target.startswith("https") else None
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:  # noqa: S310
+            raw = response.read(MAX_BODY + 1)
+    except urllib.error.HTTPError as e:
+        return NodeHealth("unknown", problem=f"{shown(target, 60)} answered {e.code}")
+    except (OSError, ValueError) as e:
+        return NodeHealth("unknown", problem=f"{shown(target, 60)}: {shown(str(getattr(e, 'reason', e)), 60)}")
+    if len(raw) > MAX_BODY:
+        return NodeHealth("unknown", problem=f"{shown(target, 60)}: /metrics over {MAX_BODY} bytes")
+    try:
+        return from_exposition(raw.decode("utf-8", "replace"))
+    except (ValueError, TypeError) as e:
+        return NodeHealth("unknown", problem=f"{shown(target, 60)}: unreadable /metrics ({shown(str(e), 60)})")
+
+
+def from_root(root: str) -> NodeHealth:
+    """The node's health from the driver's files below ``root`` (one collection of neuron_device_health)."""
+    from neuron_monitor.groups.neuron_device_health import NeuronDeviceHealth
+    from neuron_monitor.host.rootfs import RootFS
+
+    try:
+        fs = RootFS(root)
+    except OSError as e:
+        return NodeHealth("unknown", problem=f"--root {shown(root, 60)}: {e.strerror or e}")
+    group = NeuronDeviceHealth(fs)
+    try:
+        return from_body(group.collect())
+    finally:
+        group.close()
+        fs.close()
+
+
+def from_simulation(shape: str) -> NodeHealth:
+    from neuron_monitor.sim.temporary import TemporarySimulator
+
+    with TemporarySimulator(shape, runtimes=1) as sim:
+        return from_root(str(sim.root))
+
+
+def render(health: NodeHealth) -> str:
+    lines = [summary(health)]
+    for d in health.devices:
+        why = ", ".join(d.reasons)
+        lines.append(f"neuron_device {shown(d.index, 8)}: {shown(d.state, 12)}" + (f" ({shown(why, 200)})" if why else ""))
+    return "\n".join(lines)
+
+
+def as_json(health: NodeHealth) -> dict[str, Any]:
+    return {
+        "state": health.state,
+        "problem": health.problem,
+        "devices": [
+            {"neuron_device_index": d.index, "state": d.state, "since": d.since, "reasons": d.reasons}
+            for d in health.devices
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not 0 < args.timeout <= 60:
+        sys.stderr.write("neuron-monitor-health: --timeout must be in (0, 60] seconds\n")
+        return UNKNOWN
+    if args.url:
+        health = from_url(args.url, args.timeout)
+    elif args.simulate:
+        try:
+            health = from_simulation(args.simulate)
+        except (KeyError, ValueError) as e:
+            sys.stderr.write(f"neuron-monitor-health: --simulate: {shown(str(e.args[0] if e.args else e), 200)}\n")
+            return UNKNOWN
+    else:
+        health = from_root(args.root)
+    if args.json:
+        text = json.dumps(as_json(health), separators=(",", ":"))
+    elif args.brief:
+        text = summary(health)
+    else:
+        text = render(health)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    return exit_code(health)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

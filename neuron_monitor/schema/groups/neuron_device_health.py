@@ -1,0 +1,249 @@
+"""``neuron_device_health`` (system): the health verdict of each Neuron device and of the node, and fault events.
+
+Per device a ``health`` object (``state``: healthy, unhealthy or unknown; ``since``: wall seconds the state began;
+``reasons``: the findings behind it, each with ``rule``, ``severity``, ``detail``, ``message`` and ``since``), the
+fault events first counted for this report (``fault_events``: kind -> count and ``first_seen``) and every event
+counted so far (``fault_totals``: kind -> count, ``first_seen``, ``last_seen``). The ``node`` object holds the
+node's verdict and the count of devices per state. The daemon watches the signals every ``watch_interval``
+seconds and writes a report as soon as a verdict changes (docs/health.md has the rule table and its sources).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from neuron_monitor.schema import names as N
+from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.read import Problems, index, mapping, number, sequence, text
+
+# ---- the body's keys ------------------------------------------------------------------------------------------
+NAME: Final = "neuron_device_health"
+NEURON_DEVICES: Final = N.NEURON_DEVICES
+DEVICE_INDEX: Final = N.NEURON_DEVICE_INDEX
+HEALTH: Final = "health"
+STATE: Final = "state"
+SINCE: Final = "since"
+REASONS: Final = "reasons"
+RULE: Final = "rule"
+SEVERITY: Final = "severity"
+DETAIL: Final = "detail"
+MESSAGE: Final = "message"
+FAULT_EVENTS: Final = "fault_events"
+FAULT_TOTALS: Final = "fault_totals"
+COUNT: Final = "count"
+FIRST_SEEN: Final = "first_seen"
+LAST_SEEN: Final = "last_seen"
+NODE: Final = "node"
+DEVICE_STATES: Final = "device_states"
+EXPECTED_DEVICES: Final = "expected_devices"
+INSTANCE_TYPE: Final = "instance_type"
+WATCH_INTERVAL: Final = "watch_interval"
+STATES: Final = ("healthy", "unhealthy", "unknown")
+FAULT_KINDS: Final = ("ecc_uncorrected", "ecc_repairable", "hw_error", "health_component", "device_lost")
+
+
+@dataclass(slots=True)
+class Reason:
+    rule: str
+    severity: str
+    detail: str
+    message: str
+    since: float | None
+
+
+@dataclass(slots=True)
+class DeviceHealth:
+    label: str
+    index: int | None
+    state: str | None = None  # None: not a known state
+    since: float | None = None
+    reasons: list[Reason] = field(default_factory=list)
+    events: dict[str, float] = field(default_factory=dict)  # kind -> events first counted in this report
+    first_seen: dict[str, float] = field(default_factory=dict)  # kind -> when this report's first one was seen
+    totals: dict[str, float] = field(default_factory=dict)  # kind -> events counted so far
+
+
+@dataclass(slots=True)
+class NeuronDeviceHealth:
+    devices: list[DeviceHealth]
+    node_state: str | None = None
+    node_since: float | None = None
+    watch_interval: float | None = None
+
+
+def _reason(raw: Any, problems: Problems, where: str) -> Reason | None:
+    r = mapping(raw, problems, where, "")
+    if r is None:
+        return None
+    since = number(r[SINCE], problems, where, SINCE) if r.get(SINCE) is not None else None
+    return Reason(
+        text(r.get(RULE), problems, where, RULE),
+        text(r.get(SEVERITY), problems, where, SEVERITY),
+        text(r.get(DETAIL, ""), problems, where, DETAIL),
+        text(r.get(MESSAGE, ""), problems, where, MESSAGE),
+        since,
+    )
+
+
+def _device(raw: Any, problems: Problems, where: str) -> DeviceHealth:
+    d = mapping(raw, problems, where, "", counted=True) or {}
+    raw_index = d.get(DEVICE_INDEX)
+    dev = DeviceHealth(text(raw_index, problems, where, DEVICE_INDEX, counted=True), index(raw_index))
+    health = mapping(d.get(HEALTH), problems, where, HEALTH) if d.get(HEALTH) is not None else None
+    if health:
+        state = health.get(STATE)
+        dev.state = state if state in STATES else None
+        if health.get(SINCE) is not None:
+            dev.since = number(health[SINCE], problems, f"{where}.{HEALTH}", SINCE)
+        for i, r in enumerate(sequence(health.get(REASONS), problems, f"{where}.{HEALTH}", REASONS) or ()):
+            reason = _reason(r, problems, f"{where}.{HEALTH}.{REASONS}[{i}]")
+            if reason is not None:
+                dev.reasons.append(reason)
+    ewhere = f"{where}.{FAULT_EVENTS}"
+    for kind, ev in (mapping(d.get(FAULT_EVENTS), problems, where, FAULT_EVENTS, counted=True) or {}).items():
+        ev = mapping(ev, problems, ewhere, kind, counted=True) or {}
+        count = number(ev.get(COUNT), problems, f"{ewhere}.{kind}", COUNT, counted=True)
+        if count is not None:
+            dev.events[kind] = count
+        if ev.get(FIRST_SEEN) is not None:
+            seen = number(ev[FIRST_SEEN], problems, f"{ewhere}.{kind}", FIRST_SEEN)
+            if seen is not None:
+                dev.first_seen[kind] = seen
+    twhere = f"{where}.{FAULT_TOTALS}"
+    for kind, tot in (mapping(d.get(FAULT_TOTALS), problems, where, FAULT_TOTALS) or {}).items():
+        tot = mapping(tot, problems, twhere, kind) or {}
+        count = number(tot.get(COUNT), problems, f"{twhere}.{kind}", COUNT)
+        if count is not None:
+            dev.totals[kind] = count
+    return dev
+
+
+def read(body: dict[str, Any], where: str, problems: Problems) -> NeuronDeviceHealth:
+    listed = sequence(body.get(NEURON_DEVICES), problems, where, NEURON_DEVICES, counted=True) or ()
+    value = NeuronDeviceHealth([_device(d, problems, f"{where}.{NEURON_DEVICES}[{i}]") for i, d in enumerate(listed)])
+    node = mapping(body.get(NODE), problems, where, NODE) if body.get(NODE) is not None else None
+    if node:
+        state = node.get(STATE)
+        value.node_state = state if state in STATES else None
+        if node.get(SINCE) is not None:
+            value.node_since = number(node[SINCE], problems, f"{where}.{NODE}", SINCE)
+    if body.get(WATCH_INTERVAL) is not None:
+        value.watch_interval = number(body[WATCH_INTERVAL], problems, where, WATCH_INTERVAL)
+    return value
+
+
+# ---- Prometheus -----------------------------------------------------------------------------------------------
+_DEV = ("neuron_device_index",)
+FAM_STATE = S.PromFamily(
+    "neuron_device_health_state",
+    S.GAUGE,
+    "Health verdict of the Neuron device: 1 for its current state (healthy, unhealthy or unknown), 0 for the others",
+    S.INSTANCE_SCOPE,
+    (*_DEV, "state"),
+)
+FAM_REASON = S.PromFamily(
+    "neuron_device_health_reason",
+    S.GAUGE,
+    "1 for each finding behind the device's verdict: the rule, its detail (component, memory, status) and severity",
+    S.INSTANCE_SCOPE,
+    (*_DEV, "rule", "detail", "severity"),
+)
+FAM_SINCE = S.PromFamily(
+    "neuron_device_health_state_since_timestamp_seconds",
+    S.GAUGE,
+    "When the device's current health state began (seconds since the epoch)",
+    S.INSTANCE_SCOPE,
+    _DEV,
+)
+FAM_NODE = S.PromFamily(
+    "neuron_node_health_state",
+    S.GAUGE,
+    "Health verdict of the node's Neuron devices: 1 for the current state (unhealthy if any device is, else unknown"
+    " if any device is or none is listed, else healthy)",
+    S.INSTANCE_SCOPE,
+    ("state",),
+)
+FAM_FAULTS = S.PromFamily(
+    "neuron_device_fault_events",
+    S.COUNTER,
+    "Fault events of the Neuron device by kind (ecc_uncorrected, ecc_repairable, hw_error, health_component,"
+    " device_lost), each counted once",
+    S.INSTANCE_SCOPE,
+    (*_DEV, "kind"),
+)
+
+
+def gauges(value: NeuronDeviceHealth) -> Iterator[S.PromSample]:
+    states: dict[str, dict[str, float]] = {}
+    since: dict[str, float] = {}
+    for dev in value.devices:
+        if dev.state is None:
+            continue
+        states[dev.label] = {s: float(s == dev.state) for s in STATES}
+        if dev.since is not None:
+            since[dev.label] = dev.since
+        for r in dev.reasons:
+            yield FAM_REASON, (dev.label, r.rule, r.detail), {r.severity: 1.0}, 1.0, ()
+    for label, by_state in states.items():
+        yield FAM_STATE, (label,), by_state, 1.0, ()
+    if since:
+        yield FAM_SINCE, (), since, 1.0, ()
+    if value.node_state is not None:
+        yield FAM_NODE, (), {s: float(s == value.node_state) for s in STATES}, 1.0, ()
+
+
+def counts(value: NeuronDeviceHealth, period: float) -> Iterator[S.PromCount]:
+    for dev in value.devices:
+        if dev.index is None:
+            continue
+        yield FAM_FAULTS, (dev.label,), {kind: dev.events.get(kind, 0.0) for kind in FAULT_KINDS}, 1.0
+
+
+# ---- CloudWatch -----------------------------------------------------------------------------------------------
+CW_HEALTHY = S.CwMetric("DeviceHealthy", "None", S.DEVICE_DIMS, additive=False)
+CW_FAULTS = S.CwMetric("DeviceFaultEvents", S.COUNT, S.DEVICE_DIMS, keyed=True)
+
+
+def datums(value: NeuronDeviceHealth, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:
+    for dev in value.devices:
+        if dev.index is None:
+            continue
+        key = (str(dev.index),)
+        if dev.state in ("healthy", "unhealthy"):  # unknown: no datum (CloudWatch's missing data)
+            yield CW_HEALTHY, key, "", 1.0 if dev.state == "healthy" else 0.0
+        for kind, count in dev.events.items():
+            if count > 0 and kind in FAULT_KINDS:
+                yield CW_FAULTS, key, kind, count
+
+
+# ---- the timeline ---------------------------------------------------------------------------------------------
+TRACK_STATE = S.Track("health", "device_health_state", "state", S.DEVICE_TRACK)
+TRACK_FAULTS = S.Track("fault events", "fault_events", "events", S.DEVICE_TRACK)
+STATE_LEVEL: Final = {"healthy": 0.0, "unknown": 1.0, "unhealthy": 2.0}
+
+
+def timeline(value: NeuronDeviceHealth) -> Iterator[S.TimelineSample]:
+    for dev in value.devices:
+        if dev.index is None or dev.state is None:
+            continue
+        yield TRACK_STATE, (str(dev.index),), {dev.state: STATE_LEVEL[dev.state]}
+        if dev.events:
+            yield TRACK_FAULTS, (str(dev.index),), {k: v for k, v in dev.events.items() if k in FAULT_KINDS}
+
+
+SPEC = S.GroupSpec(
+    name=NAME,
+    placement=S.SYSTEM,
+    read=read,
+    doc=__doc__ or "",
+    partial_errors=True,
+    prometheus=(FAM_STATE, FAM_REASON, FAM_SINCE, FAM_NODE, FAM_FAULTS),
+    gauges=gauges,
+    counts=counts,
+    cloudwatch=(CW_HEALTHY, CW_FAULTS),
+    datums=datums,
+    tracks=(TRACK_STATE, TRACK_FAULTS),
+    timeline=timeline,
+)
