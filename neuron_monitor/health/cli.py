@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--root", default="/", metavar="DIR", help="read the host's files below this directory")
     src.add_argument("--simulate", metavar="SHAPE", help="check a temporary simulated host (e.g. trn2.48xlarge)")
-    src.add_argument("--url", metavar="URL", help="ask a running neuron-monitor-prometheus (e.g. http://127.0.0.1:8000)")
+    src.add_argument(
+        "--url", metavar="URL", help="ask a running neuron-monitor-prometheus (e.g. http://127.0.0.1:8000)"
+    )
     p.add_argument("--timeout", type=float, default=3.0, metavar="S", help="seconds allowed for --url (default 3)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON")
@@ -60,7 +62,7 @@ def from_url(url: str, timeout: float) -> NodeHealth:
     request = urllib.request.Request(target, headers={"Accept": "text/plain;version=0.0.4"})
     try:
         context = ssl.create_default_context() if target.startswith("https") else None
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             raw = response.read(MAX_BODY + 1)
     except urllib.error.HTTPError as e:
         return NodeHealth("unknown", problem=f"{shown(target, 60)} answered {e.code}")
@@ -102,7 +104,9 @@ def render(health: NodeHealth) -> str:
     lines = [summary(health)]
     for d in health.devices:
         why = ", ".join(d.reasons)
-        lines.append(f"neuron_device {shown(d.index, 8)}: {shown(d.state, 12)}" + (f" ({shown(why, 200)})" if why else ""))
+        lines.append(
+            f"neuron_device {shown(d.index, 8)}: {shown(d.state, 12)}" + (f" ({shown(why, 200)})" if why else "")
+        )
     return "\n".join(lines)
 
 

@@ -84,8 +84,7 @@ def from_exposition(text: str) -> NodeHealth:
     if not node_state:
         return NodeHealth("unknown", problem="the exporter serves no health data (neuron_device_health not collected)")
     devices = [
-        DeviceLine(d, states[d], reasons.get(d, []), since.get(d))
-        for d in sorted(states, key=lambda d: (len(d), d))
+        DeviceLine(d, states[d], reasons.get(d, []), since.get(d)) for d in sorted(states, key=lambda d: (len(d), d))
     ]
     return NodeHealth(node_state, devices)
 

@@ -37,7 +37,7 @@ FAULT_KINDS = (
     "numerical_burst", "hardware_error", "timeouts", "failed_to_queue_burst", "generic_errors",
     "ecc_uncorrected", "ecc_corrected", "stop_runtime", "hang_runtime", "resume_runtime", "pause", "resume",
     "start_runtime", "set_rate", "remove_device", "unhealthy", "healthy", "ecc_repairable", "power_no_data",
-    "power_valid", "busy_without_runtime",
+    "power_valid", "busy_without_runtime", "hw_error_event", "reset_device",
 )  # fmt: skip
 # the per-core sysfs files fed by the datastore counters (status counters and busy time)
 SYSFS_CORE_NAMES: dict[int, str] = {
@@ -109,6 +109,7 @@ class Simulator:
         self.sysfs_core: dict[tuple[int, int, str], int] = {}
         self.unhealthy: dict[int, list[str]] = {}  # device -> components the driver reports unhealthy
         self.power_no_data: set[int] = set()
+        self.hw_error_events: dict[int, int] = {}  # device -> health_status/hw_error_event
         self.power_lines: dict[int, str] = {}
         self._power_minute = -1
         self.orphan_busy: dict[
@@ -469,7 +470,8 @@ class Simulator:
                 return self._reject(cmd, "no cores for the new runtime")
             detail.update(pid=new.pid, tag=new.tag)
             self._write_ioctl_all()
-        elif kind in ("unhealthy", "healthy", "ecc_repairable", "power_no_data", "power_valid", "busy_without_runtime"):
+        elif kind in ("unhealthy", "healthy", "ecc_repairable", "power_no_data", "power_valid", "busy_without_runtime",
+                      "hw_error_event", "reset_device"):  # fmt: skip
             error = self._apply_device_fault(kind, cmd, count, detail)
             if error:
                 return self._reject(cmd, error)
@@ -508,6 +510,22 @@ class Simulator:
                 return f"device {dev} has no mem_ecc_repairable_uncorrected"
             self._ecc_add(dev, "mem_ecc_repairable_uncorrected", count)
             detail.update(counter="mem_ecc_repairable_uncorrected")
+        elif kind in ("hw_error_event", "reset_device"):
+            if d.health is None and kind == "hw_error_event":
+                return f"driver {self.driver} exposes no health status"
+            if kind == "reset_device":  # the driver's counts start again; a pending repair is done
+                for name in self.ecc[dev]:
+                    self.ecc[dev][name] = 0
+                    d.ecc[name].write(b"0\n")
+                self.hw_error_events[dev] = 0
+                self.unhealthy.pop(dev, None)
+                if d.health is not None:
+                    d.health.write(b"\n")
+            else:
+                self.hw_error_events[dev] = self.hw_error_events.get(dev, 0) + count
+            if d.health is not None:
+                hw = d.dir / "stats/hardware/health_status/hw_error_event"
+                hw.write_bytes(b"%d\n" % self.hw_error_events.get(dev, 0))
         elif kind in ("power_no_data", "power_valid"):
             if d.power is None:
                 return f"driver {self.driver} exposes no power utilization"

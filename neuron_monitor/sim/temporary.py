@@ -59,7 +59,11 @@ class TemporarySimulator:
     (``tag``): stays attached with its cores at 0 %; ``pause`` / ``resume``: all runtimes stop/restart
     executing (counts are then stable for exact comparisons); ``start_runtime`` (``like``: tag whose cores to
     reuse, default the last stopped runtime; ``new_tag``; ``untagged``); ``set_rate`` (``tag``, ``exec_rate``,
-    ``utilization``); ``remove_device`` (``device``): the device disappears from sysfs and /dev.
+    ``utilization``); ``remove_device`` (``device``): the device disappears from sysfs and /dev;
+    ``unhealthy`` / ``healthy`` (``device``, ``component``), ``ecc_repairable`` (``device``, ``count``),
+    ``power_no_data`` / ``power_valid`` (``device``), ``hw_error_event`` (``device``, ``count``: the driver's
+    health_status/hw_error_event grows) and ``reset_device`` (``device``: a device reset, the driver's ECC and
+    hardware-error counts start again from zero and its unhealthy components clear).
 
     Attributes: ``root`` (pathlib.Path), ``ground_truth_path``, ``truth`` (a `GroundTruth` reader).
     """
