@@ -124,6 +124,7 @@ class NeuronAppSource:
         self._live_counters = True
         self._steady: _Steady | None = None
         self._indexes: tuple[int, ...] = ()  # the device listing the open devices were last checked against
+        self._lost: dict[int, str] = {}  # device -> why it was dropped, for the error of its applications
         self.version = 0  # bumped whenever a snapshot may differ from the previous one (see AppSource)
 
     def _refresh_devices(self) -> None:
@@ -157,8 +158,7 @@ class NeuronAppSource:
                 lists.append((index, dev, dev.list_apps()))
             except OSError as e:
                 log.debug("listing applications on neuron%d failed: %s", index, e)
-                self._devices.pop(index).close()
-                self.tree.forget_listing()
+                self._drop_device(index, f"listing its applications failed: {e.strerror or e}")
         steady = self._steady
         if steady is not None and _same_lists(steady.lists, lists):
             apps = self._steady_snapshot(steady, now)
@@ -250,7 +250,10 @@ class NeuronAppSource:
                 tag = tag or reading.tag
             error = errors.pop(pid, "")
             if data.removed_devices:
-                gone = ", ".join(f"neuron{i}" for i in sorted(data.removed_devices))
+                gone = ", ".join(
+                    f"neuron{i}" + (f" ({self._lost[i]})" if i in self._lost else "")
+                    for i in sorted(data.removed_devices)
+                )
                 error = "; ".join(filter(None, (error, f"{gone} removed: its NeuronCores are no longer reported")))
             app = App(pid, tag or str(pid), error, data, devices)
             apps.append(app)
@@ -262,6 +265,16 @@ class NeuronAppSource:
         self._steady = steady if not (read_failed or dropping) else None
         steady.apps = list(apps)
         return apps
+
+    def _drop_device(self, index: int, why: str) -> None:
+        """Close a device that failed, with every block mapped from it (none of them is read again: a shrunk
+        simulated file would kill the process with SIGBUS); its applications report it as removed, with ``why``."""
+        self._devices.pop(index).close()
+        for key in [k for k in self._slots if k[0] == index]:
+            self._slots.pop(key).mapping.close()
+        self._lost[index] = why
+        self._steady = None
+        self.tree.forget_listing()
 
     def _drop_removed_devices(self) -> bool:
         """Devices that left the driver's listing: each application's block there (final since `_depart`) is

@@ -3,7 +3,10 @@
 `open_device(root, index)` looks at ``<root>/dev/neuronN``: a character device gets `IoctlDevice` (opened
 O_RDWR, GET_ALL_APPS_INFO and ACQUIRE_NEURON_DS ioctls, read-only mmap of the slab at the returned offset); a
 regular file with ``<root>/dev/neuron-sim/neuronN.ioctl`` beside it gets `SimFileDevice`, which reads the same
-bytes from the file and maps the same slab offsets from the regular file. Both return the same `AppInfo` lists
+bytes from the file and maps the same slab offsets from the regular file. A regular file can shrink under its
+mappings (a character device cannot): reading a mapped page past the new end would kill the process with SIGBUS,
+so `SimFileDevice.list_apps` (called before every read of the device's blocks) checks the file still covers
+every block it mapped, and fails as the device's error when it does not. Both return the same `AppInfo` lists
 and the same mmap objects, so the parsers above them are the same code.
 """
 
@@ -81,10 +84,17 @@ class SimFileDevice:
         self._ioctl = KeptFile(Path(ioctl_path), L.SIM_IOCTL_FILE_SIZE + 1)
         self._acquire: dict[int, tuple[int, int]] = {}
         self._last: tuple[int | None, list[AppInfo]] = (None, [])  # the last generation and its parse
+        self._mapped_end = 0  # the end of the furthest block mapped from the file
 
     def list_apps(self) -> list[AppInfo]:
         """The attached processes (the same list object while the file's generation is unchanged: the simulator
-        bumps it with every write, so the old bytes need not be compared)."""
+        bumps it with every write, so the old bytes need not be compared). OSError when the file no longer
+        covers the blocks mapped from it."""
+        size = os.fstat(self.fd).st_size
+        if size < self._mapped_end:
+            raise OSError(
+                errno.EIO, f"the device file shrank to {size} bytes under data blocks mapped up to {self._mapped_end}"
+            )
         for _ in range(5):
             data = self._ioctl.read()
             if len(data) < L.SIM_IOCTL_FILE_SIZE:
@@ -102,7 +112,10 @@ class SimFileDevice:
         return self._acquire.get(pid)
 
     def map_block(self, offset: int, size: int) -> mmap.mmap:
-        return mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ, offset=offset)
+        """A read-only mapping of ``size`` bytes at ``offset``; ValueError (from mmap) past the file's end."""
+        mapping = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ, offset=offset)
+        self._mapped_end = max(self._mapped_end, offset + size)
+        return mapping
 
     def close(self) -> None:
         self._ioctl.close()

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 POWER_STATUSES = ("VALID", "NO_DATA", "INVALID")
 _STATUS_PREFIX = "POWER_STATUS_"
 _COMPONENT = re.compile(r"[a-z0-9_]{1,64}")
+_EPOCH = re.compile(r"[0-9]{1,12}")  # seconds since the epoch, as the driver prints them (%llu)
+_PERCENT = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,6})?")  # 0-100 with up to 6 decimals (the driver prints %.2f)
 MAX_COMPONENTS = 32  # the driver knows ten; more means the file is not what we think
 DEVICE_UNREACHABLE = "device_unreachable"
 
@@ -44,11 +46,11 @@ def parse_power(raw: bytes) -> PowerReading:
         status = status[len(_STATUS_PREFIX) :]
     if status not in POWER_STATUSES:
         raise ValueError(f"unknown power status {parts[0][:40]!r}")
-    try:
-        epoch = int(parts[1])
-        values = [float(p) for p in parts[2:]]
-    except ValueError:
-        raise ValueError(f"non-numeric field in {text[:80]!r}") from None
+    # plain decimals only: int() and float() would also take a sign, spaces, "_" (1_0 = 10.0), "nan" and "1e2"
+    if not _EPOCH.fullmatch(parts[1]) or not all(_PERCENT.fullmatch(p) for p in parts[2:]):
+        raise ValueError(f"non-numeric field in {text[:80]!r}")
+    epoch = int(parts[1])
+    values = [float(p) for p in parts[2:]]
     if epoch < 0 or any(not 0.0 <= v <= 100.0 for v in values):  # also refuses nan
         raise ValueError(f"value out of range in {text[:80]!r}")
     if status != "VALID":  # NO_DATA and INVALID print zeros that are not measurements

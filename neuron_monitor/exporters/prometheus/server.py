@@ -114,8 +114,30 @@ def parse_head(head: bytes) -> Request | Response:
         name, sep, value = line.partition(":")
         if not sep or not name or name != name.strip():
             return plain(400, "Bad Request")
-        headers.setdefault(name.lower(), value.strip())
+        key, value = name.lower(), value.strip()
+        if key in _FRAMING:
+            framed = _framing_value(key, value, headers.get(key))
+            if framed is None:
+                return plain(400, "Bad Request")
+            value = framed
+        headers.setdefault(key, value)
     return Request(method, target, version, headers)
+
+
+_FRAMING = ("content-length", "host")  # headers whose repetition with another value is a framing error
+
+
+def _framing_value(key: str, value: str, first: str | None) -> str | None:
+    """The value to keep of a framing header, or None for a malformed head (400). RFC 9112: a Content-Length is
+    digits, a list of equal values counts as one, and every repeat carries the same value (section 6.3); a second
+    Host field is refused whatever it says (section 3.2)."""
+    if key == "host":
+        return value if first is None else None
+    values = {v.strip() for v in value.split(",")}
+    (only,) = values if len(values) == 1 else ("",)
+    if not (only.isdigit() and only.isascii()) or (first is not None and only != first):
+        return None
+    return only
 
 
 def wants_keep_alive(request: Request) -> bool:
