@@ -48,6 +48,7 @@ from neuron_monitor.k8s.podresources import (
     PodResourcesClient,
     PodResourcesError,
 )
+from neuron_monitor.ratelimit import LogRateLimit, held_back
 
 log = logging.getLogger("neuron_monitor.k8s")
 
@@ -95,6 +96,7 @@ class PodInfoWatcher:
         self.dra_driver = dra_driver
         self.directory = directory
         self._inferred_cpd: int | None = None
+        self._dra_log = LogRateLimit(300.0)  # a DRA problem persists across refreshes: say it every 5 min
         self._source: PodResourcesSource | None = None
         self._published = _k8s_info(0.0, {}, {}, NOT_READ_YET)
         self._last_good: tuple[float, dict[str, Any], dict[str, Any], str] | None = None
@@ -196,8 +198,9 @@ class PodInfoWatcher:
         self.stats["shared_devices"] = len(result.shared_devices)
         if result.dra_conflicts:
             self.stats["dra_conflicts"] += len(result.dra_conflicts)
-            log.warning("DRA: %s", "; ".join(result.dra_conflicts[:MAX_ERROR_ITEMS]))
         problems += [f"not attributed: {c}" for c in result.dra_conflicts]
+        if problems and (n := self._dra_log.hit()) is not None:
+            log.warning("DRA: %s%s", _joined(problems), held_back(n, "refreshes with problems"))
         return result.cores, result.devices, _joined(problems)
 
     def _dra_devices(self, pods: list[PodResources], cpd: int | None) -> tuple[list[DraDevice], list[str]]:
@@ -255,8 +258,6 @@ class PodInfoWatcher:
         self.stats["dra_unresolved"] += len(problems)
         if directory is not None:
             problems = [f"API server: {e}" for e in directory.errors] + problems
-        if problems:
-            log.warning("DRA: %s", "; ".join(problems[:MAX_ERROR_ITEMS]))
         return out, problems
 
     def _failed(self, now: float, period: float, reason: str) -> dict[str, Any]:

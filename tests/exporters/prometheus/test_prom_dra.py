@@ -94,3 +94,17 @@ def test_runtime_across_a_claimed_and_a_plugin_device_joins_without_empty_parts(
         dra_claim_name="pod0-neurons-zdk76",
         dra_claim_namespace="ml",
     )
+
+
+def test_real_exporter_process_serves_the_claim_labels() -> None:
+    from tests.exporters.prometheus.prom_process import ExporterProcess
+
+    exporter = ExporterProcess()
+    try:
+        exporter.send(report(k8s_info()))
+        body = exporter.wait_for("/metrics", lambda s, b: "dra_claim_name=" in b, timeout=30)
+    finally:
+        exporter.stop()
+    series = parse(body)
+    assert one(series, "neuroncore_utilization_ratio", neuroncore="9", dra_claim_name="pod0-neurons-zdk76") is not None
+    assert select(series, "neuroncore_utilization_ratio", neuroncore="20", pod_name="", dra_claim_name="")
