@@ -208,17 +208,23 @@ class DraDirectory:
         self._slices_read: float | None = None
         self._claims: dict[tuple[str, str], tuple[float, ClaimDetails | None]] = {}
         self._gets_left = max_claim_gets
-        self.errors: list[str] = []
+        self._slice_error = ""
+        self._claim_errors: dict[tuple[str, str], str] = {}
         self._version = API_VERSIONS[0]
 
     def begin(self) -> None:
-        """Start a refresh: clear its errors and its budget of claim reads."""
-        self.errors = []
+        """Start a refresh: renew its budget of claim reads."""
         self._gets_left = self.max_claim_gets
 
-    def _error(self, text: str) -> None:
-        if text not in self.errors and len(self.errors) < 8:
-            self.errors.append(text)
+    @property
+    def errors(self) -> list[str]:
+        """What the last reads that failed said (until a read of the same thing succeeds): what is cached is
+        missing exactly this, so it is reported at every refresh, not only at those that read again."""
+        out = [self._slice_error] if self._slice_error else []
+        for text in self._claim_errors.values():
+            if text not in out and len(out) < 8:
+                out.append(text)
+        return out
 
     def _list_slices(self) -> dict[DeviceKey, SliceDevice]:
         selector = f"spec.driver={self.driver}"
@@ -248,16 +254,19 @@ class DraDirectory:
         raise last
 
     def slice_devices(self, stale: bool = False) -> dict[DeviceKey, SliceDevice]:
-        """The driver's devices by (pool, name); listed again when older than ``max_age`` or ``stale``."""
+        """The driver's devices by (pool, name), listed again when older than ``max_age``; ``stale`` (a device is
+        missing) lists again sooner, unless the last listing was within a second or failed (then wait)."""
         now = self.clock()
-        if self._slices_read is None or stale or now - self._slices_read >= self.max_age:
-            if stale and self._slices_read is not None and now - self._slices_read < 1.0:
-                return self.devices  # listed within the last second: a missing device is not there yet
-            try:
-                self.devices = self._list_slices()
-            except KubeApiError as e:
-                self._error(f"resourceslices: {e}")
-            self._slices_read = now
+        read = self._slices_read
+        young = read is not None and now - read < self.max_age
+        if young and (not stale or now - read < 1.0 or self._slice_error):
+            return self.devices
+        try:
+            self.devices = self._list_slices()
+            self._slice_error = ""
+        except KubeApiError as e:
+            self._slice_error = f"resourceslices: {e}"
+        self._slices_read = now
         return self.devices
 
     def claim(self, namespace: str, name: str) -> ClaimDetails | None:
@@ -278,11 +287,13 @@ class DraDirectory:
         )
         try:
             details: ClaimDetails | None = parse_claim(self.api.get(path), self.driver)
-        except KubeApiError as e:
-            self._error(f"resourceclaims: {e}")
+            self._claim_errors.pop(key, None)
+        except KubeApiError as e:  # kept for max_age too: a failing claim is asked again after that, not sooner
+            self._claim_errors[key] = f"resourceclaims: {e}"
             details = cached[1] if cached is not None else None
         if len(self._claims) >= 4096:
             self._claims.clear()
+            self._claim_errors.clear()
         self._claims[key] = (now, details)
         return details
 
@@ -290,3 +301,4 @@ class DraDirectory:
         """Drop cached claims no pod on the node uses any more."""
         for key in [k for k in self._claims if k not in keep]:
             del self._claims[key]
+            self._claim_errors.pop(key, None)

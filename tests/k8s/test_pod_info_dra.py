@@ -300,3 +300,31 @@ def test_no_api_traffic_without_dra_claims(kubelet: FakeKubelet, api: StubApiSer
     finally:
         w.close()
     assert info["error"] == "" and api.requests == []
+
+
+def test_api_error_stays_while_its_answer_is_missing_and_clears_after(
+    kubelet: FakeKubelet, api: StubApiServer, token_file: str
+) -> None:
+    kubelet.pods = [p for p in dra_pods() if p["name"] == "pod0"]
+    api.slices = [resource_slice(NODE, [slice_device("neurondevice2", 2)])]
+    api.claims[("ml", "pod0-neurons-zdk76")] = resource_claim(
+        "pod0-neurons-zdk76", "ml", {"pod0": "uid-pod0"}, ["neurondevice2"], lnc=None
+    )
+    now = [0.0]
+    d = DraDirectory(KubeApi(api.url, token_file, None, timeout=5.0), DRIVER, NODE, clock=lambda: now[0])
+    w = watcher(kubelet, d)
+    try:
+        api.status = 503
+        first = w.refresh_once()
+        now[0] += 15  # within the cache's 60 s: nothing is asked again, the error stays
+        asked = len(api.requests)
+        second = w.refresh_once()
+        assert len(api.requests) == asked
+        api.status = 0
+        now[0] += 60
+        third = w.refresh_once()
+    finally:
+        w.close()
+    for info in (first, second):
+        assert "HTTP 503" in info["error"] and "pod_uid" not in info["neurondevices_k8s_info"]["2"]
+    assert third["error"] == "" and third["neurondevices_k8s_info"]["2"]["pod_uid"] == "uid-pod0"
