@@ -157,6 +157,7 @@ def test_cli_prints_the_object_and_fails_when_the_socket_is_missing(kubelet: Fak
             kubelet.socket_path,
             "--cores-per-device",
             "2",
+            *("--lnc", "2", "--device-count", "2", "--k8s-api", "off", "--dra-driver", "neuron.aws.com"),
         ],
         capture_output=True,
         env=env,
