@@ -10,6 +10,7 @@ Behaviour switches for hostile cases: ``status`` (answer every request with this
 from __future__ import annotations
 
 import contextlib
+import ssl
 import threading
 import time
 import urllib.parse
@@ -20,7 +21,7 @@ import orjson
 
 
 class StubApiServer:
-    def __init__(self, token: str = "") -> None:
+    def __init__(self, token: str = "", tls: tuple[str, str] | None = None) -> None:
         self.token = token
         self.slices: list[dict[str, Any]] = []
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
@@ -45,13 +46,19 @@ class StubApiServer:
                 stub._serve(self)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.scheme = "http"
+        if tls is not None:  # (certificate, key): HTTPS like the real API server
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
+            self.scheme = "https"
         self._server.daemon_threads = True
         self._server.handle_error = lambda *args: None  # type: ignore[method-assign]  # clients hang up on purpose
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{self.scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     def start(self) -> StubApiServer:
         self._thread.start()

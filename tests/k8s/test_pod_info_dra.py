@@ -328,3 +328,36 @@ def test_api_error_stays_while_its_answer_is_missing_and_clears_after(
     for info in (first, second):
         assert "HTTP 503" in info["error"] and "pod_uid" not in info["neurondevices_k8s_info"]["2"]
     assert third["error"] == "" and third["neurondevices_k8s_info"]["2"]["pod_uid"] == "uid-pod0"
+
+
+def test_https_with_the_cluster_ca(kubelet: FakeKubelet, token_file: str, tmp_path: Path) -> None:
+    from tests.exporters.prometheus.prom_process import make_certificate
+
+    cert, key = make_certificate(tmp_path)
+    other, _ = make_certificate(tmp_path, "other")
+    api = StubApiServer(token=TOKEN, tls=(str(cert), str(key))).start()
+    try:
+        kubelet.pods = [
+            {"name": "p", "namespace": "ml", "containers": [{"name": "c", "claims": [claim("c", "ml", "x")]}]}
+        ]
+        api.slices = [resource_slice(NODE, [slice_device("x", 3)])]
+        api.claims[("ml", "c")] = resource_claim("c", "ml", {"p": "uid-p"}, ["x"], lnc=None)
+        good = DraDirectory(KubeApi(api.url, token_file, str(cert), timeout=5.0), DRIVER, NODE)
+        w = watcher(kubelet, good)
+        try:
+            info = w.refresh_once()
+        finally:
+            w.close()
+        assert info["error"] == "" and info["neurondevices_k8s_info"]["3"]["pod_uid"] == "uid-p"
+        # a server the cluster CA did not sign gets no token and no trust
+        seen = len(api.requests)
+        wrong = DraDirectory(KubeApi(api.url, token_file, str(other), timeout=5.0), DRIVER, NODE)
+        w = watcher(kubelet, wrong)
+        try:
+            refused = w.refresh_once()
+        finally:
+            w.close()
+        assert "CERTIFICATE_VERIFY_FAILED" in refused["error"] and len(api.requests) == seen
+        assert set(refused["neurondevices_k8s_info"]) == set()  # "x" has no index in its name
+    finally:
+        api.stop()
