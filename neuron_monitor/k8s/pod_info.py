@@ -243,17 +243,22 @@ class PodInfoWatcher:
                 idx = index_from_name(res.device_name)
                 indices = None if idx is None else [idx]
             if indices is None:
+                if found is not None and found.resource_type == NODE_RESOURCE_TYPE:
+                    why = "an UltraServer node device, and the node's device count is unknown"
+                elif directory is None:
+                    why = "no device index (API server not used, no index in its name)"
+                else:
+                    why = "no device index (no deviceId in ResourceSlices, no index in its name)"
                 problems.append(
                     f"claim {one_line(claim[0])}/{one_line(claim[1])}: device {one_line(res.device_name)!r} of pool "
-                    f"{one_line(res.pool_name)!r} has no device index"
-                    + (" (no deviceId in ResourceSlices" if directory is not None else " (API server not used")
-                    + ", no index in its name)"
+                    f"{one_line(res.pool_name)!r} has {why}"
                 )
                 continue
             lnc = details.lnc.get((res.driver_name, *key)) if details is not None else None
             claim_cpd = physical // lnc if lnc and physical and physical % lnc == 0 else None
             uid = details.pod_uids.get(pod.name, "") if details is not None else ""
             out.extend(DraDevice(i, claim, pod.name, container.name, uid, claim_cpd) for i in indices)
+        problems = list(dict.fromkeys(problems))  # one line per device, however many containers share it
         self.stats["dra_devices"] = len(out)
         self.stats["dra_unresolved"] += len(problems)
         if directory is not None:

@@ -361,3 +361,20 @@ def test_https_with_the_cluster_ca(kubelet: FakeKubelet, token_file: str, tmp_pa
         assert set(refused["neurondevices_k8s_info"]) == set()  # "x" has no index in its name
     finally:
         api.stop()
+
+
+def test_ultraserver_node_device_without_a_device_count_is_named(
+    kubelet: FakeKubelet, api: StubApiServer, token_file: str
+) -> None:
+    node_claim = claim("us", "ml", "node0")
+    kubelet.pods = [
+        {"name": "vllm-0", "namespace": "ml", "containers": [{"name": n, "claims": [node_claim]} for n in ("a", "b")]}
+    ]
+    api.slices = [resource_slice(NODE, [slice_device("node0", 0, rtype="neuron_node")])]
+    w = PodInfoWatcher(kubelet.socket_path, directory=directory(api, token_file))  # no device count known
+    try:
+        info = w.refresh_once()
+    finally:
+        w.close()
+    assert info["neurondevices_k8s_info"] == {}
+    assert info["error"].count("UltraServer node device, and the node's device count is unknown") == 1
