@@ -127,7 +127,8 @@ def load_all() -> dict[str, dict[str, Any]]:
             continue
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
         assert len(docs) == 1, path
-        out[docs[0]["kind"]] = docs[0]
+        kind = docs[0]["kind"]
+        out[kind if kind not in out else f"{kind}/{docs[0]['metadata']['name']}"] = docs[0]
     return out
 
 
@@ -225,6 +226,15 @@ def test_daemon_reads_the_host_through_root_and_pipe_is_shared() -> None:
     assert exporter["securityContext"]["runAsNonRoot"] is True
     assert exporter["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert all(c["securityContext"]["readOnlyRootFilesystem"] for c in spec["containers"])
+
+
+def test_exporter_probes_are_healthz_for_liveness_and_readyz_for_readiness() -> None:
+    spec = MANIFESTS["DaemonSet"]["spec"]["template"]["spec"]
+    exporter = next(c for c in spec["containers"] if c["name"] == "exporter")
+    assert exporter["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert exporter["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert exporter[probe]["timeoutSeconds"] < exporter[probe]["periodSeconds"]
 
 
 def test_configmap_is_the_shipped_monitor_conf_and_loads() -> None:

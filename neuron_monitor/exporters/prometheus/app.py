@@ -1,10 +1,12 @@
-"""What the exporter answers: ``/metrics``, ``/healthz``, the landing page ``/`` and ``/dashboard.json``.
+"""What the exporter answers: ``/metrics``, ``/healthz``, ``/readyz``, the landing page ``/`` and ``/dashboard.json``.
 
 ``/metrics`` serves the collector's body in the negotiated format (Prometheus text 0.0.4 or OpenMetrics), gzip
-when ``Accept-Encoding`` allows it (q-values honoured). ``/healthz`` answers ``200 ok`` while a fresh report is
-served and stdin is open, else ``503`` with the reason; it needs no credentials, so kubelet probes work with basic
-auth on. With basic auth users configured, every other path needs them: a cached verdict answers at once, anything
-else waits for the bounded bcrypt pool (``auth``, ``server``).
+when ``Accept-Encoding`` allows it (q-values honoured). ``/healthz`` (liveness) answers ``200 ok`` while a fresh
+report is served and stdin is open, else ``503`` with the reason; ``/readyz`` (readiness) answers ``503`` until the
+first report that lists a Neuron device has been applied, ``200`` from then on (as Neuron Observer's /readyz waits
+for its first collection cycle). Both need no credentials, so kubelet probes work with basic auth on. With basic
+auth users configured, every other path needs them: a cached verdict answers at once, anything else waits for the
+bounded bcrypt pool (``auth``, ``server``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ class ExporterApp:
         if path == "/healthz":
             view = self.state.view()
             return plain(200 if view.healthy else 503, view.reason)
+        if path == "/readyz":
+            if self.state.ready:
+                return plain(200, "ready")
+            return plain(503, "not ready: no report with Neuron device data applied yet")
         if path not in ("/metrics", "/", "/dashboard.json"):
             return plain(404, "Not Found")
         verdict = self.auth.cached(request.headers.get("authorization"))

@@ -45,7 +45,11 @@ def landing_page(exporter: ExporterCollector, dashboard: bool) -> str:
             f"<tr><td>{html.escape(group)}</td><td>{'error' if failed else 'ok'}</td>"
             f"<td>{state.group_errors_total.get(group, 0)}</td></tr>"
         )
-    links = ['<li><a href="metrics">/metrics</a>: Prometheus metrics</li>', '<li><a href="healthz">/healthz</a></li>']
+    links = [
+        '<li><a href="metrics">/metrics</a>: Prometheus metrics</li>',
+        '<li><a href="healthz">/healthz</a></li>',
+        '<li><a href="readyz">/readyz</a></li>',
+    ]
     if dashboard:
         links.append('<li><a href="dashboard.json">dashboard.json</a>: the Grafana dashboard</li>')
     links.append(f"<li>Documentation: {html.escape(DOCS)}</li>")

@@ -55,6 +55,18 @@ class View:
     changes: int = 0  # the state's change count when this view was taken (see ``ExporterState.changes``)
 
 
+def has_device_data(report: dict[str, Any]) -> bool:
+    """True when ``report`` lists a Neuron device: its hardware info counts one, or a device group lists one."""
+    info = report.get("neuron_hardware_info")
+    count = info.get("neuron_device_count") if isinstance(info, dict) else None
+    if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        return True
+    system = report.get("system_data")
+    health = system.get("neuron_device_health") if isinstance(system, dict) else None
+    devices = health.get("neuron_devices") if isinstance(health, dict) else None
+    return isinstance(devices, list) and len(devices) > 0
+
+
 class ExporterState:
     def __init__(
         self,
@@ -82,6 +94,7 @@ class ExporterState:
         self.group_errors_total: Counter[str] = Counter()
         self.bad_input_total: Counter[str] = Counter()
         self.input_closed = False
+        self.ready = False  # a report with Neuron device data was applied (/readyz)
         self.changes = 0  # grows with every change the self-metrics show (a report, a rejection, bad input, EOF)
         self._lock = threading.Lock()  # guards the counters above against a concurrent view()
         self._last_reject_log = -1e18
@@ -110,6 +123,8 @@ class ExporterState:
             self._snapshot = snapshot
         if bad:
             self._count_bad(bad)
+        if not self.ready and has_device_data(report):
+            self.ready = True
         return True
 
     def _count_bad(self, bad: Counter[str]) -> None:
