@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any, NoReturn
 
+from neuron_monitor.sanitize import SafeFormatter
+
 VERBOSITY_LEVELS = {0: logging.CRITICAL + 1, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
 VERBOSITY_NAMES = {"off": 0, "critical": 0, "error": 1, "warning": 2, "info": 3, "debug": 4}
 
@@ -92,7 +94,7 @@ def add_verbosity(parser: argparse.ArgumentParser, default: int, short: bool = F
 def setup_logging(prog: str, verbose: int) -> None:
     """Send the package's log records at ``verbose`` and above to stderr, prefixed with the command's name."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"{prog}: %(levelname)s: %(message)s"))
+    handler.setFormatter(SafeFormatter(f"{prog}: %(levelname)s: %(message)s"))
     root = logging.getLogger("neuron_monitor")
     root.handlers[:] = [handler]
     root.setLevel(VERBOSITY_LEVELS[verbose])

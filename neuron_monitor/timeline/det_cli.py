@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.sanitize import sanitize
 from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
 from neuron_monitor.timeline.detect import DEFAULT_HANG_PERIODS, DEFAULT_MERGE_GAP, Detector, clock
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     problems = result.problems
     days = {clock(t, True)[:10] for p in problems for t in (p.start, p.end)}
     for p in problems:
-        print(p.line(with_date=len(days) > 1, with_instance=len(detector.instances) > 1))
+        print(sanitize(p.line(with_date=len(days) > 1, with_instance=len(detector.instances) > 1)))
     summary = f"{len(problems)} problem(s) detected" if problems else "no errors detected"
     print(f"{{parser.prog}}: {summary}; {result.stats.summary()}", file=sys.stderr)
     return 1 if problems else 0

@@ -22,6 +22,7 @@ from neuron_monitor.cli import host_root
 from neuron_monitor.cli_common import ArgumentParser, positive_int
 from neuron_monitor.config import ConfigError
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT
+from neuron_monitor.sanitize import sanitize
 from neuron_monitor.top.controls import ViewState
 from neuron_monitor.top.layout import Frame, plain, render
 from neuron_monitor.top.model import screen_from_report
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str, code: int) -> int:
-    sys.stderr.write(f"{PROG}: {message}\n")
+    sys.stderr.write(f"{PROG}: {sanitize(message)}\n")
     sys.stderr.flush()
     return code
 
@@ -132,7 +133,7 @@ def _once(args: argparse.Namespace, kind: str, state: ViewState) -> int:
                 source.close()
     if report is None:
         for p in problems:
-            sys.stderr.write(f"{PROG}: {p}\n")
+            sys.stderr.write(f"{PROG}: {sanitize(p)}\n")
         return _fail("no report to show", 1)
     _print_once(report, state, args.width, problems)
     return 0

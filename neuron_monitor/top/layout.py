@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from neuron_monitor.sanitize import sanitize
 from neuron_monitor.top.model import MEMORY_CATEGORIES, Core, Device, Runtime, Screen
 
 Span = tuple[str, str]
@@ -59,8 +60,9 @@ class Frame:
 
 
 def plain(lines: list[Line]) -> str:
-    """The text of rendered lines, without styles (for --once on a pipe and for tests)."""
-    return "\n".join("".join(t for t, _ in line).rstrip() for line in lines) + "\n"
+    """The text of rendered lines, without styles (for --once on a pipe and for tests), sanitized where it leaves
+    for the terminal or file (`neuron_monitor.sanitize`)."""
+    return "\n".join(sanitize("".join(t for t, _ in line)).rstrip() for line in lines) + "\n"
 
 
 def human_bytes(n: int | None) -> str:

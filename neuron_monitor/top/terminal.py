@@ -20,17 +20,20 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from neuron_monitor.sanitize import sanitize
 from neuron_monitor.top.layout import Line
 
 
 def to_text(lines: list[Line]) -> Text:
-    """Styled lines -> one Rich Text, never wrapped (the layout already fits the width)."""
+    """Styled lines -> one Rich Text, never wrapped (the layout already fits the width). Every string is
+    sanitized here, where it reaches the terminal (`neuron_monitor.sanitize`: tags, names and errors come from
+    the workload and the reports)."""
     text = Text(no_wrap=True, overflow="crop", end="")
     for n, line in enumerate(lines):
         if n:
             text.append("\n")
         for chunk, style in line:
-            text.append(chunk, style=style or None)
+            text.append(sanitize(chunk), style=style or None)
     return text
 
 

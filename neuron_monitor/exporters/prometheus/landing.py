@@ -3,20 +3,21 @@
 Shows the health verdict, the newest report's age against the staleness window, the runtimes and Neuron devices
 it describes, per-group status (error in the newest report, errors since start), the input counters, and links
 to ``/metrics``, ``/healthz``, the Grafana dashboard JSON (when the source tree's copy is found) and the docs.
+Every text on it goes through `neuron_monitor.sanitize.html_text` (control and bidi characters made visible,
+HTML escaped): group names come from the reports.
 """
 
 from __future__ import annotations
 
-import html
-
 from neuron_monitor import __version__
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.sanitize import html_text
 
 DOCS = "docs/prometheus.md in the neuron-monitor source tree (also docs/migrating-from-aws.md)"
 
 
 def _row(name: str, value: object) -> str:
-    return f"<tr><th>{html.escape(name)}</th><td>{html.escape(str(value))}</td></tr>"
+    return f"<tr><th>{html_text(name)}</th><td>{html_text(value)}</td></tr>"
 
 
 def landing_page(exporter: ExporterCollector, dashboard: bool) -> str:
@@ -42,7 +43,7 @@ def landing_page(exporter: ExporterCollector, dashboard: bool) -> str:
     for group in sorted(groups):
         failed = snapshot is not None and group in snapshot.groups_failed
         group_rows.append(
-            f"<tr><td>{html.escape(group)}</td><td>{'error' if failed else 'ok'}</td>"
+            f"<tr><td>{html_text(group)}</td><td>{'error' if failed else 'ok'}</td>"
             f"<td>{state.group_errors_total.get(group, 0)}</td></tr>"
         )
     links = [
@@ -52,7 +53,7 @@ def landing_page(exporter: ExporterCollector, dashboard: bool) -> str:
     ]
     if dashboard:
         links.append('<li><a href="dashboard.json">dashboard.json</a>: the Grafana dashboard</li>')
-    links.append(f"<li>Documentation: {html.escape(DOCS)}</li>")
+    links.append(f"<li>Documentation: {html_text(DOCS)}</li>")
     return (
         "<!DOCTYPE html>\n<html><head><title>neuron-monitor-prometheus</title>"
         "<style>body{font-family:sans-serif}th{text-align:left;padding-right:1em}td{padding-right:1em}</style>"

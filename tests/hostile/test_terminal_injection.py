@@ -1,0 +1,169 @@
+"""Strings from the workload and the reports cannot write to a terminal, a page or a log.
+
+Before (issue 32): neuron-monitor-top printed runtime tags (the workload's NEURON_PROCESS_TAG), instance names,
+error strings raw, interactive and --once: OSC 52 clipboard writes, ESC[2J, cursor moves, OSC 8 links, C1
+controls, bidi overrides all reached the terminal. After: `neuron_monitor.sanitize` at every place text leaves:
+the top view's terminal writer and plain text, its stderr lines, the exporter's landing page (also HTML-escaped),
+every command's log formatter, neuron-monitor-det's finding lines.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import logging
+import subprocess
+import sys
+from typing import Any
+
+import orjson
+import pytest
+from rich.console import Console
+
+from neuron_monitor.sanitize import SafeFormatter, html_text, sanitize
+from neuron_monitor.top.layout import Frame, plain, render
+from neuron_monitor.top.model import screen_from_report
+from neuron_monitor.top.terminal import to_text
+from tests.conftest import REPO
+
+REPORT = REPO / "tests" / "fixtures" / "reports" / "cwagent-test_trn1n32xl_report_line.json"
+
+ATTACKS = {
+    "OSC 52 clipboard": "\x1b]52;c;cm0gLXJmIH4=\x07",
+    "clear screen": "\x1b[2J\x1b[H",
+    "cursor move": "\x1b[10;10H\x1b[1A",
+    "OSC 8 link": "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\",
+    "C1 CSI": "\x9b2J",
+    "C1 OSC": "\x9d52;c;eA==\x9c",
+    "bidi override": "job\u202eexe.txt",
+    "bidi isolate": "\u2067abc\u2069",
+    "newline": "a\nforged: line",
+    "carriage return": "job\roverwritten",
+    "bell and backspace": "\x07\x08\x08\x08",
+    "DEL": "x\x7fy",
+    "line separator": "a\u2028b",
+}
+FORBIDDEN = ("\x1b", "\x07", "\x9b", "\x9d", "\x9c", "\u202e", "\u2067", "\u2069", "\r", "\x08", "\x7f", "\u2028")
+
+
+def assert_clean(text: str, allow_newlines: bool = False) -> None:
+    for ch in FORBIDDEN:
+        assert ch not in text, (ch, text[:200])
+    if not allow_newlines:
+        assert "\n" not in text
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_sanitize_keeps_the_length_and_shows_every_character(name: str) -> None:
+    attack = ATTACKS[name]
+    safe = sanitize(attack)
+    assert len(safe) == len(attack)
+    assert_clean(safe)
+    assert sum(1 for a, b in zip(attack, safe, strict=True) if a != b) >= 1
+
+
+def test_plain_text_is_returned_as_is() -> None:
+    text = "job-00 ünïcödé 日本 ✓ tab-free"
+    assert sanitize(text) is text
+
+
+def hostile_report(attack: str) -> dict[str, Any]:
+    report: dict[str, Any] = orjson.loads(REPORT.read_bytes())
+    report = copy.deepcopy(report)
+    entry = report["neuron_runtime_data"][0]
+    entry["neuron_runtime_tag"] = f"tag{attack}"
+    entry["error"] = f"error{attack}"
+    for obj in entry["report"].values():
+        obj["error"] = f"group error{attack}"
+    report["instance_info"]["instance_name"] = f"name{attack}"
+    report["instance_info"]["instance_type"] = f"trn1n.32xlarge{attack}"
+    report["instance_info"]["error"] = f"imds{attack}"
+    report["neuron_hardware_info"]["error"] = f"hw{attack}"
+    for obj in report["system_data"].values():
+        obj["error"] = f"system{attack}"
+    return report
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+@pytest.mark.parametrize("view", ["d", "c", "r"])
+def test_top_frames_carry_no_control_or_bidi_character(name: str, view: str) -> None:
+    report = hostile_report(ATTACKS[name])
+    frame = Frame(
+        screen=screen_from_report(report, None),
+        view=view,
+        now=0.0,
+        messages=(f"skipped a broken line{ATTACKS[name]}",),
+        filter_text=f"f{ATTACKS[name]}",
+    )
+    lines = render(frame, 160, None)
+    assert_clean(plain(lines), allow_newlines=True)
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, color_system="truecolor", width=160).print(to_text(lines))
+    painted = out.getvalue()
+    for ch in FORBIDDEN[1:]:  # Rich's own colour sequences start with ESC; nothing else may
+        assert ch not in painted, (ch, name)
+    for seq in ("\x1b]", "\x1b[2J", "\x1b[H", "\x1b[10;10H", "\x1b[1A"):
+        assert seq not in painted
+
+
+def test_top_once_on_a_pipe_prints_no_control_sequence() -> None:
+    lines = b"".join(orjson.dumps(hostile_report(a)) + b"\n" for a in ATTACKS.values())
+    proc = subprocess.run(
+        [sys.executable, "-m", "neuron_monitor.top.cli", "--once", "--stdin", "--view", "r"],
+        input=b"not json \x1b]52;c;eA==\x07\n" + lines,
+        capture_output=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert_clean(proc.stdout.decode(), allow_newlines=True)
+    assert_clean(proc.stderr.decode(), allow_newlines=True)
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_landing_page_text_is_escaped_and_visible(name: str) -> None:
+    page = html_text(f"<script>alert(1)</script>{ATTACKS[name]}\"'&")
+    assert "<script>" not in page and '"' not in page and "'" not in page
+    assert_clean(page)
+
+
+def test_the_landing_page_shows_a_hostile_group_name_inert() -> None:
+    from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+    from neuron_monitor.exporters.prometheus.landing import landing_page
+    from neuron_monitor.exporters.prometheus.state import ExporterState
+
+    state = ExporterState()
+    state.group_errors_total["<img src=x onerror=alert(1)>\x1b]52;c;eA==\x07\u202e"] = 3
+    page = landing_page(ExporterCollector(state), False)
+    assert "<img" not in page
+    assert_clean(page, allow_newlines=True)
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_a_log_line_that_echoes_input_is_one_clean_line(name: str) -> None:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(SafeFormatter("prog: %(levelname)s: %(message)s"))
+    logger = logging.getLogger(f"test.sanitize.{name}")
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    logger.warning("skipped a bad report line: %s", ATTACKS[name])
+    text = out.getvalue()
+    assert text.count("\n") == 1 and text.endswith("\n")
+    assert_clean(text[:-1])
+
+
+def test_a_traceback_keeps_its_lines_but_not_the_inputs_controls() -> None:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(SafeFormatter("%(message)s"))
+    logger = logging.getLogger("test.sanitize.tb")
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    try:
+        raise ValueError("bad tag \x1b[2J")
+    except ValueError:
+        logger.exception("failed")
+    text = out.getvalue()
+    assert "Traceback" in text and text.count("\n") > 2
+    assert "\x1b" not in text
