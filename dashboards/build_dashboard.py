@@ -459,25 +459,59 @@ def build() -> dict[str, Any]:
 
     lay.row("Device health")
     lay.add(
+        stat(
+            "Nodes not healthy",
+            f'count(neuron_node_health_state{{{I},state!="healthy"}} == 1) or vector(0)',
+            description="Nodes whose Neuron devices are not all healthy (the neuron_device_health verdict: "
+            "unhealthy if any device is, unknown if any cannot be told). docs/health.md has the rules.",
+            thresholds=[(1, "red")],
+        ),
+        3,
+        8,
+    )
+    lay.add(
         panel(
             "table",
-            "Device health",
+            "Devices not healthy, and why",
             [
-                target(f"min by (instance, neuron_device_index) (neuron_device_healthy{{{I}}})", "", "A", True, True),
                 target(
-                    f"count by (instance, neuron_device_index) (neuron_device_unhealthy_component{{{I}}} == 1)"
-                    f" or on (instance, neuron_device_index)"
-                    f" (0 * min by (instance, neuron_device_index) (neuron_device_healthy{{{I}}}))",
+                    f'max by (instance, neuron_device_index, state) (neuron_device_health_state{{{I},state!="healthy"}}'
+                    " == 1)",
+                    "",
+                    "A",
+                    True,
+                    True,
+                ),
+                target(
+                    f"max by (instance, neuron_device_index, rule, detail, severity) (neuron_device_health_reason{{{I}}})",
                     "",
                     "B",
                     True,
                     True,
                 ),
             ],
-            description="Per device: healthy (1/0, driver >= 2.30.2) and the number of unhealthy components the "
-            "driver reports (the NeuronDeviceUnhealthy alert names them).",
+            description="A: each device whose verdict is unhealthy or unknown. B: the findings behind every verdict "
+            "(rule, detail, severity; a repair_pending warning keeps a device healthy). The NeuronDeviceUnhealthy "
+            "alert fires on A's unhealthy rows.",
         ),
         6,
+        8,
+    )
+    lay.add(
+        series(
+            "Device fault events",
+            [
+                (
+                    f"sum by (instance, neuron_device_index, kind) "
+                    f"(increase(neuron_device_fault_events_total{{{I}}}[$__rate_interval])) > 0",
+                    "{{instance}} nd{{neuron_device_index}} {{kind}}",
+                )
+            ],
+            "short",
+            "Fault events per device and kind (uncorrected and repairable ECC, hardware error events, components "
+            "turning unhealthy, devices lost), each counted once by the daemon.",
+        ),
+        3,
         8,
     )
     lay.add(

@@ -48,6 +48,27 @@ def dashboard_exprs() -> list[str]:
     return [t["expr"] for p in doc["panels"] for t in p.get("targets", [])]
 
 
+# a neuron_device_health body as the daemon writes it (one unhealthy device, a finding, an event)
+DEVICE_HEALTH = {
+    "period": 5.0,
+    "error": "",
+    "node": {"state": "unhealthy", "since": 1.7e9, "device_states": {"healthy": 0, "unhealthy": 1, "unknown": 0}},
+    "neuron_devices": [
+        {
+            "neuron_device_index": 0,
+            "health": {
+                "state": "unhealthy",
+                "since": 1.7e9,
+                "reasons": [{"rule": "ecc_uncorrected", "severity": "unhealthy", "detail": "hbm", "message": "m"}],
+            },
+            "fault_events": {"ecc_uncorrected": {"count": 1, "first_seen": 1.7e9}},
+            "fault_totals": {},
+        }
+    ],
+    "watch_interval": 0.25,
+}
+
+
 def test_committed_json_matches_the_builder() -> None:
     assert DASHBOARD.read_text() == _builder().render(), "run python3 dashboards/build_dashboard.py"
 
@@ -89,6 +110,7 @@ def test_every_metric_in_the_dashboard_is_one_the_exporter_writes() -> None:
     k8s = {"neuroncores_k8s_info": {"0": {"pod_name": "p", "namespace": "n", "container_name": ["c"]}}, "error": ""}
     report = trn2_report(k8s=k8s)
     report["system_data"]["neuron_device_telemetry"] = DEVICE_TELEMETRY
+    report["system_data"]["neuron_device_health"] = DEVICE_HEALTH
     emitted = {name for name, _ in parse(scrape(feed([report])))}
     selectors = [m for expr in dashboard_exprs() for m in re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", expr)]
     assert len(selectors) >= 30
