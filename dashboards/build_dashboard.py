@@ -483,7 +483,8 @@ def build() -> dict[str, Any]:
                     True,
                 ),
                 target(
-                    f"max by (instance, neuron_device_index, rule, detail, severity) (neuron_device_health_reason{{{I}}})",
+                    "max by (instance, neuron_device_index, rule, detail, severity)"
+                    f" (neuron_device_health_reason{{{I}}})",
                     "",
                     "B",
                     True,
