@@ -11,6 +11,7 @@ bounded bcrypt pool (``auth``, ``server``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,10 @@ from neuron_monitor.exporters.prometheus.landing import landing_page
 from neuron_monitor.exporters.prometheus.negotiation import exposition_format, gzip_accepted
 from neuron_monitor.exporters.prometheus.server import HTTPFront, Request, Response, plain
 from neuron_monitor.exporters.prometheus.state import ExporterState
+from neuron_monitor.inputfile import InputFileError, read_regular
 
+DASHBOARD_MAX_BYTES = 8 * 1024 * 1024  # the dashboard JSON is about 100 KiB
+log = logging.getLogger("neuron_monitor.exporters.prometheus.app")
 DASHBOARD = Path(__file__).resolve().parents[3] / "dashboards" / "neuron-monitor.json"  # in a source checkout
 UNAUTHORIZED = plain(401, "Unauthorized", **{"WWW-Authenticate": 'Basic realm="neuron-monitor-prometheus"'})
 
@@ -84,7 +88,11 @@ class ExporterApp:
         if path == "/metrics":
             return self.metrics(request)
         if path == "/dashboard.json" and self.dashboard is not None:
-            return Response(200, self.dashboard.read_bytes(), "application/json")
+            try:  # on the loop: never a blocking open (a FIFO put in its place), never a huge read
+                return Response(200, read_regular(self.dashboard, DASHBOARD_MAX_BYTES), "application/json")
+            except InputFileError as e:
+                log.warning("cannot serve the dashboard: %s", e)
+                return plain(404, "Not Found")
         if path == "/":
             page = landing_page(self.exporter, self.dashboard is not None)
             return Response(200, page.encode("utf-8"), "text/html; charset=utf-8")
