@@ -4,8 +4,12 @@ bcrypt is slow on purpose (~250 ms at cost 12), so an unbounded check per reques
 passwords take the host. As Prometheus's exporter-toolkit does, this checker:
 
 - runs at most ``max_concurrent`` bcrypt checks at a time (a semaphore; the HTTP front adds a bounded queue);
-- keeps the verdict of each (user, password) pair for ``cache_ttl`` seconds in a bounded cache keyed by a
-  SHA-256 of the pair, so Prometheus pays bcrypt once, not per scrape, and a repeated wrong password is cheap;
+- keeps verdicts in bounded caches keyed by a SHA-256 of the (user, password) pair: a refused pair for
+  ``cache_ttl`` seconds (a repeated wrong password is cheap), an accepted pair for as long as this checker lives
+  (its hashes do not change: bcrypt would give the same answer again), in a cache of its own that refused pairs
+  cannot evict. So a known-good credential is never queued behind failing ones: Prometheus pays bcrypt once, not
+  once per expiry, and a wrong-password storm that fills the bcrypt queue (503 beyond ``max_auth_pending``)
+  costs its scrapes nothing (before issue 32, an expired verdict put it behind the storm: 503, then 24 s);
 - checks an unknown user's password against a dummy hash of the configured users' highest cost, so an unknown
   name costs what a known one does and response times do not tell which users exist.
 
@@ -26,6 +30,7 @@ import bcrypt
 
 DEFAULT_CACHE_TTL = 60.0
 DEFAULT_CACHE_SIZE = 1024
+DEFAULT_GOOD_CACHE_SIZE = 64  # accepted pairs kept (scrapers, people): refused ones never evict them
 DEFAULT_MAX_CONCURRENT = 2
 
 
@@ -66,7 +71,9 @@ class BasicAuth:
         self.users = {u: h.encode() for u, h in users.items()}
         self.max_concurrent = max_concurrent
         self._slots = threading.BoundedSemaphore(max_concurrent)
-        self._cache: OrderedDict[bytes, tuple[bool, float]] = OrderedDict()
+        self._cache: OrderedDict[bytes, tuple[bool, float]] = OrderedDict()  # refused pairs, with their expiry
+        self._good: OrderedDict[bytes, None] = OrderedDict()  # accepted pairs, most recently used last
+        self._good_size = DEFAULT_GOOD_CACHE_SIZE
         self._cache_ttl = cache_ttl
         self._cache_size = cache_size
         self._clock = clock
@@ -92,6 +99,9 @@ class BasicAuth:
             return False
         key = self._key(*creds)
         with self._lock:
+            if key in self._good:
+                self._good.move_to_end(key)
+                return True
             entry = self._cache.get(key)
             if entry is not None:
                 if entry[1] > self._clock():
@@ -123,6 +133,12 @@ class BasicAuth:
 
     def _remember(self, key: bytes, ok: bool) -> None:
         with self._lock:
+            if ok:
+                self._good[key] = None
+                self._good.move_to_end(key)
+                while len(self._good) > self._good_size:
+                    self._good.popitem(last=False)
+                return
             self._cache[key] = (ok, self._clock() + self._cache_ttl)
             self._cache.move_to_end(key)
             while len(self._cache) > self._cache_size:
