@@ -209,3 +209,29 @@ def test_body_reads_back_through_the_spec(trn2: tuple[list[DeviceTree], NeuronDe
     assert value.node_state == "unhealthy"
     fams = {f.name: (key, vals) for f, key, vals, _, _ in K.gauges(value) if key == ("1",)}
     assert fams["neuron_device_health_state"][1] == {"healthy": 0.0, "unhealthy": 1.0, "unknown": 0.0}
+
+
+def test_det_findings_and_top_cells_follow_the_verdict(
+    trn2: tuple[list[DeviceTree], NeuronDeviceHealth, Clock],
+) -> None:
+    devs, g, clock = trn2
+    assert devs[1].health is not None and devs[2].power is not None
+    devs[1].health.write(b"hbm\n")
+    devs[2].power.write(b"POWER_STATUS_INVALID,1789180920,0.00,0.00,0.00\n")
+    devs[3].ecc["mem_ecc_repairable_uncorrected"].write(b"1\n")
+    clock.t = 1001.0
+    g.watch()
+    problems = Problems()
+    value = K.read(json.loads(json.dumps(g.collect())), "system_data.neuron_device_health", problems)
+    found = {(rule.kind, key): (amount, details) for rule, key, amount, details in K.findings(value)}
+    assert found[(K.DEVICE_HEALTH_UNHEALTHY, ("1",))] == (1.0, {"reasons": ["unhealthy_component hbm"]})
+    assert found[(K.DEVICE_HEALTH_UNHEALTHY, ("0",))] == (0.0, {"reasons": []})
+    assert found[(K.DEVICE_HEALTH_UNKNOWN, ("2",))] == (1.0, {"reasons": ["power_status INVALID"]})
+    assert found[(K.DEVICE_FAULT_EVENTS, ("1",))] == (1.0, {"health_component": 1.0})
+    assert found[(K.DEVICE_FAULT_EVENTS, ("3",))] == (1.0, {"ecc_repairable": 1.0})
+    assert found[(K.DEVICE_HEALTH_UNHEALTHY, ("3",))][0] == 0.0  # repair pending: healthy
+    cells = {key: (text, style) for _, key, text, style in K.top(value, 5.0)}
+    assert cells[("0",)] == ("healthy", "green")
+    assert cells[("1",)] == ("UNHEALTHY unhealthy_component hbm", "bold red")
+    assert cells[("2",)] == ("unknown power_status INVALID", "yellow")
+    assert cells[("3",)] == ("healthy", "green")

@@ -233,6 +233,76 @@ def timeline(value: NeuronDeviceHealth) -> Iterator[S.TimelineSample]:
             yield TRACK_FAULTS, (str(dev.index),), {k: v for k, v in dev.events.items() if k in FAULT_KINDS}
 
 
+# ---- neuron-monitor-det: verdict transitions and fault events ------------------------------------------------
+DEVICE_HEALTH_UNHEALTHY: Final = "device_health_unhealthy"
+DEVICE_HEALTH_UNKNOWN: Final = "device_health_unknown"
+DEVICE_FAULT_EVENTS: Final = "device_fault_events"
+DET_UNHEALTHY = S.DetRule(
+    DEVICE_HEALTH_UNHEALTHY,
+    S.DEVICE_TRACK,
+    S.ERROR,
+    "the device's health verdict turned unhealthy (uncorrected ECC, an unhealthy component, hardware error"
+    " events or a lost device; docs/health.md)",
+    episode=S.STATE_EPISODES,
+)
+DET_UNKNOWN = S.DetRule(
+    DEVICE_HEALTH_UNKNOWN,
+    S.DEVICE_TRACK,
+    S.WARNING,
+    "the device's health could not be told (unreadable health files, firmware unreachable, power telemetry"
+    " NO_DATA/INVALID)",
+    episode=S.STATE_EPISODES,
+)
+DET_FAULTS = S.DetRule(
+    DEVICE_FAULT_EVENTS,
+    S.DEVICE_TRACK,
+    S.WARNING,
+    "fault events on the device (each counted once), by kind",
+    trace_slices=False,
+)
+
+
+def _reason_names(dev: DeviceHealth, severity: str) -> list[str]:
+    return [f"{r.rule} {r.detail}".strip() for r in dev.reasons if r.severity == severity]
+
+
+def findings(value: NeuronDeviceHealth) -> Iterator[S.DetFinding]:
+    """Per device: whether it is unhealthy or unknown now (state episodes: det reports each transition), and the
+    fault events first counted in this report."""
+    for dev in value.devices:
+        if dev.index is None or dev.state is None:
+            continue
+        key = (str(dev.index),)
+        bad = dev.state == "unhealthy"
+        yield DET_UNHEALTHY, key, 1.0 if bad else 0.0, {"reasons": _reason_names(dev, "unhealthy") if bad else []}
+        unknown = dev.state == "unknown"
+        yield DET_UNKNOWN, key, 1.0 if unknown else 0.0, {"reasons": _reason_names(dev, "unknown") if unknown else []}
+        events = {kind: count for kind, count in dev.events.items() if kind in FAULT_KINDS and count > 0}
+        if events:
+            yield DET_FAULTS, key, sum(events.values()), events
+
+
+# ---- neuron-monitor-top: the verdict per device, coloured --------------------------------------------------------
+COL_VERDICT = S.TopColumn(S.TOP_DEVICES, "verdict", 9, order=25, align="<", gap=1)
+STYLES: Final = {"healthy": "green", "unknown": "yellow", "unhealthy": "bold red"}
+
+
+def top(value: NeuronDeviceHealth, period: float | None) -> Iterator[S.TopCell]:
+    """The device's verdict in its colour (green healthy, yellow unknown, red unhealthy) and its first finding."""
+    for dev in value.devices:
+        if dev.index is None:
+            continue
+        key = (str(dev.index),)
+        if dev.state is None:
+            yield COL_VERDICT, key, "-", "dim"
+            continue
+        first = next((f"{r.rule} {r.detail}".strip() for r in dev.reasons if r.severity != "warning"), "")
+        text = dev.state.upper() if dev.state == "unhealthy" else dev.state
+        if first:
+            text = f"{text} {first}"
+        yield COL_VERDICT, key, text if len(text) <= 40 else text[:39] + "…", STYLES[dev.state]
+
+
 SPEC = S.GroupSpec(
     name=NAME,
     placement=S.SYSTEM,
@@ -246,4 +316,8 @@ SPEC = S.GroupSpec(
     datums=datums,
     tracks=(TRACK_STATE, TRACK_FAULTS),
     timeline=timeline,
+    det_rules=(DET_UNHEALTHY, DET_UNKNOWN, DET_FAULTS),
+    findings=findings,
+    top_columns=(COL_VERDICT,),
+    top=top,
 )
