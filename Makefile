@@ -3,7 +3,9 @@
 #               exporter on http://127.0.0.1:8000/metrics; BIND=0.0.0.0 to serve the network), on the simulator
 #               when this host has no Neuron device
 #   make test   the virtualenv with the test tools too, the apt tools the tests run (test-tools), every check
+# Plain `make` prints the targets (`make help`).
 SHELL := /bin/bash
+.DEFAULT_GOAL := help
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
@@ -36,20 +38,19 @@ $(VENV)/.installed: $(INSTALL_INPUTS) | $(PY)
 	@set -o pipefail; $(PIP) -e '.[test,k8s]' 2>&1 | $(PIP_LINES)
 	@touch $@ $(VENV)/.installed-run
 
-.PHONY: venv run test test-tools lint bench
+.PHONY: help venv run test test-tools lint bench dist
 
-venv: $(VENV)/.installed
+help:  ## this list
+	@echo "neuron-monitor $$(sed -n 's/^__version__ = "\(.*\)"/\1/p' neuron_monitor/__init__.py): make TARGET [VAR=value ...]"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/' | expand -t 14
+	@echo "variables: SHAPE=$(SHAPE) CONFIG=$(CONFIG) PORT=$(PORT) BIND=$(BIND) VENV=$(VENV) PYTEST_ARGS=..."
 
-run: $(VENV)/.installed-run
-	@if [ -e /dev/neuron0 ]; then src=""; else \
-	  echo "[run] no Neuron device here: simulating a $(SHAPE) (SHAPE=... to change)"; src="--simulate $(SHAPE)"; fi; \
-	case "$(BIND)" in 0.0.0.0) host=127.0.0.1;; ::) host="[::1]";; *:*) host="[$(BIND)]";; *) host="$(BIND)";; esac; \
-	url="http://$$host:$(PORT)/metrics"; \
-	echo "[run] neuron-monitor -c $(CONFIG) $$src | neuron-monitor-prometheus --bind $(BIND) --port $(PORT)"; \
-	$(PY) scripts/wait_for_url.py "$$url" $$$$ "[run] serving $$url (listening on $(BIND); Ctrl-C stops)" & \
-	$(VENV)/bin/neuron-monitor -c $(CONFIG) $$src | $(VENV)/bin/neuron-monitor-prometheus --bind $(BIND) --port $(PORT)
+venv: $(VENV)/.installed  ## the virtualenv with the test extras and the compiled helper (.venv)
 
-test-tools:
+run: $(VENV)/.installed-run  ## daemon | Prometheus exporter (simulated SHAPE without /dev/neuron0); Ctrl-C stops
+	@$(PY) scripts/run.py --bin $(VENV)/bin --config $(CONFIG) --bind $(BIND) --port $(PORT) --shape $(SHAPE)
+
+test-tools:  ## the Debian tools the tests run (prometheus, promtool, systemd, tmux, openssl, kubectl)
 	@missing=""; { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
@@ -60,14 +61,17 @@ test-tools:
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-test: $(VENV)/.installed test-tools
+test: $(VENV)/.installed test-tools  ## ruff, mypy --strict and every test (what .ci/run runs)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict neuron_monitor
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed  ## ruff check, ruff format --check, mypy --strict
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy --strict neuron_monitor
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed  ## every benchmark in bench/ (each prints its ratio to its baseline)
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b; done
+
+dist: $(VENV)/.installed  ## the wheel and the sdist in dist/ (python -m build)
+	$(PY) -m build --outdir dist .

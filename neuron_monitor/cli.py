@@ -21,9 +21,9 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from neuron_monitor import __version__
+import neuron_monitor
 from neuron_monitor.cli_common import ArgumentParser, add_verbosity, positive_int, setup_logging
 from neuron_monitor.config import ConfigError, Plan, load_plan, plan_warnings
 from neuron_monitor.config_watch import ConfigFileWatcher
@@ -34,6 +34,9 @@ from neuron_monitor.neuron.ultraserver import InstanceInfoWithUltraServer, Ultra
 from neuron_monitor.output import LineWriter, ReaderGone
 from neuron_monitor.scheduler import Collector, Scheduler
 from neuron_monitor.sim.instance_info import SimulatedInstanceInfo
+
+if TYPE_CHECKING:
+    from neuron_monitor.timeline.recording import Recorder
 
 log = logging.getLogger("neuron_monitor")
 
@@ -102,7 +105,6 @@ def build_parser() -> argparse.ArgumentParser:
     from neuron_monitor.k8s.options import add_dra_arguments
 
     add_dra_arguments(p)
-    p.add_argument("--version", action="version", version=f"neuron-monitor {__version__}")
     return p
 
 
@@ -125,6 +127,14 @@ def _stop_now(signame: str) -> None:
     os._exit(0)
 
 
+def _ignore_stop_signals() -> None:
+    """The daemon stopped: a repeated SIGTERM/SIGINT (a second Ctrl-C, `timeout` signalling the process group)
+    must not cut the teardown short, which stops the simulator and removes its tree (bounded: see
+    `TemporarySimulator.close`)."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def _fail(message: str, code: int) -> int:
     sys.stderr.write(f"neuron-monitor: {message}\n")
     sys.stderr.flush()
@@ -135,6 +145,9 @@ def _fail(message: str, code: int) -> int:
 def host_root(args: argparse.Namespace) -> Iterator[str]:
     """The directory to read the host below: ``--root``, or a temporary simulated host for ``--simulate``."""
     if not args.simulate:
+        if not os.path.isdir(args.root):
+            why = "not a directory" if os.path.exists(args.root) else "no such directory"
+            raise ConfigError(f"--root {args.root}: {why}")
         yield args.root
         return
     try:
@@ -156,6 +169,20 @@ def instance_source(args: argparse.Namespace, root: RootFS) -> InstanceInfoSourc
         return SimulatedInstanceInfo(args.simulate)
     imds_enabled = not args.no_imds and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true"
     return InstanceInfoSource(args.imds_endpoint, args.imds_timeout, enabled=imds_enabled, root=root)
+
+
+def open_recorder(args: argparse.Namespace) -> Recorder | None:
+    """The ``--record`` writer (None without the option), its directory created like ``mkdir -p``; a path that
+    cannot be written is a `ConfigError` (one line, exit 2) naming it."""
+    if not args.record:
+        return None
+    from neuron_monitor.timeline.recording import Recorder
+
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(args.record)), exist_ok=True)
+        return Recorder(args.record, max_bytes=args.record_max_bytes, keep=args.record_keep)
+    except OSError as e:
+        raise ConfigError(f"--record {args.record}: {e.strerror or e}") from None
 
 
 class Daemon:
@@ -183,12 +210,7 @@ class Daemon:
                 self.k8s.set_cores_per_device(hw.get("neuroncore_per_device_count") or None)
                 self.k8s.set_node_shape(hw.get("neuron_device_count"), hw.get("logical_neuroncore_config"))
             extras["neuron_k8s_info"] = self.k8s.snapshot
-        recorder = None
-        if args.record:
-            from neuron_monitor.timeline.recording import Recorder
-
-            recorder = Recorder(args.record, max_bytes=args.record_max_bytes, keep=args.record_keep)
-        self.writer = LineWriter(1, recorder)
+        self.writer = LineWriter(1, open_recorder(args))
         instance_info = InstanceInfoWithUltraServer(self.instance.get, UltraServerSource(root))
         self.collector = Collector(root, plan, self.backend.apps, self.backend.hardware_info, instance_info, extras)
         self.scheduler = Scheduler(self.collector, self.writer.write, write_now=self.writer.write_now)
@@ -239,8 +261,10 @@ class Daemon:
     def _on_stop_signal(self, signum: int, _frame: object) -> None:
         """SIGTERM/SIGINT (a plain signal handler: it runs even while the loop is busy): stop the loop's work,
         and arm the watchdog that ends the process at STOP_DEADLINE_SECONDS if the orderly stop stalls."""
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self.stop.set)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: it has stopped anyway
+                loop.call_soon_threadsafe(self.stop.set)
         if self._watchdog is None:
             self._watchdog = threading.Timer(STOP_DEADLINE_SECONDS, _stop_now, (signal.Signals(signum).name,))
             self._watchdog.daemon = True
@@ -251,6 +275,13 @@ class Daemon:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_stop_signal)
         loop.add_signal_handler(signal.SIGHUP, self.request_reload, "SIGHUP")
+        plan = self.collector.plan
+        groups = len(plan.system_groups) + sum(len(s.groups) for s in plan.runtime_scopes)
+        log.info(
+            "started (version %s, pid %d): root %s, configuration %s, %d metric groups, every %.3g s at the fastest",
+            neuron_monitor.__version__, os.getpid(), self.collector.root.root, plan.source, groups,
+            plan.smallest_period(),
+        )  # fmt: skip
         self.instance.start()
         if self.k8s is not None:
             self.k8s.start()
@@ -308,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
                 code = asyncio.run(daemon.run())
             finally:
                 daemon.disarm()
+                _ignore_stop_signals()
     except ConfigError as e:
         return _fail(str(e), 2)
     except KeyboardInterrupt:

@@ -1,5 +1,6 @@
-"""What the commands share: the name they were called by, one-line usage errors, defaults in ``--help``, and one
-logging option, ``--verbose 0..4`` (alias ``--log-level``, which also takes a level name).
+"""What the commands share: the name they were called by, one-line usage errors, defaults in ``--help``,
+``--version`` (the installed package's version, from its metadata), and one logging option, ``--verbose 0..4``
+(alias ``--log-level``, which also takes a level name).
 
 Verbosity: 0 nothing, 1 errors, 2 warnings, 3 info, 4 debug; the names error, warning, info and debug map to
 1..4 (and off/critical to 0). Logs go to stderr as ``<command>: <LEVEL>: <message>``.
@@ -56,12 +57,44 @@ class _HelpFormatter(argparse.HelpFormatter):
         return text + " (default: %(default)s)"
 
 
+def package_version() -> str:
+    """The version of the installed distribution (its metadata, built from ``neuron_monitor.__version__``); the
+    package's own ``__version__`` when it runs from a source tree that was never installed."""
+    from importlib import metadata  # here, not at import: only --version pays for it
+
+    import neuron_monitor
+
+    try:
+        return metadata.version("neuron-monitor")
+    except metadata.PackageNotFoundError:
+        return neuron_monitor.__version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print ``<command> <version>`` and exit 0 (the version is looked up only when asked)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        sys.stdout.write(f"{parser.prog} {package_version()}\n")
+        sys.stdout.flush()
+        parser.exit(0)
+
+
+def add_version(parser: argparse.ArgumentParser) -> None:
+    """``--version`` for a parser that is not an `ArgumentParser` of this module."""
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """An argparse parser that names the command as it was called and reports a usage error in one line (exit 2)."""
+    """An argparse parser that names the command as it was called, reports a usage error in one line (exit 2) and
+    answers ``--version``."""
 
     def __init__(self, prog: str, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(prog=called_name(prog), **kwargs)
+        add_version(self)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see --help)\n")

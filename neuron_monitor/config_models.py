@@ -3,6 +3,7 @@ wording of their validation errors. Imported only when a configuration is not pl
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -63,12 +64,31 @@ def _json_path(loc: tuple[int | str, ...]) -> str:
     return out or "(root)"
 
 
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel]:
+    """The model whose object holds the key at ``loc`` (list indices skipped)."""
+    names = tuple(part for part in loc[:-1] if isinstance(part, str))
+    if names == ("neuron_runtimes",):
+        return RuntimeSpec
+    if names in (("system_metrics",), ("neuron_runtimes", "metrics")):
+        return MetricSpec
+    return MonitorConfig
+
+
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """``; did you mean "period"?`` when the unknown key at ``loc`` is close to a key of its object, else ""."""
+    key = loc[-1] if loc else None
+    if not isinstance(key, str):
+        return ""
+    close = difflib.get_close_matches(key, list(_model_at(loc).model_fields), n=1, cutoff=0.6)
+    return f'; did you mean "{close[0]}"?' if close else ""
+
+
 def _message(err: ErrorDetails) -> str:
     typ = err["type"]
     if typ == "value_error":
         return str(err["ctx"]["error"])
     if typ == "extra_forbidden":
-        return "unknown key (not part of the neuron-monitor configuration format)"
+        return "unknown key (not part of the neuron-monitor configuration format)" + _did_you_mean(err["loc"])
     if typ == "missing":
         return "required key is missing"
     if typ == "string_type":
@@ -85,5 +105,9 @@ def validate(data: Any, source: str) -> MonitorConfig:
     try:
         return MonitorConfig.model_validate(data)
     except ValidationError as e:
-        err = e.errors(include_url=False)[0]
+        errors = e.errors(include_url=False)
+        err = errors[0]
+        if err["type"] == "missing":  # {"tpye": ...}: the mistyped key says more than the key it lacks
+            parent = err["loc"][:-1]
+            err = next((x for x in errors if x["type"] == "extra_forbidden" and x["loc"][:-1] == parent), err)
         raise ConfigError(f"{source}: {_json_path(err['loc'])}: {_message(err)}") from None

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import NoReturn
 
+from neuron_monitor.cli_common import add_version
+
 STOP_SECONDS = 1.5
 POLL_SECONDS = 0.2
 AWS_OPT_MOUNT = "/opt-aws"  # where AWS's add-on mounts the host's /opt/aws
@@ -61,6 +63,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="entrypoint.sh",
         description="Run neuron-monitor | neuron-monitor-prometheus with the flags of AWS's image entrypoint.",
     )
+    add_version(p)
     p.add_argument("--port", type=int, default=8000, help="exporter port (8000)")
     p.add_argument("--neuron-monitor-config", metavar="FILE", help="neuron-monitor configuration (default: all groups)")
     p.add_argument("--cert-file", metavar="FILE", help="TLS certificate: serve HTTPS (with --key-file)")

@@ -51,6 +51,9 @@ DEVICE_CATEGORY_OF = {ctr: name for name, ctr in L.DEVICE_MEM_COUNTERS}
 HOST_CATEGORY_OF = {ctr: name for name, ctr in L.HOST_MEM_COUNTERS}
 
 
+WAKE_SECONDS = 0.1  # the longest sleep between checks for a stop request
+
+
 def default_driver(shape: Shape) -> str:
     return "2.24.7.0" if shape.nd_arch == "NDv1" else "2.30.2.0"
 
@@ -741,6 +744,9 @@ class Simulator:
 
     # -- lifetime ------------------------------------------------------------------------------------------
     def run(self, should_stop: Any, duration: float | None = None) -> None:
+        """Step every ``step_s`` until ``should_stop()`` or ``duration``; between steps it sleeps at most
+        WAKE_SECONDS at a time, so a stop request is seen that soon whatever the step (a signal handler that
+        sets a flag does not end a ``time.sleep``)."""
         next_t = time.monotonic()
         end = None if duration is None else next_t + duration
         while not should_stop():
@@ -752,8 +758,9 @@ class Simulator:
             delay = next_t - time.monotonic()
             if delay < -self.step_s:
                 next_t = time.monotonic()
-            elif delay > 0:
-                time.sleep(delay)
+            while delay > 0 and not should_stop():
+                time.sleep(min(delay, WAKE_SECONDS))
+                delay = next_t - time.monotonic()
 
     def shutdown(self) -> None:
         self._write_totals()

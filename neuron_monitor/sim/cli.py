@@ -8,14 +8,17 @@ The tree stays in DIR (remove it yourself, or use `TemporarySimulator`). Exit co
 On stdout it says where the tree is, when it is ready, and the command that monitors it.
 
 ``--owner-pid PID`` (used by `TemporarySimulator`, hence ``neuron-monitor --simulate``): the simulator also stops
-when process PID, its parent, is gone, even killed with SIGKILL (it checks its parent every animation step), and
-then removes ``--remove-on-owner-exit DIR`` (the temporary tree the owner can no longer remove).
+when process PID, its parent, is gone, even killed with SIGKILL (it checks its parent at least every
+``WAKE_SECONDS``). ``--remove-on-exit DIR``: the simulator removes DIR (the temporary tree) whenever it stops, so
+that a tree is not left behind when the owner cannot remove it (killed, or signalled with the whole process group,
+as ``timeout`` and a terminal's Ctrl-C do). SIGTERM and SIGINT stop it within ``WAKE_SECONDS`` whatever ``--step``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import signal
@@ -46,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--options", default=None, help="JSON object of further options (see TemporarySimulator)")
     p.add_argument("--list-shapes", action="store_true", help="print the known shapes and exit")
     p.add_argument("--owner-pid", type=int, default=None, help="stop when this process (the parent) is gone")
-    p.add_argument("--remove-on-owner-exit", default=None, metavar="DIR", help="with --owner-pid: then remove DIR")
+    p.add_argument("--remove-on-exit", default=None, metavar="DIR", help="remove DIR (the temporary tree) on exit")
     add_verbosity(p, default=2)
     return p
 
@@ -129,13 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"cannot build the simulated host: {e}")
     (root / MARKER / "sim.pid").write_text(f"{os.getpid()}\n")
     _say(f"ready: root {root}")
+    logging.getLogger("neuron_monitor.sim").info("started (pid %d): %s in %s", os.getpid(), shape.name, root)
     _say(f"monitor it: neuron-monitor --root {root}   (Ctrl-C stops the simulator; the tree stays)")
     try:
         sim.run(_should_stop, args.duration)
     finally:
         sim.shutdown()
-        if owner_gone(args.owner_pid) and args.remove_on_owner_exit:
-            shutil.rmtree(args.remove_on_owner_exit, ignore_errors=True)
+        if args.remove_on_exit:
+            shutil.rmtree(args.remove_on_exit, ignore_errors=True)
     return 0
 
 

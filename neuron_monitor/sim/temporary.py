@@ -9,6 +9,7 @@ with TemporarySimulator("trn1.32xlarge", runtimes=2, seed=1, exec_rate=100) as s
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -24,6 +25,29 @@ import neuron_monitor
 from neuron_monitor.sim.animator import CONTROL_FILE, FAULT_KINDS
 from neuron_monitor.sim.ground_truth import GROUND_TRUTH_FILE, GroundTruth
 from neuron_monitor.sim.shapes import get_shape
+
+log = logging.getLogger("neuron_monitor.sim")
+
+STOP_SECONDS = 5.0
+TMPFS = "/dev/shm"
+TMPFS_MIN_FREE = 512 * 1024 * 1024  # a trn3 tree and its device files take well under this
+TREE_DIR_ENV = "NEURON_MONITOR_SIM_DIR"
+
+
+def tree_parent() -> str | None:
+    """Where temporary trees go: ``$NEURON_MONITOR_SIM_DIR`` when set, else /dev/shm when it is a writable tmpfs
+    with room (a trn2.48xlarge tree is about 7,000 files and 4,400 directories: built on a disk, creating them
+    takes several seconds), else None (the system's temporary directory, ``$TMPDIR``)."""
+    chosen = os.environ.get(TREE_DIR_ENV)
+    if chosen:
+        return chosen
+    try:
+        st = os.statvfs(TMPFS)
+    except OSError:
+        return None
+    if not os.access(TMPFS, os.W_OK | os.X_OK) or st.f_bavail * st.f_frsize < TMPFS_MIN_FREE:
+        return None
+    return TMPFS
 
 
 class TemporarySimulator:
@@ -91,7 +115,17 @@ class TemporarySimulator:
         self.close()
 
     def start(self, timeout: float = 30.0) -> None:
-        self._tmp = Path(tempfile.mkdtemp(prefix="neuron-sim-"))
+        try:
+            self._start(timeout)
+        except BaseException:  # Ctrl-C while it builds included: no simulator or tree is left behind
+            self.close()
+            raise
+
+    def _start(self, timeout: float) -> None:
+        began = time.monotonic()
+        parent = tree_parent()
+        self._tmp = Path(tempfile.mkdtemp(prefix="neuron-sim-", dir=parent))
+        log.info("building a simulated %s in %s%s", self.shape_name, self._tmp, " (tmpfs)" if parent else "")
         self.root = self._tmp / "root"
         self.ground_truth_path = self.root / GROUND_TRUTH_FILE
         self.truth = GroundTruth(self.ground_truth_path)
@@ -99,7 +133,7 @@ class TemporarySimulator:
         cmd = [sys.executable, "-m", "neuron_monitor.sim.cli", "--shape", self.shape_name, "--root", str(self.root)]
         cmd += ["--seed", str(self.seed), "--options", json.dumps(options)]
         # the simulator (and its workers) stop with this process, even after SIGKILL, and remove the temporary tree
-        cmd += ["--owner-pid", str(os.getpid()), "--remove-on-owner-exit", str(self._tmp)]
+        cmd += ["--owner-pid", str(os.getpid()), "--remove-on-exit", str(self._tmp)]
         if self.runtimes is not None:
             cmd += ["--runtimes", str(self.runtimes)]
         if self.options.get("lnc") is not None:
@@ -120,6 +154,7 @@ class TemporarySimulator:
                 self.close()
                 raise RuntimeError(f"simulator not ready within {timeout} s")
             time.sleep(0.02)
+        log.info("simulated %s ready in %.1f s", self.shape_name, time.monotonic() - began)
 
     def command(self, kind: str, wait: bool = True, timeout: float = 10.0, **params: Any) -> dict[str, Any]:
         """Send a control command; with ``wait``, return its ``command`` ground-truth event once applied."""
@@ -162,10 +197,12 @@ class TemporarySimulator:
         return int(self.truth.runtime(tag)["pid"])
 
     def close(self) -> None:
+        """Stop the simulator (SIGTERM; SIGKILL after STOP_SECONDS: its workers follow a vanished parent) and
+        remove the tree."""
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)
             try:
-                self._proc.wait(15)
+                self._proc.wait(STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()

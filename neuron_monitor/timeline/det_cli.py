@@ -9,8 +9,10 @@ Exit status: 0 nothing found, 1 problems found, 2 bad usage or unreadable input.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
+from neuron_monitor import __version__
 from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.sanitize import sanitize
 from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
@@ -46,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(called_name("neuron-monitor-det"), args.verbose)
+    logging.getLogger("neuron_monitor").info(
+        "started (version %s): reading %d recording(s)", __version__, len(args.recordings)
+    )
     try:
         if args.hang_periods < 1:
             raise UsageError("--hang-periods must be 1 or more")
@@ -56,13 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         detector = Detector(selection, hang_periods=args.hang_periods, merge_gap=args.merge_gap)
         result = run(args.recordings, selection, detector, args.output_file, args.group_by, highlight=True)
     except UsageError as e:
-        print(f"{{parser.prog}}: {e}", file=sys.stderr)
+        print(f"{parser.prog}: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        print(f"{{parser.prog}}: {e.filename or args.output_file}: {e.strerror or e}", file=sys.stderr)
+        print(f"{parser.prog}: {e.filename or args.output_file}: {e.strerror or e}", file=sys.stderr)
         return 2
     for err in result.stats.errors:
-        print(f"{{parser.prog}}: {err}", file=sys.stderr)
+        print(f"{parser.prog}: {err}", file=sys.stderr)
     if result.stats.reports == 0:
         print("neuron-monitor-det: no reports found in the recordings", file=sys.stderr)
         return 2
@@ -71,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in problems:
         print(sanitize(p.line(with_date=len(days) > 1, with_instance=len(detector.instances) > 1)))
     summary = f"{len(problems)} problem(s) detected" if problems else "no errors detected"
-    print(f"{{parser.prog}}: {summary}; {result.stats.summary()}", file=sys.stderr)
+    print(f"{parser.prog}: {summary}; {result.stats.summary()}", file=sys.stderr)
     return 1 if problems else 0
 
 

@@ -9,8 +9,10 @@ tracks per NeuronCore, device, runtime and host, error events with their details
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
+from neuron_monitor import __version__
 from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
 from neuron_monitor.timeline.detect import Detector
@@ -38,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(called_name("neuron-monitor-trace"), args.verbose)
+    logging.getLogger("neuron_monitor").info(
+        "started (version %s): reading %d recording(s)", __version__, len(args.recordings)
+    )
     try:
         if args.resolution < 0:
             raise UsageError("--resolution must not be negative")

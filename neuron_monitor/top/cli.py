@@ -17,7 +17,6 @@ import sys
 import time
 from typing import Any
 
-from neuron_monitor import __version__
 from neuron_monitor.cli import host_root
 from neuron_monitor.cli_common import ArgumentParser, positive_int
 from neuron_monitor.config import ConfigError
@@ -55,7 +54,6 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--view", choices=("d", "c", "r"), default="d", help="first view: devices, cores or runtimes")
     out.add_argument("--filter", default="", metavar="REGEX", help="show only runtimes whose tag matches REGEX")
     out.add_argument("--width", type=positive_int, default=None, metavar="N", help="--once: columns (default 120)")
-    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
 
 

@@ -103,7 +103,7 @@ def test_kill_9_of_the_daemon_takes_the_simulator_its_workers_and_its_tree() -> 
             assert time.monotonic() < deadline, family
             time.sleep(0.1)
         cmdline = sims[0].cmdline()
-        tree = Path(cmdline[cmdline.index("--remove-on-owner-exit") + 1])
+        tree = Path(cmdline[cmdline.index("--remove-on-exit") + 1])
         assert tree.is_dir()
         daemon.send_signal(signal.SIGKILL)
         daemon.wait(DEADLINE)

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from neuron_monitor import __version__
 from neuron_monitor.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.exporters.cloudwatch.buffer import DatumBuffer
 from neuron_monitor.exporters.cloudwatch.client import SetupError, make_client
@@ -222,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
+    where = f"namespace {settings.namespace}" if publisher is not None else f"EMF to {settings.emf_file}"
+    log.info("started (version %s, pid %d): reading reports on stdin, %s", __version__, os.getpid(), where)
     stream = ReportStream(sys.stdin.buffer)
     counters = {"datums": 0, "report_errors": 0}
     fatal: list[str] = []

@@ -28,7 +28,17 @@ from neuron_monitor.inputfile import InputFileError, read_regular
 
 DASHBOARD_MAX_BYTES = 8 * 1024 * 1024  # the dashboard JSON is about 100 KiB
 log = logging.getLogger("neuron_monitor.exporters.prometheus.app")
-DASHBOARD = Path(__file__).resolve().parents[3] / "dashboards" / "neuron-monitor.json"  # in a source checkout
+
+
+def dashboard_file() -> Path:
+    """The Grafana dashboard: the copy a wheel ships in this package (setup.py puts it there), else the source
+    tree's ``dashboards/neuron-monitor.json`` (a checkout, an editable install)."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "dashboard.json"
+    return packaged if packaged.is_file() else here.parents[2] / "dashboards" / "neuron-monitor.json"
+
+
+DASHBOARD = dashboard_file()
 UNAUTHORIZED = plain(401, "Unauthorized", **{"WWW-Authenticate": 'Basic realm="neuron-monitor-prometheus"'})
 
 

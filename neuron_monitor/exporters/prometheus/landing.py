@@ -1,13 +1,16 @@
 """The landing page at ``/``: the exporter's status at a glance, and where to go next.
 
-Shows the health verdict, the newest report's age against the staleness window, the runtimes and Neuron devices
-it describes, per-group status (error in the newest report, errors since start), the input counters, and links
-to ``/metrics``, ``/healthz``, the Grafana dashboard JSON (when the source tree's copy is found) and the docs.
-Every text on it goes through `neuron_monitor.sanitize.html_text` (control and bidi characters made visible,
-HTML escaped): group names come from the reports.
+Shows the health verdict, the version and pid (so that `make run` knows its own exporter answers), the newest
+report's age against the staleness window, the runtimes and Neuron devices it describes, per-group status (error in
+the newest report, errors since start), the input counters, and links to ``/metrics``, ``/healthz``, the Grafana
+dashboard JSON (shipped in the package) and the docs. Every text on it goes through
+`neuron_monitor.sanitize.html_text` (control and bidi characters made visible, HTML escaped): group names come from
+the reports.
 """
 
 from __future__ import annotations
+
+import os
 
 from neuron_monitor import __version__
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
@@ -24,7 +27,7 @@ def landing_page(exporter: ExporterCollector, dashboard: bool) -> str:
     state = exporter.state
     view = state.view()
     stats = exporter.stream_stats
-    rows = [_row("status", view.reason), _row("version", __version__)]
+    rows = [_row("status", view.reason), _row("version", __version__), _row("pid", os.getpid())]
     snapshot = view.snapshot
     if snapshot is not None and view.age is not None:
         rows.append(_row("newest report", f"{view.age:.1f} s ago (stale after {view.window:.1f} s)"))
