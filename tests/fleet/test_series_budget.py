@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from neuron_monitor.exporters.prometheus.cli import parse_args, runtime_collecto
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
 from neuron_monitor.exporters.prometheus.state import ExporterState
+from neuron_monitor.sim.temporary import TemporarySimulator
 from tests.exporters.prometheus.prom_helpers import Series, parse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,19 +59,25 @@ PER_SHAPE_LABELS = {"neuron_device_memory_size"}
 
 
 @pytest.fixture(scope="module")
-def trn2_report() -> dict[str, Any]:
+def trn2_report() -> Iterator[dict[str, Any]]:
     """One report of the real daemon on a simulated trn2.48xlarge with 16 runtimes, device 0 reported unhealthy
-    (so the component series exists, as the health panel and alert need)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "neuron_monitor.cli", "--simulate", "trn2.48xlarge", "--sim-runtimes", "16", "--once",
-         "--no-imds"],
-        capture_output=True, timeout=300, check=True, cwd=REPO,
-    ).stdout  # fmt: skip
+    (so the component series exists, as the health panel and alert need). The simulator gets minutes to build the
+    host (a busy machine needs more than ``--simulate``'s 30 s for this shape)."""
+    sim = TemporarySimulator("trn2.48xlarge", runtimes=16, seed=3)
+    sim.start(timeout=300.0)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "neuron_monitor.cli", "--root", str(sim.root), "--once", "--no-imds"],
+            capture_output=True, timeout=300, check=True, cwd=REPO,
+        ).stdout  # fmt: skip
+    finally:
+        sim.close()
     report: dict[str, Any] = orjson.loads(next(line for line in out.splitlines() if line.strip()))
     assert len(report["neuron_runtime_data"]) == 16
+    report["instance_info"].update(instance_id="i-0123456789abcdef0", instance_type="trn2.48xlarge")
     dev = report["system_data"]["neuron_device_telemetry"]["neuron_devices"][0]
     dev["healthy"], dev["unhealthy_components"] = False, ["hbm"]
-    return report
+    yield report
 
 
 def scrape(reports: list[dict[str, Any]], detail: str, **options: Any) -> str:
