@@ -553,7 +553,13 @@ def build() -> dict[str, Any]:
             "NeuronCore busy vs runtime-reported utilization",
             [
                 (f"neuroncore_busy_ratio{{{I}}}", "{{instance}} nc{{neuroncore}} busy"),
-                (f"neuroncore_utilization_total_ratio{{{I}}}", "{{instance}} nc{{neuroncore}} runtimes"),
+                (
+                    # the total is served for cores several runtimes report (the series budget, docs/fleet.md);
+                    # a core one runtime holds has that runtime's utilization
+                    f"neuroncore_utilization_total_ratio{{{I}}} or on (instance, neuroncore)"
+                    f" sum by (instance, neuroncore) (neuroncore_utilization_ratio{{{I}}})",
+                    "{{instance}} nc{{neuroncore}} runtimes",
+                ),
             ],
             "percentunit",
             "Busy: the device's own count of time in use (every process on the core, driver >= 2.30.2). "

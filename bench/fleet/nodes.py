@@ -63,6 +63,7 @@ class Node:
     started: float = 0.0
     reports: int = 0
     fault_applied: bool = False
+    fault_since: float = 0.0  # report_time of the first report with the fault
 
     @property
     def name(self) -> str:
@@ -128,16 +129,40 @@ class Node:
             entry["pid"] = int(entry.get("pid", 0)) + 100_000
 
     def _apply(self, report: dict[str, Any], fault: Fault, first: bool) -> None:
+        if first:
+            self.fault_since = float(report["report_time"])
+        since = self.fault_since
         system = report.get("system_data") or {}
         if fault.kind == "unhealthy_device":
             for dev in (system.get("neuron_device_telemetry") or {}).get("neuron_devices") or []:
                 if dev.get("neuron_device_index") == fault.device:
                     dev["healthy"] = False
                     dev["unhealthy_components"] = ["hbm"]
-        elif fault.kind == "ecc_uncorrected" and first:
-            for dev in (system.get("neuron_hw_counters") or {}).get("neuron_devices") or []:
-                if dev.get("neuron_device_index") == fault.device:
-                    dev["mem_ecc_uncorrected"] = 2
+            mark_unhealthy(
+                system,
+                fault.device,
+                "unhealthy_component",
+                "health_component",
+                "driver reports hbm unhealthy",
+                1,
+                since,
+                first,
+            )
+        elif fault.kind == "ecc_uncorrected":
+            if first:
+                for dev in (system.get("neuron_hw_counters") or {}).get("neuron_devices") or []:
+                    if dev.get("neuron_device_index") == fault.device:
+                        dev["mem_ecc_uncorrected"] = 2
+            mark_unhealthy(
+                system,
+                fault.device,
+                "ecc_uncorrected",
+                "ecc_uncorrected",
+                "2 uncorrected HBM ECC errors",
+                2,
+                since,
+                first,
+            )
         elif fault.kind == "hardware_errors" and first:
             entry = self._runtime(report, fault.runtime)
             stats = (entry or {}).get("report", {}).get("execution_stats")
@@ -149,11 +174,7 @@ class Node:
             groups = (entry or {}).get("report", {})
             cores = (groups.get("neuroncore_counters") or {}).get("neuroncores_in_use") or {}
             for core in cores.values():
-                for key in list(core):
-                    if isinstance(core[key], (int, float)) and not isinstance(core[key], bool):
-                        core[key] = 0  # utilization and FLOPs
-                    elif isinstance(core[key], dict):  # the physical cores' breakdown
-                        core[key] = {k: 0 for k in core[key]}
+                _zero(core)  # utilization, FLOPs, and the physical cores' breakdown
             stats = groups.get("execution_stats")
             if stats:
                 stats["execution_summary"] = dict.fromkeys(stats["execution_summary"], 0)
@@ -172,8 +193,11 @@ def expected_alerts(node: Node, target: str) -> set[tuple[str, str, str]]:
     tag = f"job-{fault.runtime:02d}"
     if fault.kind == "unhealthy_device":
         return {("NeuronDeviceUnhealthy", target, str(fault.device))}
-    if fault.kind == "ecc_uncorrected":
-        return {("NeuronDeviceUncorrectedEcc", target, str(fault.device))}
+    if fault.kind == "ecc_uncorrected":  # the health verdict turns unhealthy on uncorrected ECC (docs/health.md)
+        return {
+            ("NeuronDeviceUncorrectedEcc", target, str(fault.device)),
+            ("NeuronDeviceUnhealthy", target, str(fault.device)),
+        }
     if fault.kind == "hardware_errors":
         return {("NeuronExecutionHardwareErrors", target, tag)}
     if fault.kind == "hung_runtime":
@@ -206,3 +230,40 @@ def alert_key(labels: dict[str, str]) -> tuple[str, str, str]:
     elif name.startswith("NeuronExecution"):
         part = labels.get("runtime_tag", "")
     return name, labels.get("instance", ""), part
+
+
+def _zero(obj: dict[str, Any]) -> None:
+    """Every number in ``obj`` (nested objects too) set to 0."""
+    for key, value in obj.items():
+        if isinstance(value, dict):
+            _zero(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            obj[key] = 0
+
+
+def mark_unhealthy(
+    system: dict[str, Any], device: int, rule: str, kind: str, message: str, count: int, since: float, first: bool
+) -> None:
+    """The daemon's health verdict for a device it finds unhealthy by ``rule`` since ``since`` (as the
+    neuron_device_health group writes it, docs/health.md): the device's state, reason and fault totals, the fault
+    event in the first report, the node's state and device counts."""
+    health = system.get("neuron_device_health")
+    if not isinstance(health, dict):
+        return  # a daemon without the health group
+    devices = health.get("neuron_devices") or []
+    for dev in devices:
+        if dev.get("neuron_device_index") == device:
+            dev["health"] = {
+                "state": "unhealthy",
+                "since": since,
+                "reasons": [
+                    {"rule": rule, "severity": "unhealthy", "detail": "hbm", "message": message, "since": since}
+                ],
+            }
+            dev["fault_totals"] = {kind: {"count": count, "first_seen": since, "last_seen": since}}
+            dev["fault_events"] = {kind: {"count": count, "first_seen": since}} if first else {}
+    node = health.get("node")
+    if isinstance(node, dict):
+        states = [(dev.get("health") or {}).get("state", "unknown") for dev in devices]
+        node["device_states"] = {state: states.count(state) for state in ("healthy", "unhealthy", "unknown")}
+        node["state"], node["since"] = "unhealthy", since

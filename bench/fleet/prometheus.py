@@ -3,8 +3,9 @@ agent (``--enable-feature=agent``: scrape and remote-write, no TSDB, no rules) t
 central server (``--web.enable-remote-write-receiver``) that stores what the agent sends and evaluates the rules.
 This is the path fleets run: a Prometheus agent per cluster into Amazon Managed Prometheus, Mimir or Thanos.
 
-Each process gets SIGTERM when the process that started it dies (``PR_SET_PDEATHSIG``), so neither outlives a
-killed harness or test.
+Each process is killed when the process that started it dies (``PR_SET_PDEATHSIG`` with SIGKILL: an agent given
+SIGTERM waits for its remote-write queue, and the central may be gone), so neither outlives a killed harness or
+test; ``stop`` ends them with SIGTERM first.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def free_port() -> int:
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class PromProcess:
@@ -174,5 +175,9 @@ class Agent(PromProcess):
             "agent",
             workdir,
             agent_config(targets, write_url, scrape_interval, job),
-            ["--enable-feature=agent", f"--storage.agent.path={workdir / 'agent' / 'wal'}"],
+            [
+                "--enable-feature=agent",
+                f"--storage.agent.path={workdir / 'agent' / 'wal'}",
+                "--storage.remote.flush-deadline=5s",  # a stopped agent waits at most this for its queue
+            ],
         )

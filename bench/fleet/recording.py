@@ -27,8 +27,6 @@ import orjson
 from neuron_monitor.sim.temporary import TemporarySimulator
 
 REPO = Path(__file__).resolve().parents[2]
-RUNTIME_GROUPS = ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage", "execution_stats")
-SYSTEM_GROUPS = ("vcpu_usage", "memory_info", "neuron_hw_counters", "neuron_device_telemetry")
 # per-execution error probabilities of a healthy fleet (the simulator's defaults: 0.002, 0.0005, 0.0002, 0.0005)
 HEALTHY = {"generic_error_rate": 0.0005, "numerical_error_rate": 0.0001, "timeout_rate": 0.0,
            "failed_to_queue_rate": 0.0001, "hardware_error_rate": 0.0}  # fmt: skip
@@ -43,12 +41,10 @@ class ShapeRun:
 
 
 def monitor_config(period: float) -> dict[str, object]:
-    """The default configuration's groups (configs/monitor.conf) at ``period`` seconds."""
-    return {
-        "period": f"{period:g}s",
-        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME_GROUPS]}],
-        "system_metrics": [{"type": t} for t in SYSTEM_GROUPS],
-    }
+    """The default configuration (configs/monitor.conf: every group a node runs by default) at ``period`` seconds."""
+    config: dict[str, object] = json.loads((REPO / "configs" / "monitor.conf").read_text())
+    config["period"] = f"{period:g}s"
+    return config
 
 
 def busy_everywhere(report: dict[str, object]) -> bool:

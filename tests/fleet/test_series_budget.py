@@ -17,6 +17,7 @@ import orjson
 import pytest
 import yaml
 
+from bench.fleet.nodes import mark_unhealthy
 from neuron_monitor.exporters.prometheus.cli import parse_args, runtime_collectors
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
@@ -77,6 +78,7 @@ def trn2_report() -> Iterator[dict[str, Any]]:
     report["instance_info"].update(instance_id="i-0123456789abcdef0", instance_type="trn2.48xlarge")
     dev = report["system_data"]["neuron_device_telemetry"]["neuron_devices"][0]
     dev["healthy"], dev["unhealthy_components"] = False, ["hbm"]
+    mark_unhealthy(report["system_data"], 0, "unhealthy_component", "health_component", "hbm", 1, 1.8e9, True)
     yield report
 
 
@@ -213,7 +215,11 @@ def matches(labels: frozenset[tuple[str, str]], name: str, want: dict[str, tuple
 def test_every_dashboard_and_rule_query_finds_its_series_under_the_budget(trn2_report: dict[str, Any]) -> None:
     """Under both core-label modes together: some rule branches exist for --core-labels aws (the join through
     neuroncore_info), the others for the default."""
-    reports = [trn2_report, {**trn2_report, "report_time": trn2_report["report_time"] + 1}]
+    shared = copy.deepcopy(trn2_report)  # a second runtime on job-00's cores (a profiler, say): shared cores
+    entry = copy.deepcopy(shared["neuron_runtime_data"][0])
+    entry["pid"], entry["neuron_runtime_tag"] = entry["pid"] + 1, "job-shared"
+    shared["neuron_runtime_data"].append(entry)
+    reports = [shared, {**shared, "report_time": shared["report_time"] + 1}]
     served: Series = {**parse(scrape(reports, "budget")), **parse(scrape(reports, "budget", core_device_label=False))}
     checked = 0
     for where, expr in queries():

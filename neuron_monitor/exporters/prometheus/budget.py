@@ -5,9 +5,10 @@ default the exporter leaves out detail that no dashboard panel, alert or recordi
 keeps is declared in its group's spec (``PromFamily.budget``, see ``neuron_monitor.schema.spec.Budget``): served
 only with full detail (per-core outcome counters, memory high-water marks, per-model series), only some label
 values (device latency p50 and p99), or a series only from the first report in which it is not zero (a memory
-category the device never used). The one family the exporter itself adds and thins is ``neuroncore_info``: per-core
-series carry ``neuron_device_index`` under ``--core-labels device`` (the default), so the join table is served
-only under ``--core-labels aws`` (or with full detail).
+category the device never used). Two families the exporter itself adds are thinned here: ``neuroncore_info``
+(per-core series carry ``neuron_device_index`` under ``--core-labels device``, the default, so the join table is
+served only under ``--core-labels aws``) and ``neuroncore_utilization_total_ratio``, served for the cores that more
+than one runtime reports (for a core one runtime holds it equals that runtime's ``neuroncore_utilization_ratio``).
 
 AWS's families (those AWS's ``neuron-monitor-prometheus.py`` serves) are never thinned: their names, labels and
 series stay as AWS's exporter serves them. ``--series-detail full`` skips this module: the families are served
@@ -17,7 +18,9 @@ exactly as shaped, byte for byte what the exporter served before the budget exis
 from __future__ import annotations
 
 from neuron_monitor.exporters.prometheus.core_info import FAMILY as CORE_INFO_FAMILY
+from neuron_monitor.exporters.prometheus.core_totals import TOTAL_NAME
 from neuron_monitor.exporters.prometheus.families import FamilySet
+from neuron_monitor.schema.groups.neuroncore_counters import FAM_UTIL
 from neuron_monitor.schema.spec import family_budgets
 
 BUDGET = "budget"
@@ -41,6 +44,7 @@ class SeriesBudget:
         by_name = fams.by_name
         if self.drop_core_info:
             by_name.pop(CORE_INFO_FAMILY, None)
+        self._shared_cores_only(fams)
         for name, budget in self.budgets.items():
             family = by_name.get(name)
             if family is None:
@@ -61,3 +65,17 @@ class SeriesBudget:
                         seen.add(labels)
                 samples = {labels: v for labels, v in samples.items() if labels in seen}
             family.samples = samples
+
+    @staticmethod
+    def _shared_cores_only(fams: FamilySet) -> None:
+        """``neuroncore_utilization_total_ratio`` for the cores more than one runtime reports."""
+        totals, per_runtime = fams.by_name.get(TOTAL_NAME), fams.by_name.get(FAM_UTIL.name)
+        if totals is None:
+            return
+        runtimes: dict[str, int] = {}
+        if per_runtime is not None:
+            at = per_runtime.labelnames.index("neuroncore")
+            for labels in per_runtime.samples:
+                runtimes[labels[at]] = runtimes.get(labels[at], 0) + 1
+        at = totals.labelnames.index("neuroncore")
+        totals.samples = {labels: v for labels, v in totals.samples.items() if runtimes.get(labels[at], 0) > 1}

@@ -156,6 +156,7 @@ FAM_SINCE = S.PromFamily(
     "When the device's current health state began (seconds since the epoch)",
     S.INSTANCE_SCOPE,
     _DEV,
+    budget=S.DETAIL,  # no dashboard panel or rule reads it (the series budget, docs/fleet.md)
 )
 FAM_NODE = S.PromFamily(
     "neuron_node_health_state",

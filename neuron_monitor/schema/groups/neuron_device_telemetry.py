@@ -145,7 +145,7 @@ FAM_POWER = S.PromFamily(
     "Power draw of the Neuron device as a share of its maximum over the driver's last one-minute roll-up",
     S.INSTANCE_SCOPE,
     (*_DEV, "stat"),
-    budget=S.only("stat", "avg", "max"),
+    budget=S.only("stat", "avg"),  # the dashboard's; min and max are detail
 )
 FAM_POWER_STATUS = S.PromFamily(
     "neuron_device_power_status",
