@@ -38,7 +38,7 @@ $(VENV)/.installed: $(INSTALL_INPUTS) | $(PY)
 	@set -o pipefail; $(PIP) -e '.[test,k8s]' 2>&1 | $(PIP_LINES)
 	@touch $@ $(VENV)/.installed-run
 
-.PHONY: help venv run test test-tools lint bench dist
+.PHONY: help venv run test test-tools lint bench dist fleet
 
 help:  ## this list
 	@echo "neuron-monitor $$(sed -n 's/^__version__ = "\(.*\)"/\1/p' neuron_monitor/__init__.py): make TARGET [VAR=value ...]"
@@ -75,3 +75,9 @@ bench: $(VENV)/.installed  ## every benchmark in bench/ (each prints its ratio t
 
 dist: $(VENV)/.installed  ## the wheel and the sdist in dist/ (python -m build)
 	$(PY) -m build --outdir dist .
+
+# FLEET_NODES simulated nodes -> Prometheus agent -> remote write -> central Prometheus (docs/fleet.md)
+FLEET_NODES ?= 100
+FLEET_SECONDS ?= 90
+fleet: $(VENV)/.installed test-tools  ## the fleet benchmark: series, samples/s, scrape p50/p99, memory, budget vs full
+	$(PY) bench/bench_fleet.py --nodes $(FLEET_NODES) --seconds $(FLEET_SECONDS)
