@@ -58,7 +58,7 @@ def simulated_report_line(shape: str, runtimes: int) -> bytes:
         conf = Path(tmp) / "monitor.conf"
         conf.write_text(json.dumps(CONF))
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "neuron_monitor.cli", "--root", str(sim.root), "-c", str(conf), "--no-imds"],
+            [sys.executable, "-m", "neuron_monitor.daemon.cli", "--root", str(sim.root), "-c", str(conf), "--no-imds"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )

@@ -9,7 +9,7 @@
    before the performance work (frozen in tests/neuron/reference, the oracle of tests/neuron/test_equivalence.py)
    against the current one, in the same process on the same simulator, interleaved: each collection runs after
    the same sleep, and which of the two goes first alternates. Medians per part and the ratio after/before.
-3. The real daemon (``python3 -m neuron_monitor.cli --root <sim>``) with every group at 1 s and at 0.1 s:
+3. The real daemon (``python3 -m neuron_monitor.daemon.cli --root <sim>``) with every group at 1 s and at 0.1 s:
    CPU time per report (utime + stime from /proc/<pid>/stat over 30 and 200 reports) and peak RSS (VmHWM),
    median of 3 runs each, its stdout a pipe read by this process (as an exporter would).
 
@@ -35,8 +35,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.daemon_run import RunFigures, run_daemon, speed_reference  # noqa: E402
-from neuron_monitor import report as rpt  # noqa: E402
-from neuron_monitor.groups import load_runtime_group, load_system_group  # noqa: E402
+from neuron_monitor.daemon import report as rpt  # noqa: E402
+from neuron_monitor.groups.registry import load_runtime_group, load_system_group  # noqa: E402
 from neuron_monitor.host.procfs import parse_stat  # noqa: E402
 from neuron_monitor.host.rootfs import RootFS  # noqa: E402
 from neuron_monitor.neuron.backend import open_backend  # noqa: E402
@@ -126,7 +126,10 @@ class NeuronSide:
 
 
 def before_after(root: Path, cadence: float, reports: int) -> dict[str, dict[str, float]]:
-    from neuron_monitor.groups import execution_stats, memory_used, neuron_hw_counters, neuroncore_counters
+    from neuron_monitor.groups.execution_stats import collector as execution_stats
+    from neuron_monitor.groups.memory_used import collector as memory_used
+    from neuron_monitor.groups.neuron_hw_counters import collector as neuron_hw_counters
+    from neuron_monitor.groups.neuroncore_counters import collector as neuroncore_counters
     from neuron_monitor.neuron import apps as current_apps
     from tests.neuron import reference
 

@@ -22,8 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from neuron_monitor.groups.neuron_device_telemetry import NeuronDeviceTelemetry  # noqa: E402
-from neuron_monitor.groups.neuron_hw_counters import NeuronHwCounters  # noqa: E402
+from neuron_monitor.groups.neuron_device_telemetry.collector import NeuronDeviceTelemetry  # noqa: E402
+from neuron_monitor.groups.neuron_hw_counters.collector import NeuronHwCounters  # noqa: E402
 from neuron_monitor.host.rootfs import RootFS  # noqa: E402
 from neuron_monitor.sim.shapes import get_shape  # noqa: E402
 from neuron_monitor.sim.tree import DeviceTree, write_host_files  # noqa: E402

@@ -187,7 +187,7 @@ def main() -> int:
     try:
         with TemporarySimulator(args.shape, runtimes=args.runtimes, seed=1, load_time=0.0) as sim:
             time.sleep(0.5)
-            daemon = [py, "-m", "neuron_monitor.cli", "-c", str(conf), "--root", str(sim.root), "--no-imds"]
+            daemon = [py, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--root", str(sim.root), "--no-imds"]
             print(f"shape {args.shape}, {args.runtimes} runtimes, every group at 0.1 s, simulator root {sim.root}")
             starts: dict[str, list[float]] = {"python -c pass": [], "python -c 'import orjson'": [],
                                               "daemon --once": [], "daemon (normal start)": []}  # fmt: skip

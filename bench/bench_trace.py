@@ -55,7 +55,7 @@ def real_report() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         cf = Path(d) / "monitor.conf"
         cf.write_bytes(orjson.dumps(conf))
-        cmd = [sys.executable, "-m", "neuron_monitor.cli", "-c", str(cf), "--simulate", "trn2.48xlarge",
+        cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(cf), "--simulate", "trn2.48xlarge",
                "--sim-runtimes", "16", "--no-imds"]  # fmt: skip
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env())
         assert p.stdout is not None

@@ -63,7 +63,7 @@ def speed_reference() -> float:
 
 def run_daemon(args: list[str], reports: int) -> RunFigures:
     """Start the daemon, skip its first report (start-up), count CPU over the next ``reports`` reports."""
-    return run_command([sys.executable, "-m", "neuron_monitor.cli", *args], reports)
+    return run_command([sys.executable, "-m", "neuron_monitor.daemon.cli", *args], reports)
 
 
 def run_command(cmd: list[str], reports: int, tree: Path = REPO) -> RunFigures:

@@ -170,7 +170,7 @@ def vs_node_exporter(seconds: float = 20.0, rate: float = 10.0) -> dict[str, flo
     conf = Path(tempfile.mkdtemp()) / "host.conf"
     conf.write_text('{"period": "0.1s", "system_metrics": [{"type": "vcpu_usage"}, {"type": "memory_info"}]}')
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf)],
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

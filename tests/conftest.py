@@ -17,7 +17,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 
 def daemon_cmd(*args: str) -> list[str]:
     """The daemon as a subprocess, working with or without the package installed."""
-    return [sys.executable, "-m", "neuron_monitor.cli", *args]
+    return [sys.executable, "-m", "neuron_monitor.daemon.cli", *args]
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name
-from neuron_monitor.ratelimit import LogRateLimit, held_back
+from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name
+from neuron_monitor.util.ratelimit import LogRateLimit, held_back
 
 VENV_BIN = Path(sys.executable).parent
 

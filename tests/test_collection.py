@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_monitor.app import App
-from neuron_monitor.collection.apps import AppTracker, ScopeApps
-from neuron_monitor.collection.assembly import ReportAssembly
-from neuron_monitor.config import plan_from_data
+from neuron_monitor.daemon.collection.apps import AppTracker, ScopeApps
+from neuron_monitor.daemon.collection.assembly import ReportAssembly
+from neuron_monitor.daemon.config import plan_from_data
+from neuron_monitor.neuron.app import App
 
 TWO_GROUPS = {"neuron_runtimes": [{"metrics": [{"type": "execution_stats"}, {"type": "memory_used"}]}]}
 ONE_GROUP = {"neuron_runtimes": [{"metrics": [{"type": "execution_stats"}]}]}

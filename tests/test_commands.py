@@ -46,7 +46,7 @@ def test_version_on_every_command(
 
 
 def test_version_of_the_image_entrypoint(capsys: pytest.CaptureFixture[str]) -> None:
-    from neuron_monitor.entrypoint import parse_args
+    from neuron_monitor.daemon.entrypoint import parse_args
 
     with pytest.raises(SystemExit) as e:
         parse_args(["--version"])

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from neuron_monitor.config import ConfigError, Plan, plan_from_data, plan_from_data_careful, plan_from_data_fast
+from neuron_monitor.daemon.config import ConfigError, Plan, plan_from_data, plan_from_data_careful, plan_from_data_fast
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -80,6 +80,6 @@ def test_well_formed_configs_take_the_fast_path(data: Any) -> None:
 
 
 def test_daemon_start_up_does_not_import_pydantic() -> None:
-    code = "import sys, neuron_monitor.cli; print('pydantic' in sys.modules)"
+    code = "import sys, neuron_monitor.daemon.cli; print('pydantic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr

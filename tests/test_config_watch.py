@@ -7,7 +7,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from neuron_monitor.config_watch import ConfigFileWatcher
+from neuron_monitor.daemon.config_watch import ConfigFileWatcher
 
 
 class Clock:

@@ -11,11 +11,11 @@ from typing import Any
 
 import orjson
 
-from neuron_monitor.config import plan_from_data
-from neuron_monitor.groups.neuron_device_health import WATCH_INTERVAL
+from neuron_monitor.daemon.config import plan_from_data
+from neuron_monitor.daemon.report import empty_hardware_info, empty_instance_info
+from neuron_monitor.daemon.scheduler import Collector, Scheduler
+from neuron_monitor.groups.neuron_device_health.collector import WATCH_INTERVAL
 from neuron_monitor.host.rootfs import RootFS
-from neuron_monitor.report import empty_hardware_info, empty_instance_info
-from neuron_monitor.scheduler import Collector, Scheduler
 from neuron_monitor.sim.shapes import get_shape
 from neuron_monitor.sim.tree import DeviceTree, write_host_files
 

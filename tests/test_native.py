@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor.groups.vcpu_usage import usage_body_careful
+from neuron_monitor.groups.vcpu_usage.collector import usage_body_careful
 from neuron_monitor.host.procfs import parse_stat
 from neuron_monitor.neuron.datablock import N
 from neuron_monitor.neuron.deltas import (
@@ -341,7 +341,7 @@ def pid_stat_line(comm: str, fields: list[str]) -> bytes:
 
 
 def check_pid_usage(data: bytes, utime: int, stime: int, dt: float) -> object:
-    from neuron_monitor.groups.neuron_runtime_vcpu_usage import CLOCK_TICKS, usage_careful
+    from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import CLOCK_TICKS, usage_careful
 
     got = _helper().pid_usage(data, utime, stime, dt, CLOCK_TICKS)
     if got is not None:

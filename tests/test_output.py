@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_monitor.output import F_GETPIPE_SZ, F_SETPIPE_SZ, PIPE_MAX_SIZE, LineWriter, ReaderGone
+from neuron_monitor.daemon.output import F_GETPIPE_SZ, F_SETPIPE_SZ, PIPE_MAX_SIZE, LineWriter, ReaderGone
 
 
 async def test_small_lines_to_a_pipe_with_room_are_written_directly() -> None:

@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor import report as rpt
+from neuron_monitor.daemon import report as rpt
 
 
 def _report(bad: object) -> dict[str, object]:

@@ -10,16 +10,16 @@ from typing import Any
 import orjson
 import pytest
 
-from neuron_monitor import report as rpt
-from neuron_monitor import scheduler as sched_mod
-from neuron_monitor.app import App
-from neuron_monitor.collection import groups as group_set_mod
-from neuron_monitor.config import plan_from_data
+from neuron_monitor.daemon import report as rpt
+from neuron_monitor.daemon import scheduler as sched_mod
+from neuron_monitor.daemon.collection import groups as group_set_mod
+from neuron_monitor.daemon.config import plan_from_data
+from neuron_monitor.daemon.output import ReaderGone
+from neuron_monitor.daemon.report import empty_hardware_info, empty_instance_info
+from neuron_monitor.daemon.scheduler import Collector, Scheduler
 from neuron_monitor.groups.base import RuntimeGroup, SystemGroup
 from neuron_monitor.host.rootfs import RootFS
-from neuron_monitor.output import ReaderGone
-from neuron_monitor.report import empty_hardware_info, empty_instance_info
-from neuron_monitor.scheduler import Collector, Scheduler
+from neuron_monitor.neuron.app import App
 
 TICKER = itertools.count(1)
 

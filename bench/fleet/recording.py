@@ -68,7 +68,16 @@ class _Daemon:
     def __init__(self, run: ShapeRun, config: Path, seed: int) -> None:
         self.sim = TemporarySimulator(run.shape, runtimes=run.runtimes, seed=seed, **HEALTHY)
         self.sim.start(timeout=300.0)  # many large hosts built side by side on a busy machine take a while
-        cmd = [sys.executable, "-m", "neuron_monitor.cli", "--root", str(self.sim.root), "-c", str(config), "--no-imds"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "neuron_monitor.daemon.cli",
+            "--root",
+            str(self.sim.root),
+            "-c",
+            str(config),
+            "--no-imds",
+        ]
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.run = run

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from neuron_monitor.ratelimit import LogRateLimit, held_back
+from neuron_monitor.util.ratelimit import LogRateLimit, held_back
 
 log = logging.getLogger("neuron_monitor.exporters.stream")
 

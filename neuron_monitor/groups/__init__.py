@@ -1,31 +1,5 @@
-"""Registry of metric groups: one module per group, looked up by its ``type`` name.
+"""Metric groups, one folder each (``<name>/``): ``collector.py`` (what the daemon reads, ``GROUP``), ``spec.py``
+(what the report carries and how every consumer shows it, ``SPEC``). ``base.py`` and ``data_block_group.py`` are
+the collectors' shared bases; ``registry.py`` finds a group's collector by name.
 
-The group names are those of the group specs (``neuron_monitor.schema.groups``: a spec module is a group's
-registration, here and for every consumer); each spec's placement says whether it is a system or a runtime group.
-Collector modules are imported lazily, so a host-only configuration never imports the Neuron device code. Each
-module here defines ``GROUP``, the group class, in a module named after the group.
-"""
-
-from __future__ import annotations
-
-import importlib
-
-from neuron_monitor.groups.base import RuntimeGroup, SystemGroup
-from neuron_monitor.schema.spec import registry
-
-SYSTEM_GROUPS: tuple[str, ...] = tuple(registry().system)
-RUNTIME_GROUPS: tuple[str, ...] = tuple(registry().runtime)
-
-
-def load_system_group(type_name: str) -> type[SystemGroup]:
-    if type_name not in SYSTEM_GROUPS:
-        raise KeyError(type_name)
-    group: type[SystemGroup] = importlib.import_module(f"neuron_monitor.groups.{type_name}").GROUP
-    return group
-
-
-def load_runtime_group(type_name: str) -> type[RuntimeGroup]:
-    if type_name not in RUNTIME_GROUPS:
-        raise KeyError(type_name)
-    group: type[RuntimeGroup] = importlib.import_module(f"neuron_monitor.groups.{type_name}").GROUP
-    return group
+This package imports nothing: a consumer that reads specs never loads the collectors."""

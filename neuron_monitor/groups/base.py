@@ -23,8 +23,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from neuron_monitor.app import App
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.app import App
 
 
 class GroupError(Exception):

@@ -13,9 +13,9 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from neuron_monitor.app import App
 from neuron_monitor.groups.base import GroupError, RuntimeGroup
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.deltas import DeltaTracker, DeviceDelta, ImplausibleDelta
 
 

@@ -20,8 +20,8 @@ import urllib.request
 from typing import Any
 
 from neuron_monitor import __version__
-from neuron_monitor.cli_common import ArgumentParser
 from neuron_monitor.health.verdicts import UNKNOWN, NodeHealth, exit_code, from_body, from_exposition, shown, summary
+from neuron_monitor.util.cli_common import ArgumentParser
 
 MAX_BODY = 16 << 20  # a /metrics page of a trn2.48xlarge with 16 runtimes is about 1 MiB
 
@@ -78,7 +78,7 @@ def from_url(url: str, timeout: float) -> NodeHealth:
 
 def from_root(root: str) -> NodeHealth:
     """The node's health from the driver's files below ``root`` (one collection of neuron_device_health)."""
-    from neuron_monitor.groups.neuron_device_health import NeuronDeviceHealth
+    from neuron_monitor.groups.neuron_device_health.collector import NeuronDeviceHealth
     from neuron_monitor.host.rootfs import RootFS
 
     try:

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from neuron_monitor.inputfile import InputFileError, read_regular, shown
+from neuron_monitor.util.inputfile import InputFileError, read_regular, shown
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_TOKEN_FILE = f"{SERVICE_ACCOUNT_DIR}/token"

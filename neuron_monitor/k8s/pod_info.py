@@ -48,7 +48,7 @@ from neuron_monitor.k8s.podresources import (
     PodResourcesClient,
     PodResourcesError,
 )
-from neuron_monitor.ratelimit import LogRateLimit, held_back
+from neuron_monitor.util.ratelimit import LogRateLimit, held_back
 
 log = logging.getLogger("neuron_monitor.k8s")
 

@@ -30,9 +30,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from neuron_monitor.app import App
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.appsinfo import AppInfo
 from neuron_monitor.neuron.datablock import BlockParser, BlockReading, N, zero_counters
 from neuron_monitor.neuron.devio import DeviceIO, open_device

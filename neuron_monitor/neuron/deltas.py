@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from operator import itemgetter, sub
 
-from neuron_monitor.app import App
 from neuron_monitor.groups.base import GroupError
 from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.apps import AppData, DeviceData
 from neuron_monitor.neuron.datablock import N
 from neuron_monitor.neuron.plausible import implausible_delta, limits

@@ -1,2 +1,2 @@
-"""The report schema: named constants (``names``), the typed read layer (``read``) and one spec per group (``spec``,
-``groups/``). See docs/architecture.md."""
+"""The report schema: named constants (``names``), the typed read layer (``read``) and one spec per group (``spec``;
+each group's spec sits in its folder, ``neuron_monitor/groups/<name>/spec.py``). See docs/architecture.md."""

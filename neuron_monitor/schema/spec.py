@@ -25,14 +25,15 @@ A sample names its family/metric and a *key*: the label values after the scope's
 scope the key starts with the NeuronCore index (the consumer turns it into its core labels or dimensions); for
 the device, vCPU and physical-core CloudWatch scopes it starts with those indexes likewise.
 
-The registry is the package ``neuron_monitor.schema.groups``: every module in it that defines ``SPEC`` is a
-group. Adding a group is adding its module there (and its collector under ``neuron_monitor.groups``).
+The registry is the package ``neuron_monitor.groups``: every folder in it with a ``spec.py`` that defines ``SPEC``
+is a group. Adding a group is adding its folder there (the spec beside its collector, ``collector.py``).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -337,13 +338,15 @@ class Registry:
 
 @functools.cache
 def registry() -> Registry:
-    """The specs of ``neuron_monitor.schema.groups``: each module there defining ``SPEC`` is one group."""
-    from neuron_monitor.schema import groups
+    """The specs of ``neuron_monitor.groups``: each folder there whose ``spec.py`` defines ``SPEC`` is one group."""
+    from neuron_monitor import groups
 
     system: dict[str, GroupSpec[Any]] = {}
     runtime: dict[str, GroupSpec[Any]] = {}
     for info in sorted(pkgutil.iter_modules(groups.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{groups.__name__}.{info.name}")
+        if not info.ispkg or importlib.util.find_spec(f"{groups.__name__}.{info.name}.spec") is None:
+            continue
+        module = importlib.import_module(f"{groups.__name__}.{info.name}.spec")
         spec = getattr(module, "SPEC", None)
         if isinstance(spec, GroupSpec):
             (system if spec.placement == SYSTEM else runtime)[spec.name] = spec

@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.sim.shapes import SHAPES, get_shape
+from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 
 MARKER = "run/neuron-sim"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_monitor.report import empty_instance_info
+from neuron_monitor.daemon.report import empty_instance_info
 
 SIMULATED_INSTANCE_ID = "i-simulated"  # not a valid EC2 id (those are hex): no dashboard mistakes it for a real one
 

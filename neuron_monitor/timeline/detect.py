@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from neuron_monitor.schema.groups import neuron_device_telemetry as T
+from neuron_monitor.groups.neuron_device_telemetry import spec as T
 from neuron_monitor.timeline.extract import ECC_UNCORRECTED, Runtime, Snapshot
 from neuron_monitor.timeline.selection import HANG_SUSPECTED, RUNTIME_VANISHED, Selection, format_cores
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from neuron_monitor.schema.groups.neuron_device_telemetry import DEVICE_UNHEALTHY, ECC_REPAIRABLE
+from neuron_monitor.groups.neuron_device_telemetry.spec import DEVICE_UNHEALTHY, ECC_REPAIRABLE
 from neuron_monitor.schema.spec import COUNTER_TRACK, registry
 from neuron_monitor.timeline.extract import ECC_UNCORRECTED, RUNTIME_ERROR_TYPES
 
-# the counter tracks' categories, as the group specs declare them (neuron_monitor.schema.groups)
+# the counter tracks' categories, as the group specs declare them (neuron_monitor/groups/<name>/spec.py)
 COUNTER_TYPES: tuple[str, ...] = tuple(
     dict.fromkeys(t.category for spec in registry().all() for t in spec.tracks if t.kind == COUNTER_TRACK)
 )

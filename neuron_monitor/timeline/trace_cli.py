@@ -13,9 +13,9 @@ import logging
 import sys
 
 from neuron_monitor import __version__
-from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
 from neuron_monitor.timeline.detect import Detector
+from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 
 
 def build_parser() -> argparse.ArgumentParser:

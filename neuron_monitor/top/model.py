@@ -19,16 +19,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from neuron_monitor.groups.execution_stats.spec import ExecutionStats
+from neuron_monitor.groups.memory_info.spec import MemoryInfo
+from neuron_monitor.groups.memory_used.spec import MemoryUsed
+from neuron_monitor.groups.neuron_device_telemetry import spec as telemetry_spec
+from neuron_monitor.groups.neuron_device_telemetry.spec import NeuronDeviceTelemetry
+from neuron_monitor.groups.neuron_hw_counters.spec import NeuronHwCounters
+from neuron_monitor.groups.neuron_runtime_vcpu_usage.spec import RuntimeVcpuUsage
+from neuron_monitor.groups.neuroncore_counters.spec import NeuroncoreCounters
+from neuron_monitor.groups.vcpu_usage.spec import VcpuUsage
 from neuron_monitor.schema import names as N
-from neuron_monitor.schema.groups import neuron_device_telemetry as telemetry_spec
-from neuron_monitor.schema.groups.execution_stats import ExecutionStats
-from neuron_monitor.schema.groups.memory_info import MemoryInfo
-from neuron_monitor.schema.groups.memory_used import MemoryUsed
-from neuron_monitor.schema.groups.neuron_device_telemetry import NeuronDeviceTelemetry
-from neuron_monitor.schema.groups.neuron_hw_counters import NeuronHwCounters
-from neuron_monitor.schema.groups.neuron_runtime_vcpu_usage import RuntimeVcpuUsage
-from neuron_monitor.schema.groups.neuroncore_counters import NeuroncoreCounters
-from neuron_monitor.schema.groups.vcpu_usage import VcpuUsage
 from neuron_monitor.schema.read import Group, Report, RuntimeEntry, index, read_report
 
 # the order of the memory bar's runs; categories a newer report adds follow these

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO, Protocol
 
 import orjson
 
-from neuron_monitor.config import Plan, load_plan
+from neuron_monitor.daemon.config import Plan, load_plan
 from neuron_monitor.exporters.stream import LineBuffer, validate_report
 from neuron_monitor.schema.read import read_report
 
@@ -74,10 +74,10 @@ class CollectSource:
     """Collects reports in this process with the daemon's scheduler; each report goes to the feed."""
 
     def __init__(self, args: argparse.Namespace, plan: Plan, root: str) -> None:
-        from neuron_monitor.cli import instance_source
+        from neuron_monitor.daemon.cli import instance_source
+        from neuron_monitor.daemon.scheduler import Collector, Scheduler
         from neuron_monitor.host.rootfs import RootFS
         from neuron_monitor.neuron.backend import open_backend
-        from neuron_monitor.scheduler import Collector, Scheduler
 
         rootfs = RootFS(root)
         self.backend = open_backend(rootfs)

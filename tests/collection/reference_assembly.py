@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from neuron_monitor import report as rpt
-from neuron_monitor.collection.apps import ScopeApps
-from neuron_monitor.collection.groups import error_text
-from neuron_monitor.config import Plan
+from neuron_monitor.daemon import report as rpt
+from neuron_monitor.daemon.collection.apps import ScopeApps
+from neuron_monitor.daemon.collection.groups import error_text
+from neuron_monitor.daemon.config import Plan
 
 _Key = tuple[int, int, str]  # (scope index, pid, group)
 

@@ -12,11 +12,11 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor import report as rpt
-from neuron_monitor.app import App
-from neuron_monitor.collection.apps import ScopeApps
-from neuron_monitor.collection.assembly import ReportAssembly
-from neuron_monitor.config import Plan, plan_from_data
+from neuron_monitor.daemon import report as rpt
+from neuron_monitor.daemon.collection.apps import ScopeApps
+from neuron_monitor.daemon.collection.assembly import ReportAssembly
+from neuron_monitor.daemon.config import Plan, plan_from_data
+from neuron_monitor.neuron.app import App
 from tests.collection.reference_assembly import ReportAssembly as ReferenceAssembly
 
 RUNTIME = ("execution_stats", "memory_used", "neuroncore_counters")

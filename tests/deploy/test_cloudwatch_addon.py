@@ -16,8 +16,8 @@ import orjson
 import pytest
 import yaml
 
-from neuron_monitor.config import plan_from_data
-from neuron_monitor.entrypoint import parse_args
+from neuron_monitor.daemon.config import plan_from_data
+from neuron_monitor.daemon.entrypoint import parse_args
 from tests.deploy.cloudwatch_agent import NAMESPACE, SERVICE_LABEL, SERVICE_NAME
 
 REPO = Path(__file__).resolve().parents[2]

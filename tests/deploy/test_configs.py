@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from neuron_monitor.config import default_plan, load_plan
-from neuron_monitor.groups import RUNTIME_GROUPS, SYSTEM_GROUPS
+from neuron_monitor.daemon.config import default_plan, load_plan
+from neuron_monitor.groups.registry import RUNTIME_GROUPS, SYSTEM_GROUPS
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
@@ -72,7 +72,14 @@ def test_host_only_has_no_neuron_groups() -> None:
 def test_daemon_accepts_host_only_config_and_reports_host_groups(tmp_path: Path) -> None:
     """The shipped host-only config through the real daemon, one report, against this machine's /proc."""
     proc = subprocess.run(
-        [sys.executable, "-m", "neuron_monitor.cli", "-c", str(CONFIGS / "examples" / "host-only.conf"), "--once"],
+        [
+            sys.executable,
+            "-m",
+            "neuron_monitor.daemon.cli",
+            "-c",
+            str(CONFIGS / "examples" / "host-only.conf"),
+            "--once",
+        ],
         capture_output=True,
         cwd=REPO,
         timeout=60,

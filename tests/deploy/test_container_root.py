@@ -21,7 +21,17 @@ pytestmark = pytest.mark.e2e
 
 def one_report(root: Path) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "neuron_monitor.cli", "-c", str(HOST_ONLY), "--root", str(root), "--once", "--no-imds"],
+        [
+            sys.executable,
+            "-m",
+            "neuron_monitor.daemon.cli",
+            "-c",
+            str(HOST_ONLY),
+            "--root",
+            str(root),
+            "--once",
+            "--no-imds",
+        ],
         capture_output=True,
         cwd=REPO,
         timeout=60,

@@ -1,5 +1,6 @@
-"""The image entrypoint (deploy/image/entrypoint.sh -> neuron_monitor.entrypoint) run for real: AWS's command line
-on a simulated trn2u.48xlarge, scraped over HTTPS with a CA; its exit on a signal, on a dying child, on bad flags."""
+"""The image entrypoint (deploy/image/entrypoint.sh -> neuron_monitor.daemon.entrypoint) run for real: AWS's command
+line on a simulated trn2u.48xlarge, scraped over HTTPS with a CA; its exit on a signal, on a dying child, on bad
+flags."""
 
 from __future__ import annotations
 

@@ -41,7 +41,11 @@ def test_default_command_uses_real_options() -> None:
     cmd = json.loads(re.search(r"^CMD (\[.*\])$", dockerfile(), re.M).group(1))
     assert cmd[0] in scripts()
     help_text = subprocess.run(
-        [sys.executable, "-m", "neuron_monitor.cli", "--help"], capture_output=True, text=True, cwd=REPO, check=True
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
     ).stdout
     for flag in (a for a in cmd if a.startswith("--")):
         assert flag in help_text

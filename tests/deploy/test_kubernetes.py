@@ -17,7 +17,7 @@ import orjson
 import pytest
 import yaml
 
-from neuron_monitor.config import plan_from_data
+from neuron_monitor.daemon.config import plan_from_data
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "kubernetes"
@@ -246,7 +246,7 @@ def test_configmap_is_the_shipped_monitor_conf_and_loads() -> None:
 
 @pytest.mark.parametrize(
     ("container", "module"),
-    [("neuron-monitor", "neuron_monitor.cli"), ("exporter", "neuron_monitor.exporters.prometheus.cli")],
+    [("neuron-monitor", "neuron_monitor.daemon.cli"), ("exporter", "neuron_monitor.exporters.prometheus.cli")],
 )
 def test_container_flags_exist_in_the_real_commands(container: str, module: str) -> None:
     spec = MANIFESTS["DaemonSet"]["spec"]["template"]["spec"]

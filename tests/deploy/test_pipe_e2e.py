@@ -65,7 +65,7 @@ def fifo_fd(tmp_path: Path) -> Iterator[int]:
 
 def start_daemon(fd: int, conf: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf), "--no-imds"],
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--no-imds"],
         stdin=subprocess.DEVNULL,
         stdout=fd,
         stderr=subprocess.PIPE,

@@ -196,7 +196,7 @@ def test_rules_use_the_metric_names_and_label_values_the_real_pipeline_serves() 
 
     line = (
         subprocess.run(
-            [sys.executable, "-m", "neuron_monitor.cli", "--simulate", "trn1.2xlarge", "--once", "--no-imds"],
+            [sys.executable, "-m", "neuron_monitor.daemon.cli", "--simulate", "trn1.2xlarge", "--once", "--no-imds"],
             capture_output=True,
             text=True,
             timeout=180,

@@ -139,7 +139,7 @@ def test_security_exposure_within_budget(unit_dir: Path, name: str) -> None:
 @pytest.mark.parametrize(
     ("unit", "env_file", "module"),
     [
-        ("neuron-monitor@prometheus.service", "neuron-monitor.env", "neuron_monitor.cli"),
+        ("neuron-monitor@prometheus.service", "neuron-monitor.env", "neuron_monitor.daemon.cli"),
         ("neuron-monitor-prometheus.service", "prometheus.env", "neuron_monitor.exporters.prometheus.cli"),
         ("neuron-monitor-cloudwatch.service", "cloudwatch.env", "neuron_monitor.exporters.cloudwatch.cli"),
     ],

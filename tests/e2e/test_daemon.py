@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_monitor.groups.neuron_runtime_vcpu_usage import CLOCK_TICKS
+from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import CLOCK_TICKS
 from neuron_monitor.host.procfs import parse_meminfo, parse_stat
 from tests.conftest import REPO, daemon_cmd
 from tests.e2e.daemon_process import DaemonProcess

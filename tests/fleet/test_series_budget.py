@@ -68,7 +68,7 @@ def trn2_report() -> Iterator[dict[str, Any]]:
     sim.start(timeout=300.0)
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "neuron_monitor.cli", "--root", str(sim.root), "--once", "--no-imds"],
+            [sys.executable, "-m", "neuron_monitor.daemon.cli", "--root", str(sim.root), "--once", "--no-imds"],
             capture_output=True, timeout=300, check=True, cwd=REPO,
         ).stdout  # fmt: skip
     finally:

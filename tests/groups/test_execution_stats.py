@@ -9,8 +9,8 @@ import orjson
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor.groups.execution_stats import _INDICES as INDICES
-from neuron_monitor.groups.execution_stats import (
+from neuron_monitor.groups.execution_stats.collector import _INDICES as INDICES
+from neuron_monitor.groups.execution_stats.collector import (
     ExecutionStats,
     latency_positions,
     percentiles,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from neuron_monitor.groups.base import GroupError
-from neuron_monitor.groups.memory_info import MemoryInfo, memory_from_meminfo
-from neuron_monitor.groups.vcpu_usage import VcpuUsage, usage_percent
+from neuron_monitor.groups.memory_info.collector import MemoryInfo, memory_from_meminfo
+from neuron_monitor.groups.vcpu_usage.collector import VcpuUsage, usage_percent
 from neuron_monitor.host.procfs import parse_meminfo, parse_stat
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from tests.conftest import FIXTURES

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from neuron_monitor.groups.memory_used import MemoryUsed
+from neuron_monitor.groups.memory_used.collector import MemoryUsed
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.datablock import ModelNode
 from tests.neuron.appdata import TRN2, app_with, counters

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from neuron_monitor.groups.neuron_device_health import WATCH_INTERVAL, NeuronDeviceHealth
+from neuron_monitor.groups.neuron_device_health import spec as K
+from neuron_monitor.groups.neuron_device_health.collector import WATCH_INTERVAL, NeuronDeviceHealth
 from neuron_monitor.host.rootfs import RootFS
-from neuron_monitor.schema.groups import neuron_device_health as K
 from neuron_monitor.sim import animator
 from neuron_monitor.sim.animator import Simulator
 from neuron_monitor.sim.shapes import get_shape

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_monitor.groups.neuron_device_telemetry import NeuronDeviceTelemetry
+from neuron_monitor.groups.neuron_device_telemetry.collector import NeuronDeviceTelemetry
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.telemetry_files import parse_count, parse_power, parse_unhealthy_components
 from neuron_monitor.sim.shapes import get_shape

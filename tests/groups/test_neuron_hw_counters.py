@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor.groups.neuron_hw_counters import COUNTERS, NeuronHwCounters
+from neuron_monitor.groups.neuron_hw_counters.collector import COUNTERS, NeuronHwCounters
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.sim.shapes import get_shape
 from neuron_monitor.sim.tree import DeviceTree, write_host_files

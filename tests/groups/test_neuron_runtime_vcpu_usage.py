@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from neuron_monitor.app import App
-from neuron_monitor.groups.neuron_runtime_vcpu_usage import CLOCK_TICKS, NeuronRuntimeVcpuUsage
+from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import CLOCK_TICKS, NeuronRuntimeVcpuUsage
 from neuron_monitor.host.procfs import parse_pid_stat
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.app import App
 
 BURN = "import sys, time\nprint('ready', flush=True)\nend=time.time()+60\nwhile time.time()<end: pass\n"
 IDLE = "import time; print('ready', flush=True); time.sleep(60)"

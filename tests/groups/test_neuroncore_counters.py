@@ -7,7 +7,12 @@ import orjson
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor.groups.neuroncore_counters import NeuroncoreCounters, cores_careful, cores_fast, cores_native
+from neuron_monitor.groups.neuroncore_counters.collector import (
+    NeuroncoreCounters,
+    cores_careful,
+    cores_fast,
+    cores_native,
+)
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron.deltas import DeviceDelta

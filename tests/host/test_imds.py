@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from neuron_monitor.daemon.report import INSTANCE_INFO_KEYS
 from neuron_monitor.host.imds import InstanceInfoSource, fetch_instance_info
 from neuron_monitor.host.rootfs import RootFS
-from neuron_monitor.report import INSTANCE_INFO_KEYS
 from tests.host.fake_imds import FakeImds
 
 EXPECTED = {

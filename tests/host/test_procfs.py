@@ -153,7 +153,7 @@ def test_uptime() -> None:
 
 
 def test_meminfo_with_names_reads_only_the_named_fields() -> None:
-    from neuron_monitor.groups.memory_info import FIELDS
+    from neuron_monitor.groups.memory_info.collector import FIELDS
 
     for name in ("meminfo_trn2", "meminfo_old_kernel", "meminfo_host_sample"):
         data = (PROC / name).read_bytes()

@@ -12,10 +12,10 @@ from neuron_monitor.native import NATIVE
 # every module that imports the helper by name (neuron_monitor/native.py lists its callers)
 HELPER_USERS = (
     "neuron_monitor.neuron.deltas",
-    "neuron_monitor.groups.neuroncore_counters",
-    "neuron_monitor.groups.execution_stats",
-    "neuron_monitor.groups.vcpu_usage",
-    "neuron_monitor.groups.neuron_runtime_vcpu_usage",
+    "neuron_monitor.groups.neuroncore_counters.collector",
+    "neuron_monitor.groups.execution_stats.collector",
+    "neuron_monitor.groups.vcpu_usage.collector",
+    "neuron_monitor.groups.neuron_runtime_vcpu_usage.collector",
 )
 
 

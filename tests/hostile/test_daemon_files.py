@@ -25,7 +25,7 @@ HOST_ONLY = {"period": "1s", "system_metrics": [{"type": "memory_info"}, {"type"
 
 
 def _daemon(*args: str, timeout: float = DEADLINE) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "neuron_monitor.cli", "--no-imds", *args]
+    cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "--no-imds", *args]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, check=False)
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from neuron_monitor.scheduler import _Unit, keep_due
+from neuron_monitor.daemon.scheduler import _Unit, keep_due
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE = 60.0
@@ -31,7 +31,7 @@ class Running:
     """The daemon as a process, its report lines gathered by a thread."""
 
     def __init__(self, conf: Path, *extra: str) -> None:
-        cmd = [sys.executable, "-m", "neuron_monitor.cli", "--no-imds", "-c", str(conf), *extra]
+        cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "--no-imds", "-c", str(conf), *extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
         self.reports: list[dict[str, Any]] = []
         self._t = threading.Thread(target=self._pump, daemon=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_monitor.groups.neuroncore_counters import NeuroncoreCounters
+from neuron_monitor.groups.neuroncore_counters.collector import NeuroncoreCounters
 from neuron_monitor.host.rootfs import RootFS
 from tests.neuron.test_app_source_truth import Rig
 

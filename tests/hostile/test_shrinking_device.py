@@ -22,7 +22,7 @@ SCENARIO = textwrap.dedent(
     """
     import json, os, sys
     from pathlib import Path
-    from neuron_monitor.groups.execution_stats import ExecutionStats
+    from neuron_monitor.groups.execution_stats.collector import ExecutionStats
     from neuron_monitor.host.rootfs import RootFS
     from tests.neuron.test_app_source_truth import Rig
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from neuron_monitor.daemon.tagmatch import compile_tag_filter
 from neuron_monitor.sim.temporary import TemporarySimulator
-from neuron_monitor.tagmatch import compile_tag_filter
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE = 60.0
@@ -28,7 +28,7 @@ EVIL_TAG = "a" * 53 + "!"
 def test_nested_quantifier_against_a_long_tag_returns_in_a_child_process() -> None:
     """Run in a child with a deadline: a backtracking engine would never return (2^53 paths)."""
     code = (
-        "from neuron_monitor.tagmatch import compile_tag_filter as c\n"
+        "from neuron_monitor.daemon.tagmatch import compile_tag_filter as c\n"
         f"print(c('(a+)+$').search({EVIL_TAG!r}) is None, c('(x+x+)+y').search('x' * 5000) is None)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=DEADLINE, cwd=REPO)
@@ -60,7 +60,15 @@ def _conf(tmp_path: Path, tag_filter: str) -> Path:
     [(r"(a)\1", "RE2"), ("(?=a)", "RE2"), ("x" * 5000, "longer than"), ("((a{100}){100}){100}", "RE2")],
 )
 def test_patterns_re2_refuses_exit_2_one_line(tmp_path: Path, pattern: str, needle: str) -> None:
-    cmd = [sys.executable, "-m", "neuron_monitor.cli", "--no-imds", "--once", "-c", str(_conf(tmp_path, pattern))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "neuron_monitor.daemon.cli",
+        "--no-imds",
+        "--once",
+        "-c",
+        str(_conf(tmp_path, pattern)),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=DEADLINE, cwd=REPO, check=False)
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
@@ -70,7 +78,15 @@ def test_patterns_re2_refuses_exit_2_one_line(tmp_path: Path, pattern: str, need
 @pytest.mark.parametrize("depth", [500, 5000])
 def test_deeply_nested_groups_never_a_traceback(tmp_path: Path, depth: int) -> None:
     pattern = "(" * depth + "a" + ")" * depth
-    cmd = [sys.executable, "-m", "neuron_monitor.cli", "--no-imds", "--once", "-c", str(_conf(tmp_path, pattern))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "neuron_monitor.daemon.cli",
+        "--no-imds",
+        "--once",
+        "-c",
+        str(_conf(tmp_path, pattern)),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=DEADLINE, cwd=REPO, check=False)
     assert "Traceback" not in done.stderr
     assert done.returncode in (0, 2), done.stderr[-2000:]
@@ -80,7 +96,7 @@ def test_deeply_nested_groups_never_a_traceback(tmp_path: Path, depth: int) -> N
 def test_catastrophic_filter_against_a_hostile_tag_keeps_reports_and_signals(tmp_path: Path) -> None:
     conf = _conf(tmp_path, "(a+)+$")
     with TemporarySimulator("trn1.2xlarge", runtimes=1, tags=[EVIL_TAG]) as sim:
-        cmd = [sys.executable, "-m", "neuron_monitor.cli", "--no-imds", "-c", str(conf), "--root", str(sim.root)]
+        cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "--no-imds", "-c", str(conf), "--root", str(sim.root)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
         reports: list[dict[str, object]] = []
 

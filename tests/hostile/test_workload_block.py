@@ -19,11 +19,11 @@ from typing import Any
 import orjson
 import pytest
 
-from neuron_monitor import report as rpt
-from neuron_monitor.config import plan_from_data
+from neuron_monitor.daemon import report as rpt
+from neuron_monitor.daemon.config import plan_from_data
+from neuron_monitor.daemon.scheduler import Collector
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
-from neuron_monitor.scheduler import Collector
 from neuron_monitor.sim.datastore import SlabWriter
 from tests.neuron.test_app_source_truth import Rig
 

@@ -44,7 +44,7 @@ def read_reports_until(proc: subprocess.Popen[bytes], pred, timeout: float = 30.
 def start_daemon(tmp_path: Path, socket_path: str) -> subprocess.Popen[bytes]:
     conf = tmp_path / "monitor.conf"
     conf.write_text('{"period": "200ms", "system_metrics": [{"type": "memory_info"}]}')
-    cmd = [sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf), "--no-imds", "--k8s-info"]
+    cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--no-imds", "--k8s-info"]
     return subprocess.Popen(
         [*cmd, "--pod-resources-socket", socket_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
     )
@@ -136,7 +136,10 @@ def test_daemon_attributes_dra_claims_with_the_api_server(kubelet: FakeKubelet, 
         *("--k8s-api-token-file", str(token), "--node-name", NODE),
     ]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "neuron_monitor.cli", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", *cmd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
     )
     try:
         report = read_reports_until(
@@ -174,7 +177,11 @@ def test_unusable_api_server_url_exits_2_with_one_line(tmp_path: Path) -> None:
     conf.write_text('{"period": "200ms", "system_metrics": [{"type": "memory_info"}]}')
     cmd = ["-c", str(conf), "--no-imds", "--once", "--k8s-info", "--k8s-api", url]
     done = subprocess.run(
-        [sys.executable, "-m", "neuron_monitor.cli", *cmd], capture_output=True, cwd=REPO, timeout=60, check=False
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", *cmd],
+        capture_output=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 2
     assert done.stderr.decode().count("\n") == 1 and "--k8s-api" in done.stderr.decode()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from neuron_monitor.app import App
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.apps import AppData, DeviceData
 from neuron_monitor.neuron.appsinfo import AppInfo
 from neuron_monitor.neuron.datablock import ND_KEPT, BlockReading, ModelNode

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from neuron_monitor.app import App
-from neuron_monitor.groups.execution_stats import ExecutionStats
-from neuron_monitor.groups.memory_used import MemoryUsed
-from neuron_monitor.groups.neuroncore_counters import NeuroncoreCounters
+from neuron_monitor.groups.execution_stats.collector import ExecutionStats
+from neuron_monitor.groups.memory_used.collector import MemoryUsed
+from neuron_monitor.groups.neuroncore_counters.collector import NeuroncoreCounters
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.apps import NeuronAppSource
 from neuron_monitor.sim.animator import Runtime, Simulator
 from neuron_monitor.sim.ground_truth import GROUND_TRUTH_FILE, GroundTruth

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_monitor.app import App
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.sysfs import CLASS_DIR, DEVICE_LISTING_MAX_AGE
 from tests.neuron.test_app_source_truth import Rig
 

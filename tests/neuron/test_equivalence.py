@@ -20,11 +20,14 @@ from typing import Any
 
 import pytest
 
-from neuron_monitor.app import App
-from neuron_monitor.groups import execution_stats, memory_used, neuron_hw_counters, neuroncore_counters
+from neuron_monitor.groups.execution_stats import collector as execution_stats
+from neuron_monitor.groups.memory_used import collector as memory_used
+from neuron_monitor.groups.neuron_hw_counters import collector as neuron_hw_counters
+from neuron_monitor.groups.neuroncore_counters import collector as neuroncore_counters
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import apps as new_apps
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.datablock import ND_KEPT, BlockParser
 from neuron_monitor.sim.animator import Simulator
 from neuron_monitor.sim.datastore import ModelRecord, SlabWriter

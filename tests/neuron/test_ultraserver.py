@@ -133,7 +133,7 @@ def test_instance_info_gets_the_keys_and_is_rebuilt_only_on_change(tmp_path: Pat
 @pytest.mark.parametrize(("shape", "expected"), [("trn2u.48xlarge", "u-9ff5434815c8bd80"), ("trn2.48xlarge", None)])
 def test_daemon_reports_the_simulated_ultraserver(shape: str, expected: str | None) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "neuron_monitor.cli", "--simulate", shape, "--once", "--no-imds"],
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "--simulate", shape, "--once", "--no-imds"],
         capture_output=True,
         cwd=REPO,
         timeout=120,

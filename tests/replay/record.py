@@ -75,7 +75,7 @@ def record(name: str, shape: str, runtimes: int, keep: int) -> list[bytes]:
         conf.write_text(json.dumps(GROUPS))
         sim = TemporarySimulator(shape, runtimes=runtimes, seed=7, faults=faults(runtimes), exec_rate=200)
         with sim:
-            cmd = [sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf), "--root", str(sim.root)]
+            cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--root", str(sim.root)]
             cmd += ["--imds-endpoint", imds.endpoint]
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO)
             assert proc.stdout is not None

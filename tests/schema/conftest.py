@@ -25,6 +25,6 @@ def aws_reports() -> list[dict[str, Any]]:
 @functools.cache
 def simulated_report(shape: str) -> dict[str, Any]:
     """One report of ``neuron-monitor --simulate SHAPE --once`` (a real daemon process)."""
-    cmd = [sys.executable, "-m", "neuron_monitor.cli", "--simulate", shape, "--once"]
+    cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "--simulate", shape, "--once"]
     out = subprocess.run(cmd, capture_output=True, check=True, timeout=120, cwd=REPO).stdout
     return orjson.loads(next(line for line in out.splitlines() if line.strip()))  # type: ignore[no-any-return]

@@ -1,5 +1,5 @@
-"""A group added as nothing but a spec module reaches every consumer: the spec file is dropped into the specs
-package (a temporary directory added to its path), and the Prometheus exporter, the CloudWatch mapping, the
+"""A group added as nothing but a folder with its spec reaches every consumer: the folder is dropped into the
+groups package (a temporary directory added to its path), and the Prometheus exporter, the CloudWatch mapping, the
 timeline and the spec registry (whence the daemon's group list) all pick it up without any other change."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
+from neuron_monitor import groups as group_package
 from neuron_monitor.exporters.cloudwatch.mapping import ReportMapper
-from neuron_monitor.schema import groups as spec_package
 from neuron_monitor.schema import read as read_module
 from neuron_monitor.schema import spec as spec_module
 from neuron_monitor.timeline.convert import run
@@ -83,16 +83,18 @@ def _reset() -> None:
 
 @pytest.fixture
 def fan_spec(tmp_path: Path) -> Iterator[None]:
-    folder = tmp_path / "specs"
-    folder.mkdir()
-    (folder / "fan_speed.py").write_text(SPEC_SOURCE)
-    spec_package.__path__.append(str(folder))
+    folder = tmp_path / "groups"
+    (folder / "fan_speed").mkdir(parents=True)
+    (folder / "fan_speed" / "__init__.py").write_text("")
+    (folder / "fan_speed" / "spec.py").write_text(SPEC_SOURCE)
+    group_package.__path__.append(str(folder))
     _reset()
     try:
         yield
     finally:
-        spec_package.__path__.remove(str(folder))
-        sys.modules.pop("neuron_monitor.schema.groups.fan_speed", None)
+        group_package.__path__.remove(str(folder))
+        sys.modules.pop("neuron_monitor.groups.fan_speed.spec", None)
+        sys.modules.pop("neuron_monitor.groups.fan_speed", None)
         _reset()
 
 

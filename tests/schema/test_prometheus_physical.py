@@ -40,7 +40,7 @@ def test_every_physical_core_is_served(shape: str, key: str, version: str) -> No
 @pytest.mark.e2e
 def test_trn3_pipe_serves_physical_series() -> None:
     daemon = subprocess.run(
-        [sys.executable, "-m", "neuron_monitor.cli", "--simulate", "trn3.48xlarge", "--once"],
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "--simulate", "trn3.48xlarge", "--once"],
         capture_output=True,
         check=True,
         timeout=120,

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor.groups import RUNTIME_GROUPS, SYSTEM_GROUPS
+from neuron_monitor.groups.execution_stats.spec import ExecutionStats
+from neuron_monitor.groups.neuroncore_counters.spec import NeuroncoreCounters
+from neuron_monitor.groups.registry import RUNTIME_GROUPS, SYSTEM_GROUPS
 from neuron_monitor.schema import names as N
-from neuron_monitor.schema.groups.execution_stats import ExecutionStats
-from neuron_monitor.schema.groups.neuroncore_counters import NeuroncoreCounters
 from neuron_monitor.schema.read import Report, read_report
 from neuron_monitor.schema.spec import registry
 from tests.schema.conftest import aws_reports, simulated_report

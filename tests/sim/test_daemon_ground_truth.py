@@ -51,7 +51,7 @@ def _conf(path: Path) -> Path:
 
 class Daemon:
     def __init__(self, conf: Path, root: Path) -> None:
-        cmd = [sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf), "--root", str(root), "--no-imds"]
+        cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--root", str(root), "--no-imds"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
         self.reports: list[dict[str, Any]] = []
         self._t = threading.Thread(target=self._pump, daemon=True)

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from neuron_monitor import report as rpt
-from neuron_monitor.app import App
-from neuron_monitor.groups.execution_stats import ExecutionStats
-from neuron_monitor.groups.memory_used import MemoryUsed
-from neuron_monitor.groups.neuron_hw_counters import NeuronHwCounters
-from neuron_monitor.groups.neuroncore_counters import NeuroncoreCounters
+from neuron_monitor.daemon import report as rpt
+from neuron_monitor.groups.execution_stats.collector import ExecutionStats
+from neuron_monitor.groups.memory_used.collector import MemoryUsed
+from neuron_monitor.groups.neuron_hw_counters.collector import NeuronHwCounters
+from neuron_monitor.groups.neuroncore_counters.collector import NeuroncoreCounters
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.backend import open_backend
 from neuron_monitor.sim.animator import Simulator
 from neuron_monitor.sim.shapes import SHAPES, get_shape
@@ -144,8 +144,9 @@ def test_daemon_report_structure_against_the_simulator(tmp_path: Path) -> None:
         "system_metrics": [{"type": "vcpu_usage"}, {"type": "memory_info"}, {"type": "neuron_hw_counters"}],
     }))  # fmt: skip
     with TemporarySimulator("trn1.32xlarge", runtimes=2, seed=5, load_time=0.0) as sim:
-        proc = subprocess.Popen([sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf), "--root", str(sim.root),
-                                 "--no-imds"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)  # fmt: skip
+        proc = subprocess.Popen([sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf),
+                                 "--root", str(sim.root), "--no-imds"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)  # fmt: skip
         lines: list[bytes] = []
         reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)  # type: ignore[union-attr]
         reader.start()

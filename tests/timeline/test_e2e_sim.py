@@ -67,7 +67,7 @@ def test_det_finds_every_injected_fault_and_nothing_else(tmp_path: Path) -> None
     rec = tmp_path / "rec.gz"
     with TemporarySimulator("trn1.32xlarge", runtimes=6, seed=3, **QUIET) as sim:
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf), "--root", str(sim.root),
+            [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--root", str(sim.root),
              "--record", str(rec), "--record-max-bytes", "8000", "--record-keep", "50"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env(), cwd=tmp_path,
         )  # fmt: skip

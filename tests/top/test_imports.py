@@ -22,7 +22,7 @@ def loaded_after_import(*modules: str) -> list[str]:
 def test_daemon_and_exporters_do_not_import_the_terminal_library() -> None:
     assert (
         loaded_after_import(
-            "neuron_monitor.cli",
+            "neuron_monitor.daemon.cli",
             "neuron_monitor.exporters.prometheus.cli",
             "neuron_monitor.exporters.cloudwatch.cli",
             "neuron_monitor.timeline.trace_cli",

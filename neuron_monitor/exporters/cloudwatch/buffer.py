@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 
 from neuron_monitor.exporters.cloudwatch.datum import Datum
-from neuron_monitor.ratelimit import LogRateLimit
+from neuron_monitor.util.ratelimit import LogRateLimit
 
 log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
 

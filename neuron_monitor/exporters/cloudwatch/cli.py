@@ -27,7 +27,6 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from neuron_monitor import __version__
-from neuron_monitor.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.exporters.cloudwatch.buffer import DatumBuffer
 from neuron_monitor.exporters.cloudwatch.client import SetupError, make_client
 from neuron_monitor.exporters.cloudwatch.datum import Datum
@@ -38,7 +37,8 @@ from neuron_monitor.exporters.cloudwatch.mapping import MapOptions, ReportMapper
 from neuron_monitor.exporters.cloudwatch.publisher import Publisher, RetryPolicy
 from neuron_monitor.exporters.cloudwatch.redact import CredentialRedactor
 from neuron_monitor.exporters.stream import ReportStream
-from neuron_monitor.inputfile import InputFileError, open_append
+from neuron_monitor.util.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.util.inputfile import InputFileError, open_append
 
 PROG = "neuron-monitor-cloudwatch"
 log = logging.getLogger("neuron_monitor.exporters.cloudwatch")

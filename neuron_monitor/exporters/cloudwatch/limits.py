@@ -13,7 +13,7 @@ import time
 from collections import Counter
 
 from neuron_monitor.exporters.cloudwatch.datum import UNITS, Datum
-from neuron_monitor.ratelimit import LogRateLimit
+from neuron_monitor.util.ratelimit import LogRateLimit
 
 log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
 

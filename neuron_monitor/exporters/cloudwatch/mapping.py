@@ -2,7 +2,7 @@
 
 Reads one parsed neuron-monitor report (dict) through the schema's read layer; returns a list of single-sample
 ``Datum``s stamped with the report's ``report_time`` (or the wall clock when the daemon did not write one). Each
-group's spec (``neuron_monitor.schema.groups``) names its metrics, units, dimension scopes and values; this module
+group's spec (``groups/<name>/spec.py``) names its metrics, units, dimension scopes and values; this module
 gives them their dimensions and merges repeated series.
 
 Rules:

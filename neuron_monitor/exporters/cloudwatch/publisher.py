@@ -30,7 +30,7 @@ from neuron_monitor.exporters.cloudwatch.batching import pack
 from neuron_monitor.exporters.cloudwatch.buffer import DatumBuffer
 from neuron_monitor.exporters.cloudwatch.datum import Datum
 from neuron_monitor.exporters.cloudwatch.limits import in_time_window
-from neuron_monitor.ratelimit import LogRateLimit, held_back
+from neuron_monitor.util.ratelimit import LogRateLimit, held_back
 
 log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
 

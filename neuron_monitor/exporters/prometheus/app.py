@@ -24,7 +24,7 @@ from neuron_monitor.exporters.prometheus.landing import landing_page
 from neuron_monitor.exporters.prometheus.negotiation import exposition_format, gzip_accepted
 from neuron_monitor.exporters.prometheus.server import HTTPFront, Request, Response, plain
 from neuron_monitor.exporters.prometheus.state import ExporterState
-from neuron_monitor.inputfile import InputFileError, read_regular
+from neuron_monitor.util.inputfile import InputFileError, read_regular
 
 DASHBOARD_MAX_BYTES = 8 * 1024 * 1024  # the dashboard JSON is about 100 KiB
 log = logging.getLogger("neuron_monitor.exporters.prometheus.app")

@@ -20,7 +20,7 @@ from __future__ import annotations
 from neuron_monitor.exporters.prometheus.core_info import FAMILY as CORE_INFO_FAMILY
 from neuron_monitor.exporters.prometheus.core_totals import TOTAL_NAME
 from neuron_monitor.exporters.prometheus.families import FamilySet
-from neuron_monitor.schema.groups.neuroncore_counters import FAM_UTIL
+from neuron_monitor.groups.neuroncore_counters.spec import FAM_UTIL
 from neuron_monitor.schema.spec import family_budgets
 
 BUDGET = "budget"

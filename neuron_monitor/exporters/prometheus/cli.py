@@ -23,7 +23,6 @@ from types import FrameType
 from prometheus_client.registry import Collector
 
 from neuron_monitor import __version__
-from neuron_monitor.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.exporters.prometheus.app import ExporterApp
 from neuron_monitor.exporters.prometheus.auth import BasicAuth
 from neuron_monitor.exporters.prometheus.budget import BUDGET, SERIES_DETAILS
@@ -43,6 +42,7 @@ from neuron_monitor.exporters.prometheus.webconfig import (
     load_web_config,
 )
 from neuron_monitor.exporters.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
+from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 PROG = "neuron-monitor-prometheus"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.families import GAUGE
-from neuron_monitor.schema.groups.neuroncore_counters import FAM_UTIL
+from neuron_monitor.groups.neuroncore_counters.spec import FAM_UTIL
 
 TOTAL_NAME = "neuroncore_utilization_total_ratio"
 TOTAL_HELP = "NeuronCore utilization summed over every runtime that reports the core"

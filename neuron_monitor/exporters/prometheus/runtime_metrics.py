@@ -1,6 +1,6 @@
 """Runtime-level groups (``neuron_runtime_data[].report``) -> gauge samples, plus the runtime's counters.
 
-The families and values come from each group's spec (``neuron_monitor.schema.groups``); this module gives them
+The families and values come from each group's spec (``neuron_monitor/groups/<name>/spec.py``); this module gives them
 their runtime and NeuronCore labels (runtime tag, pod, core, device) and adds the ``neuron_runtime`` info metric.
 A runtime whose entry carries an ``error`` gets no gauges (as AWS's exporter) but keeps its counters.
 """
@@ -12,9 +12,9 @@ from neuron_monitor.exporters.prometheus.families import INFO
 from neuron_monitor.exporters.prometheus.labels import kept_string
 from neuron_monitor.exporters.prometheus.ledger import Subject
 from neuron_monitor.exporters.prometheus.values import MalformedReport
+from neuron_monitor.groups.memory_used.spec import MemoryUsed
+from neuron_monitor.groups.neuroncore_counters.spec import NeuroncoreCounters
 from neuron_monitor.schema import names as N
-from neuron_monitor.schema.groups.memory_used import MemoryUsed
-from neuron_monitor.schema.groups.neuroncore_counters import NeuroncoreCounters
 from neuron_monitor.schema.read import RuntimeEntry
 from neuron_monitor.schema.spec import CORE_SCOPE, counter_family
 

@@ -1,6 +1,6 @@
 """System-level groups (``system_data``) and the info objects -> gauge samples, plus the system counters.
 
-The families and values come from each group's spec (``neuron_monitor.schema.groups``); this module files them
+The families and values come from each group's spec (``neuron_monitor/groups/<name>/spec.py``); this module files them
 under the instance labels. ``instance_info`` and ``neuron_hardware_info`` become info metrics, as in AWS's
 exporter.
 """

@@ -6,7 +6,7 @@ every ``check_interval`` seconds) stats the files and, when one changed, builds 
 half-written pair (new certificate, old key) does not load, so the previous context stays in use and the load is
 retried at the next check. Established connections keep the context they started with.
 
-Every file is read through the project's input discipline (`neuron_monitor.inputfile.read_regular`: opened
+Every file is read through the project's input discipline (`neuron_monitor.util.inputfile.read_regular`: opened
 without blocking, a regular file, at most `TLS_FILE_MAX_BYTES`), at start and at every reload, and OpenSSL is
 handed the bytes read (through an anonymous in-memory file), never the path: a key replaced by a FIFO, a device
 or a huge file is one error line (exit 2 at start, the previous pair kept on reload) instead of a thread blocked
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from neuron_monitor.exporters.prometheus.webconfig import CLIENT_AUTH, TLS_VERSIONS, TLSServerConfig, WebConfigError
-from neuron_monitor.inputfile import InputFileError, read_regular
+from neuron_monitor.util.inputfile import InputFileError, read_regular
 
 TLS_FILE_MAX_BYTES = 1024 * 1024  # a certificate chain or key is a few KiB
 

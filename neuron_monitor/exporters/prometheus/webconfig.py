@@ -24,7 +24,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from neuron_monitor.inputfile import CONFIG_MAX_BYTES, InputFileError, kind_of, read_regular, shown
+from neuron_monitor.util.inputfile import CONFIG_MAX_BYTES, InputFileError, kind_of, read_regular, shown
 
 TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1,

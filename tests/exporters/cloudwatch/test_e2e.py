@@ -191,7 +191,7 @@ def test_daemon_piped_into_exporter(moto_url: str, tmp_path: Path) -> None:
     namespace = "e2e_daemon"
     env = aws_env(PYTHONPATH=str(Path(__file__).resolve().parents[3]) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "neuron_monitor.cli", "-c", str(conf), "--no-imds"],
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--no-imds"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,
@@ -251,7 +251,7 @@ def test_simulator_daemon_exporter_matches_ground_truth(moto_url: str, tmp_path:
         counters = ("completed", "numerical")
         before = {(t, c): sim.truth.total(t, c) for t in tags for c in counters}
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "neuron_monitor.cli", "--root", str(sim.root), "-c", str(conf), "--no-imds"],
+            [sys.executable, "-m", "neuron_monitor.daemon.cli", "--root", str(sim.root), "-c", str(conf), "--no-imds"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=aws_env(),

@@ -53,7 +53,16 @@ class Node:
             )
         )
         self.daemon = subprocess.Popen(
-            [sys.executable, "-m", "neuron_monitor.cli", "--root", str(self.sim.root), "-c", str(conf), "--no-imds"],
+            [
+                sys.executable,
+                "-m",
+                "neuron_monitor.daemon.cli",
+                "--root",
+                str(self.sim.root),
+                "-c",
+                str(conf),
+                "--no-imds",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )

@@ -24,9 +24,9 @@ import mmap
 import time
 from dataclasses import dataclass, field
 
-from neuron_monitor.app import App
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.hardware import Topology, read_topology
 from neuron_monitor.neuron.sysfs import DriverTree
 from tests.neuron.reference.appsinfo import AppInfo

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from operator import itemgetter, sub
 
-from neuron_monitor.app import App
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.app import App
 from tests.neuron.reference.apps import AppData, DeviceData
 from tests.neuron.reference.datablock import ZERO_COUNTERS
 

@@ -14,10 +14,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from neuron_monitor.app import App
 from neuron_monitor.groups.base import RuntimeGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.app import App
 from tests.neuron.reference.deltas import DeltaTracker
 
 _EXEC = tuple(c for _, c in L.EXECUTION_SUMMARY)

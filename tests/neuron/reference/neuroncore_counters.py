@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from neuron_monitor.app import App
 from neuron_monitor.groups.base import RuntimeGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.app import App
 from tests.neuron.reference.apps import AppData
 from tests.neuron.reference.deltas import DeltaTracker, cores_in_use
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import NoReturn
 
-from neuron_monitor.cli_common import add_version
+from neuron_monitor.util.cli_common import add_version
 
 STOP_SECONDS = 1.5
 POLL_SECONDS = 0.2
@@ -110,7 +110,7 @@ class Pipeline:
 
 def build_pipeline(args: argparse.Namespace, env: dict[str, str], python: str = sys.executable) -> Pipeline:
     """The two command lines (same interpreter, so a PATH set for AWS's image does not matter)."""
-    daemon = [python, "-m", "neuron_monitor.cli", "--root", env.get("NEURON_MONITOR_ROOT") or "/"]
+    daemon = [python, "-m", "neuron_monitor.daemon.cli", "--root", env.get("NEURON_MONITOR_ROOT") or "/"]
     if args.neuron_monitor_config:
         daemon += ["--config-file", args.neuron_monitor_config]
     daemon += _words(env, "NEURON_MONITOR_DAEMON_ARGS")

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from neuron_monitor import report as rpt
-from neuron_monitor.collection.apps import ScopeApps
-from neuron_monitor.collection.groups import error_text
-from neuron_monitor.config import Plan
+from neuron_monitor.daemon import report as rpt
+from neuron_monitor.daemon.collection.apps import ScopeApps
+from neuron_monitor.daemon.collection.groups import error_text
+from neuron_monitor.daemon.config import Plan
 
 UnitKey = tuple[int | None, str]  # (scope index, group name); scope None: a system group
 _Object = dict[str, Any]

@@ -18,11 +18,11 @@ from itertools import compress
 from operator import add, itemgetter
 from typing import Any
 
-from neuron_monitor.app import App
 from neuron_monitor.groups.data_block_group import DataBlockGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.datablock import N
 from neuron_monitor.neuron.deltas import DeltaTracker, DeviceDelta, Picker, picker
 

@@ -46,7 +46,7 @@ import threading
 import time
 from typing import Protocol
 
-log = logging.getLogger("neuron_monitor.output")
+log = logging.getLogger("neuron_monitor.daemon.output")
 
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Python >= 3.10 on Linux)
 F_GETPIPE_SZ = 1032  # fcntl.F_GETPIPE_SZ

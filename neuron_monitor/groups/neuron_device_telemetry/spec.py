@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from neuron_monitor.groups.neuron_hw_counters.spec import CW_EVENT, FAM_ECC
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
-from neuron_monitor.schema.groups.neuron_hw_counters import CW_EVENT, FAM_ECC
 from neuron_monitor.schema.read import Problems, index, mapping, number, sequence, text
 
 # ---- the body's keys ------------------------------------------------------------------------------------------

@@ -10,13 +10,13 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from neuron_monitor.app import App
-from neuron_monitor.config import Plan
-from neuron_monitor.groups import load_runtime_group, load_system_group
+from neuron_monitor.daemon.config import Plan
 from neuron_monitor.groups.base import RuntimeGroup, SystemGroup
+from neuron_monitor.groups.registry import load_runtime_group, load_system_group
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.app import App
 
-log = logging.getLogger("neuron_monitor.scheduler")
+log = logging.getLogger("neuron_monitor.daemon.scheduler")
 
 _G = TypeVar("_G", SystemGroup, RuntimeGroup)
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neuron_monitor.app import App
 from neuron_monitor.groups.base import RuntimeGroup
 from neuron_monitor.host.procfs import parse_pid_stat, parse_uptime
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.native import NATIVE
+from neuron_monitor.neuron.app import App
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -1,4 +1,4 @@
-"""The pydantic models of monitor.conf (the careful path of `neuron_monitor.config.plan_from_data`) and the
+"""The pydantic models of monitor.conf (the careful path of `neuron_monitor.daemon.config.plan_from_data`) and the
 wording of their validation errors. Imported only when a configuration is not plainly well formed."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
-from neuron_monitor.config import ConfigError, _json_type, parse_period
-from neuron_monitor.tagmatch import compile_tag_filter
+from neuron_monitor.daemon.config import ConfigError, _json_type, parse_period
+from neuron_monitor.daemon.tagmatch import compile_tag_filter
 
 
 def _check_period(v: Any) -> Any:

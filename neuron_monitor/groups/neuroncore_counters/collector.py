@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_monitor.app import App
 from neuron_monitor.groups.data_block_group import DataBlockGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.apps import AppData
 from neuron_monitor.neuron.deltas import DeltaTracker, DeviceDelta, cores_in_use
 from neuron_monitor.neuron.hardware import Topology

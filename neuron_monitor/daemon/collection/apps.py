@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from neuron_monitor.app import App
-from neuron_monitor.config import Plan
+from neuron_monitor.daemon.config import Plan
+from neuron_monitor.neuron.app import App
 
 
 @dataclass

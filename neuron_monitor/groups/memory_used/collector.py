@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from neuron_monitor.app import App
 from neuron_monitor.groups.data_block_group import DataBlockGroup, ImplausibleValue
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.apps import AppData
 from neuron_monitor.neuron.datablock import ND_POS, ModelNode, N
 from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use, memory_same

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from neuron_monitor.groups import RUNTIME_GROUPS, SYSTEM_GROUPS
-from neuron_monitor.inputfile import CONFIG_MAX_BYTES, InputFileError, read_regular, shown
-from neuron_monitor.tagmatch import TagFilter, compile_tag_filter
+from neuron_monitor.daemon.tagmatch import TagFilter, compile_tag_filter
+from neuron_monitor.groups.registry import RUNTIME_GROUPS, SYSTEM_GROUPS
+from neuron_monitor.util.inputfile import CONFIG_MAX_BYTES, InputFileError, read_regular, shown
 
 DEFAULT_PERIOD = 5.0
 MIN_PERIOD = 0.01
@@ -178,7 +178,7 @@ def plan_from_data(data: Any, source: str) -> Plan:
 
 def plan_from_data_careful(data: Any, source: str) -> Plan:
     """`plan_from_data` through the pydantic models: the reference, and the path that words every error."""
-    from neuron_monitor.config_models import validate
+    from neuron_monitor.daemon.config_models import validate
 
     cfg = validate(data, source)
     try:

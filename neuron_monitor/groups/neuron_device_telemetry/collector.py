@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
+from neuron_monitor.groups.neuron_device_telemetry import spec as K
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron.hardware import read_topology
 from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_count, parse_power, parse_unhealthy_components
-from neuron_monitor.schema.groups import neuron_device_telemetry as K
 
 _WRAP16 = 1 << 16
 _READ_SIZE = 64

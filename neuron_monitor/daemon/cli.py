@@ -24,16 +24,16 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import neuron_monitor
-from neuron_monitor.cli_common import ArgumentParser, add_verbosity, positive_int, setup_logging
-from neuron_monitor.config import ConfigError, Plan, load_plan, plan_warnings
-from neuron_monitor.config_watch import ConfigFileWatcher
+from neuron_monitor.daemon.config import ConfigError, Plan, load_plan, plan_warnings
+from neuron_monitor.daemon.config_watch import ConfigFileWatcher
+from neuron_monitor.daemon.output import LineWriter, ReaderGone
+from neuron_monitor.daemon.scheduler import Collector, Scheduler
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT, InstanceInfoSource
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.backend import open_backend
 from neuron_monitor.neuron.ultraserver import InstanceInfoWithUltraServer, UltraServerSource
-from neuron_monitor.output import LineWriter, ReaderGone
-from neuron_monitor.scheduler import Collector, Scheduler
 from neuron_monitor.sim.instance_info import SimulatedInstanceInfo
+from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, positive_int, setup_logging
 
 if TYPE_CHECKING:
     from neuron_monitor.timeline.recording import Recorder
@@ -189,7 +189,7 @@ class Daemon:
     def __init__(self, args: argparse.Namespace, plan: Plan, root: RootFS) -> None:
         self.args = args
         if args.state_dir:
-            from neuron_monitor.groups.neuron_device_health import NeuronDeviceHealth
+            from neuron_monitor.groups.neuron_device_health.collector import NeuronDeviceHealth
 
             NeuronDeviceHealth.state_dir = args.state_dir
         self.backend = open_backend(root)

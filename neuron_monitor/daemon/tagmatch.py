@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from neuron_monitor.inputfile import shown
+from neuron_monitor.util.inputfile import shown
 
 _re2: Any = importlib.import_module("re2")  # google-re2 (typed through TagFilter below)
 

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from neuron_monitor.groups.base import SystemGroup
+from neuron_monitor.groups.neuron_device_health import spec as K
 from neuron_monitor.host.rootfs import KeptFile, RootFS
-from neuron_monitor.inputfile import InputFileError, read_regular
 from neuron_monitor.neuron import health_rules as H
 from neuron_monitor.neuron.fault_events import FaultLedger
 from neuron_monitor.neuron.sysfs import CLASS_DIR, DEVICES_DIR, DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_count, parse_power, parse_unhealthy_components
-from neuron_monitor.schema.groups import neuron_device_health as K
+from neuron_monitor.util.inputfile import InputFileError, read_regular
 
 log = logging.getLogger("neuron_monitor.health")
 

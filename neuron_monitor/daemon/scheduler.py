@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from neuron_monitor import __version__
-from neuron_monitor import report as rpt
-from neuron_monitor.app import AppSource
-from neuron_monitor.collection.apps import AppTracker
-from neuron_monitor.collection.assembly import ReportAssembly
-from neuron_monitor.collection.groups import GroupSet, error_text
-from neuron_monitor.config import Plan
+from neuron_monitor.daemon import report as rpt
+from neuron_monitor.daemon.collection.apps import AppTracker
+from neuron_monitor.daemon.collection.assembly import ReportAssembly
+from neuron_monitor.daemon.collection.groups import GroupSet, error_text
+from neuron_monitor.daemon.config import Plan
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.app import AppSource
 
-log = logging.getLogger("neuron_monitor.scheduler")
+log = logging.getLogger("neuron_monitor.daemon.scheduler")
 
 DUE_SLACK = 0.002  # units due within 2 ms of each other are collected together
 LOOP_BUDGET = 0.05  # seconds of wall time a collection may take on the event loop (see Collector.collect)

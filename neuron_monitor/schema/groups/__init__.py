@@ -1,1 +1,0 @@
-"""One module per metric group, each defining ``SPEC`` (a ``GroupSpec``): the module is the registration."""
