@@ -161,6 +161,11 @@ class LineBuffer:
                 self._parts.append(data[start:] if start else data)
         return lines
 
+    @property
+    def pending(self) -> int:
+        """Bytes of the line streaming in (not yet complete); past ``max_line_bytes`` while one is dropped."""
+        return self.max_line_bytes + 1 if self._dropping else self._size
+
     def finish(self) -> list[bytes | None]:
         """The unterminated last line, if any (``None`` if it was too long)."""
         if self._dropping:

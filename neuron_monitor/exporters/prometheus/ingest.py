@@ -41,7 +41,8 @@ class StdinIngest:
     a second that is at most four wake-ups instead of ten, and each wake-up of an idle process costs more than
     applying a small report (our daemon's pipe holds at least four reports, more than a tick's worth at 0.1 s).
     Larger reports are applied as they arrive, so that a scrape never has to ingest several of them before it
-    can answer."""
+    can answer; a line that is already ``LARGE_REPORT`` bytes long while it streams in (the first large report)
+    is read as it arrives too, at the pipe's speed (before issue 32: 64 KiB per tick, 30 MiB in 111 s)."""
 
     def __init__(
         self,
@@ -153,6 +154,8 @@ class StdinIngest:
         newest = next((line for line in reversed(lines) if line), None)
         if newest is not None:
             self.large = len(newest) >= LARGE_REPORT  # the newest report tells
+        if self.lines.pending >= LARGE_REPORT:
+            self.large = True  # a large line is streaming in: read it as it arrives, at pipe speed, not per tick
         for report in self.stream.reports(lines):
             self.apply(report)
 

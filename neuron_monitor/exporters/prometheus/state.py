@@ -39,6 +39,9 @@ DEFAULT_INTERVAL = 5.0  # neuron-monitor's default period, used until reports te
 DEFAULT_STALE_PERIODS = 3.0
 DEFAULT_STALE_FLOOR = 10.0
 BAD_INPUT_REASONS = ("negative", "non_finite", "absurd", "label_too_long")
+# Runtime entries one report may have: the driver gives each device 16 data-block slots (one per process) and the
+# largest hosts have 16 devices. Entries past it are not served (each would add its series to every scrape).
+MAX_RUNTIMES = 256
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,13 @@ class ExporterState:
         self._last_bad_log = -1e18
 
     def apply(self, report: dict[str, Any]) -> bool:
-        """Count and publish a report; False (and the previous report stays) when it is malformed."""
+        """Count and publish a report; False (and the previous report stays) when it is malformed. Runtime
+        entries past `MAX_RUNTIMES` are left out (counted as ``absurd`` bad input): no host has more."""
+        runtimes = report.get("neuron_runtime_data")
+        extra = len(runtimes) - MAX_RUNTIMES if isinstance(runtimes, list) else 0
+        if extra > 0 and isinstance(runtimes, list):
+            report["neuron_runtime_data"] = runtimes[:MAX_RUNTIMES]
+            self._count_bad(Counter({"absurd": extra}))
         try:
             snapshot = self.builder.ingest(report)
         except MalformedReport as e:
