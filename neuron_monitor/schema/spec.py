@@ -182,6 +182,7 @@ class Track:
     # the trace is grouped by NeuronCore)
     per_runtime: bool = True  # runtime groups' core/device tracks: also each runtime's own, with --group-by process
     host: bool = False  # host data (CPU, host memory): left out by ``--ignore-host``
+    integer: bool = False  # whole numbers (bytes): sums over runtimes, and the 0 a gone place drops to, stay ints
 
 
 # (track, key, {series: value}): one counter sample of a spec's own timeline track. The key holds the scope's index
@@ -189,10 +190,13 @@ class Track:
 TimelineSample = tuple[Track, tuple[str, ...], Mapping[str, float]]
 
 
-def sum_over_runtimes(per_runtime: Iterable[Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
-    """{key: {series: value}} of each runtime -> the sums per key and series, added in runtime order (so every
-    consumer gets the same floating-point result), series sorted by name. The one definition of a value derived
-    across runtimes (``RuntimeSum``)."""
+def sum_over_runtimes(
+    per_runtime: Iterable[Mapping[str, Mapping[str, float]]], integer: bool = False
+) -> dict[str, dict[str, float]]:
+    """{key: {series: value}} of each runtime -> the sums per key and series, added in runtime order from 0.0 (0 for
+    ``integer`` values), so every consumer gets the same floating-point result; series sorted by name. A key with
+    no series still appears (empty). The one definition of a value derived across runtimes (``RuntimeSum``)."""
+    zero: float = 0 if integer else 0.0
     sums: dict[str, dict[str, float]] = {}
     for values in per_runtime:
         for key, series in values.items():
@@ -200,7 +204,7 @@ def sum_over_runtimes(per_runtime: Iterable[Mapping[str, Mapping[str, float]]]) 
             if acc is None:
                 acc = sums[key] = {}
             for name, v in series.items():
-                acc[name] = acc.get(name, 0) + v
+                acc[name] = acc.get(name, zero) + v
     return {key: dict(sorted(acc.items())) for key, acc in sums.items()}
 
 
@@ -216,6 +220,7 @@ class RuntimeSum:
     source: PromFamily | None = None  # the per-runtime gauge family (core scope) whose samples are summed
     total: PromFamily | None = None  # the summed family (instance scope, label ``neuroncore``)
     track: Track | None = None
+    integer: bool = False  # whole numbers (bytes): summed as ints
 
 
 # ---- neuron-monitor-det -----------------------------------------------------------------------------------------

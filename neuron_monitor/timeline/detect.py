@@ -3,13 +3,11 @@
 Fed one ``Snapshot`` at a time (each instance's in time order), it keeps a little state per instance, runtime and
 device, and returns every problem once the input ends:
 
-- execution errors by type (numerical, hardware, timed_out, failed_to_queue, ...): an *episode* opens at the
-  first fresh execution_stats period with a non-zero count, spans the following erroneous periods, and ends at
-  the first clean period that ends more than ``merge_gap`` seconds after the last erroneous one;
-- uncorrected ECC (memory or SRAM) per device, as episodes of fresh neuron_hw_counters periods;
-- repairable uncorrected HBM ECC per device (growth of the count), as episodes of fresh neuron_device_telemetry
-  periods, and a device the driver reports unhealthy, from the first report naming a component to the first
-  healthy one (``components``: those seen, comma-separated);
+- the problems the group specs declare (``DetRule``s: execution errors by type, uncorrected ECC per device,
+  repairable ECC, unhealthy devices, ...), from the findings of each fresh group object. A *count* rule's episode
+  opens at the first fresh period with a non-zero count, spans the following ones, and ends at the first clean
+  period that ends more than ``merge_gap`` seconds after the last erroneous one; a *state* rule's episode lasts
+  from the first report where its condition holds to the first where it does not;
 - hang suspicion: a runtime with models loaded, that has worked before, whose NeuronCores all sit at zero
   utilization (and that completes no execution) for ``hang_periods`` fresh periods in a row;
 - a runtime that vanishes: in one report of its instance and not in the next.
@@ -22,12 +20,19 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from neuron_monitor.groups.neuron_device_telemetry import spec as T
-from neuron_monitor.timeline.extract import ECC_UNCORRECTED, Runtime, Snapshot
+from neuron_monitor.schema.spec import (
+    DEVICE_TRACK,
+    SINCE_LAST_REPORT,
+    STATE_EPISODES,
+    DetFinding,
+    DetRule,
+)
+from neuron_monitor.timeline.extract import GroupPart, Runtime, Snapshot
 from neuron_monitor.timeline.selection import HANG_SUSPECTED, RUNTIME_VANISHED, Selection, format_cores
 
 DEFAULT_HANG_PERIODS = 12
@@ -158,11 +163,14 @@ class Detector:
 
     # -- episodes of per-period counts ------------------------------------------------------------------------
 
-    def _count(self, key: tuple[Any, ...], count: int, t: float, period: float, make: Any) -> None:
-        """One fresh period ending at ``t`` with ``count`` occurrences for ``key``."""
+    def _count(
+        self, key: tuple[Any, ...], count: int, t: float, period: float, make: Callable[[float, float], Problem] | None
+    ) -> None:
+        """One fresh period ending at ``t`` with ``count`` occurrences for ``key`` (``make``: its new problem)."""
         ep = self._open.get(key)
         if count > 0:
             if ep is None:
+                assert make is not None
                 problem: Problem = make(t - period, t)
                 problem.details["count"] = count
                 problem.details["periods"] = 1
@@ -201,108 +209,121 @@ class Detector:
             if state is None:
                 state = inst.runtimes[rt.key] = _RuntimeState(rt)
             state.runtime = rt
-            self._runtime_errors(snap, rt)
+            for part in rt.groups:
+                self._findings(snap, inst, part, rt)
             self._hang(snap, state)
         for rkey in [k for k in inst.runtimes if k not in present]:
             gone = inst.runtimes.pop(rkey)
             self._vanished(snap, inst, gone)
-        if snap.ecc is not None and snap.ecc_period is not None:
-            self._ecc(snap)
-        if snap.tracks:
-            self._device_telemetry(snap)
+        for part in snap.system:
+            self._findings(snap, inst, part, None)
         inst.last_time = snap.time
 
-    def _runtime_errors(self, snap: Snapshot, rt: Runtime) -> None:
-        ex = rt.execution
-        if ex is None:
+    # -- the spec's rules -------------------------------------------------------------------------------------
+
+    def _findings(self, snap: Snapshot, inst: _InstanceState, part: GroupPart, rt: Runtime | None) -> None:
+        """One fresh group object's findings for its spec's rules; an open count episode of the group and a
+        subject it judged that gets no finding sees a count of 0."""
+        if not part.fresh or not part.spec.det_rules:
             return
-        # every type seen open for this runtime must see this period too, even at zero
-        kinds = set(ex.errors) | {k[1] for k in self._open if k[0] == snap.instance and k[2] == rt.key}
-        for kind in kinds:
-            if not self.selection.wants_type(kind):
+        judged: set[tuple[str, tuple[Any, ...]]] = set()
+        for finding in part.findings():
+            rule, key = finding[0], finding[1]
+            subject = self._subject(snap, rule, key, rt)
+            if subject is None or not self.selection.wants_type(rule.kind):
                 continue
+            judged.add((rule.kind, subject[0]))
+            self._finding(snap, inst, part, finding, subject)
+        kinds = {rule.kind for rule in part.spec.det_rules if rule.episode != STATE_EPISODES}
+        for okey in [k for k in self._open if k[0] == snap.instance and k[1] in kinds]:
+            if (okey[1], okey[2]) in judged or not self._judges(snap, okey[2], rt):
+                continue
+            rule = next(r for r in part.spec.det_rules if r.kind == okey[1])
+            self._count(okey, 0, snap.time, self._period(snap, inst, part, rule), None)
 
-            def make(start: float, end: float, kind: str = kind) -> Problem:
-                return Problem(
-                    kind=kind,
-                    instance=snap.instance,
-                    subject=runtime_subject(rt),
-                    start=start,
-                    end=end,
-                    details={"runtime_tag": rt.tag, "pid": rt.pid},
-                    cores=rt.cores,
-                    runtime=rt.key,
-                )
-
-            self._count((snap.instance, kind, rt.key), ex.errors.get(kind, 0), snap.time, ex.period, make)
-
-    def _ecc(self, snap: Snapshot) -> None:
-        if not self.selection.wants_type(ECC_UNCORRECTED) or snap.ecc is None:
-            return
+    def _judges(self, snap: Snapshot, subject: tuple[Any, ...], rt: Runtime | None) -> bool:
+        """Whether a group object (of runtime ``rt``, or a system group) speaks for an episode's subject."""
+        if rt is not None:
+            return subject == rt.key
+        if subject[0] != "device":
+            return False
         per = snap.cores_per_device
-        period = snap.ecc_period or 0.0
-        for dev, counts in snap.ecc.items():
-            if not self.selection.wants_any_core(range(dev * per, (dev + 1) * per)):
-                continue
-            total = counts["mem"] + counts["sram"]
-            key = (snap.instance, ECC_UNCORRECTED, ("device", dev))
-            ep = self._open.get(key)
-            if ep is not None and total:
-                ep.problem.details["mem_ecc_uncorrected"] += counts["mem"]
-                ep.problem.details["sram_ecc_uncorrected"] += counts["sram"]
+        return self.selection.wants_any_core(range(subject[1] * per, (subject[1] + 1) * per))
 
-            def make(start: float, end: float, dev: int = dev, counts: dict[str, int] = counts) -> Problem:
-                return Problem(
-                    kind=ECC_UNCORRECTED,
-                    instance=snap.instance,
-                    subject=f"ND {dev}",
-                    start=start,
-                    end=end,
-                    details={"mem_ecc_uncorrected": counts["mem"], "sram_ecc_uncorrected": counts["sram"]},
-                    cores=tuple(range(dev * per, (dev + 1) * per)),
-                    device=dev,
-                )
-
-            self._count(key, total, snap.time, period, make)
-
-    def _device_telemetry(self, snap: Snapshot) -> None:
-        """Repairable ECC growth and unhealthy components, from the neuron_device_telemetry group's tracks."""
-        per = snap.cores_per_device
-        sel = self.selection
-        last = self._instances[snap.instance].last_time
-        for _, (track, key, values) in snap.tracks:
-            if (track is not T.TRACK_HEALTH and track is not T.TRACK_REPAIRABLE) or not key or not key[0].isdigit():
-                continue
+    def _subject(
+        self, snap: Snapshot, rule: DetRule, key: tuple[str, ...], rt: Runtime | None
+    ) -> tuple[tuple[Any, ...], str, tuple[int, ...], dict[str, Any]] | None:
+        """(episode key, subject text, cores, the problem's first details) of a finding; None when not selected."""
+        if rule.scope == DEVICE_TRACK:
+            if not key or not key[0].isdigit():
+                return None
             dev = int(key[0])
-            if not sel.wants_any_core(range(dev * per, (dev + 1) * per)):
-                continue
-            kind = T.DEVICE_UNHEALTHY if track is T.TRACK_HEALTH else T.ECC_REPAIRABLE
-            if not sel.wants_type(kind):
-                continue
-            pkey = (snap.instance, kind, ("device", dev))
-            if kind == T.ECC_REPAIRABLE:
-                count = int(values.get(T.REPAIRABLE_ECC, 0.0))
+            per = snap.cores_per_device
+            cores = tuple(range(dev * per, (dev + 1) * per))
+            if not self.selection.wants_any_core(cores):
+                return None
+            return ("device", dev), f"ND {dev}", cores, {}
+        if rt is None:
+            return None
+        return rt.key, runtime_subject(rt), rt.cores, {"runtime_tag": rt.tag, "pid": rt.pid}
 
-                def make(start: float, end: float, dev: int = dev, kind: str = kind) -> Problem:
-                    cores = tuple(range(dev * per, (dev + 1) * per))
-                    return Problem(kind, snap.instance, f"ND {dev}", start, end, {}, cores, dev)
+    @staticmethod
+    def _period(snap: Snapshot, inst: _InstanceState, part: GroupPart, rule: DetRule) -> float:
+        if rule.span == SINCE_LAST_REPORT:
+            return snap.time - inst.last_time if inst.last_time else 0.0
+        return part.period
 
-                self._count(pkey, count, snap.time, snap.time - last if last else 0.0, make)
-                continue
-            components = sorted(c for c, v in values.items() if v > 0)
-            ep = self._open.get(pkey)
-            if components and ep is None:
-                cores = tuple(range(dev * per, (dev + 1) * per))
-                problem = Problem(
-                    kind, snap.instance, f"ND {dev}", snap.time, snap.time, {"components": ""}, cores, dev
-                )
-                ep = self._open[pkey] = _Episode(problem)
-            if components and ep is not None:
-                ep.problem.end = snap.time
-                seen = [c for c in ep.problem.details["components"].split(",") if c]
-                ep.problem.details["components"] = ",".join([*seen, *(c for c in components if c not in seen)])
-            elif ep is not None:
-                self._close(pkey)
+    def _finding(
+        self,
+        snap: Snapshot,
+        inst: _InstanceState,
+        part: GroupPart,
+        finding: DetFinding,
+        subject: tuple[tuple[Any, ...], str, tuple[int, ...], dict[str, Any]],
+    ) -> None:
+        rule, _, amount, details = finding
+        skey, text, cores, first = subject
+        okey = (snap.instance, rule.kind, skey)
+        device = skey[1] if skey[0] == "device" else None
+        runtime = skey if device is None else None
+
+        if rule.episode == STATE_EPISODES:
+
+            def make_state(start: float, end: float) -> Problem:
+                listed = {**first, **dict.fromkeys(details, "")}
+                return Problem(rule.kind, snap.instance, text, start, end, listed, cores, device, runtime)
+
+            self._state(okey, amount, snap.time, details, make_state)
+            return
+
+        def make(start: float, end: float) -> Problem:
+            return Problem(rule.kind, snap.instance, text, start, end, {**first, **details}, cores, device, runtime)
+
+        ep = self._open.get(okey)
+        if ep is not None and amount:
+            for name, v in details.items():
+                ep.problem.details[name] += v
+        self._count(okey, int(amount), snap.time, self._period(snap, inst, part, rule), make)
+
+    def _state(
+        self,
+        okey: tuple[Any, ...],
+        amount: float,
+        t: float,
+        details: Mapping[str, Any],
+        make: Callable[[float, float], Problem],
+    ) -> None:
+        """A state rule: the episode is open while the condition holds; names in the details listed as seen."""
+        ep = self._open.get(okey)
+        if amount > 0:
+            if ep is None:
+                ep = self._open[okey] = _Episode(make(t, t))
+            ep.problem.end = t
+            for name, names in details.items():
+                seen = [c for c in ep.problem.details[name].split(",") if c]
+                ep.problem.details[name] = ",".join([*seen, *(c for c in names if c not in seen)])
+        elif ep is not None:
+            self._close(okey)
 
     def _hang(self, snap: Snapshot, state: _RuntimeState) -> None:
         rt = state.runtime

@@ -1,11 +1,13 @@
 """One report (a parsed JSON object) -> a ``Snapshot``: the values the timeline tools use, typed and checked.
 
 Reads AWS's report shape plus our additive ``report_time`` and per-group ``fresh`` through the schema's read layer
-(``neuron_monitor.schema``). Returns plain dataclasses;
-knows nothing about traces or problems. A group that is missing, has an ``error``, or has a malformed value is
-left out (its field is ``None``), never raised on. Per-period counters (execution_stats, neuron_hw_counters) are
-kept only when their group is fresh, so each count is seen once; a report without ``fresh`` (AWS's own
-neuron-monitor) counts every group as fresh.
+(``neuron_monitor.schema``). Returns plain dataclasses; knows nothing about traces or problems. Each usable group
+object becomes a ``GroupPart``: its spec, freshness, period, typed value and the samples of its spec's timeline
+tracks (what the trace writer places) -- det asks the spec for its findings of fresh parts. A runtime also keeps
+what neuron-monitor-det's own inferences (a hang, a runtime that vanished) and the trace's runtime slices need:
+its cores, loaded models, utilization and executions. A group that is missing, has an ``error``, or has a
+malformed value is left out, never raised on. A report without ``fresh`` (AWS's own neuron-monitor) counts every
+group as fresh.
 """
 
 from __future__ import annotations
@@ -13,40 +15,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from neuron_monitor.groups.execution_stats import spec as execution_spec
 from neuron_monitor.groups.execution_stats.spec import ExecutionStats
-from neuron_monitor.groups.memory_info.spec import MemoryInfo
 from neuron_monitor.groups.memory_used.spec import MemoryUsed
-from neuron_monitor.groups.neuron_hw_counters.spec import NeuronHwCounters
-from neuron_monitor.groups.neuron_runtime_vcpu_usage.spec import RuntimeVcpuUsage
 from neuron_monitor.groups.neuroncore_counters.spec import NeuroncoreCounters
-from neuron_monitor.groups.vcpu_usage.spec import VcpuUsage
 from neuron_monitor.schema import names as N
-from neuron_monitor.schema.read import Group, Report, RuntimeEntry, index, read_report
-from neuron_monitor.schema.spec import TimelineSample
-
-# event types taken from execution_stats.error_summary: event type -> key
-ERROR_SUMMARY_TYPES: dict[str, str] = {
-    "generic_error": N.ERROR_GENERIC,
-    "numerical_error": N.ERROR_NUMERICAL,
-    "transient_error": N.ERROR_TRANSIENT,
-    "model_error": N.ERROR_MODEL,
-    "runtime_error": N.ERROR_RUNTIME,
-    "hardware_error": N.ERROR_HARDWARE,
-}
-# event types taken from execution_stats.execution_summary: event type -> key
-EXECUTION_SUMMARY_TYPES: dict[str, str] = {
-    "timed_out": N.STATUS_TIMED_OUT,
-    "incorrect_input": N.STATUS_INCORRECT_INPUT,
-    "failed_to_queue": N.STATUS_FAILED_TO_QUEUE,
-}
-# completed_with_err counts executions that ended in an error other than a numerical one; the part of it that
-# error_summary does not already explain becomes "execution_error"
-EXECUTION_ERROR = "execution_error"
-RUNTIME_ERROR_TYPES: tuple[str, ...] = (*ERROR_SUMMARY_TYPES, *EXECUTION_SUMMARY_TYPES, EXECUTION_ERROR)
-ECC_UNCORRECTED = "ecc_uncorrected"
+from neuron_monitor.schema.display import count as _count
+from neuron_monitor.schema.display import finite as _finite
+from neuron_monitor.schema.read import Group, RuntimeEntry, index, read_report
+from neuron_monitor.schema.spec import DetFinding, GroupSpec, TimelineSample
 
 MEMORY_CATEGORIES: tuple[str, ...] = N.MEMORY_CATEGORIES
-HOST_CPU_FIELDS: tuple[str, ...] = N.CPU_MODES
+
+
+@dataclass(slots=True)
+class GroupPart:
+    """One usable group object of a report, as the timeline tools see it."""
+
+    spec: GroupSpec[Any]
+    fresh: bool
+    period: float  # the group's period (seconds), 0.0 when missing or not positive
+    value: Any  # the spec's typed value
+    samples: list[TimelineSample]  # the values of the spec's timeline tracks
+
+    def findings(self) -> list[DetFinding]:
+        """What the group says for its spec's det rules (fresh groups only: each period is judged once)."""
+        return list(self.spec.findings(self.value)) if self.fresh else []
 
 
 @dataclass(slots=True)
@@ -71,15 +65,11 @@ class Runtime:
     cores: tuple[int, ...]  # global NeuronCore indices the runtime works on
     core_period: float | None = None  # neuroncore_counters period, when fresh
     utilization: dict[int, float] | None = None  # global NC -> percent (latest, fresh or carried over)
-    physical: dict[int, dict[str, float]] | None = None  # global NC -> physical core name -> percent (LNC > 1)
-    flops: dict[int, float] | None = None
     memory: dict[int, dict[str, int]] | None = None  # global NC -> category -> bytes
-    host_memory: int | None = None
     models: int | None = None  # loaded models, None when memory_used is absent
     running_models: int = 0
     execution: Execution | None = None  # only when execution_stats is fresh
-    vcpu: tuple[float, float] | None = None  # user, system percent
-    vcpu_period: float | None = None  # neuron_runtime_vcpu_usage period, when fresh
+    groups: list[GroupPart] = field(default_factory=list)  # usable groups, in timeline order
 
     @property
     def key(self) -> tuple[int, str]:
@@ -98,25 +88,8 @@ class Snapshot:
     instance_type: str
     cores_per_device: int
     runtimes: list[Runtime]
-    host_cpu: dict[str, float] | None = None  # average_usage, percent
-    host_cpu_period: float | None = None  # when vcpu_usage is fresh
-    host_memory: dict[str, int] | None = None  # memory_info fields
-    ecc: dict[int, dict[str, int]] | None = None  # device -> uncorrected counts, when neuron_hw_counters is fresh
-    ecc_period: float | None = None
+    system: list[GroupPart] = field(default_factory=list)  # usable system groups, in timeline order
     problems: list[str] = field(default_factory=list)  # what could not be read
-    # samples of the tracks of groups with a spec ``timeline`` (groups added after the first seven):
-    # (runtime name or "" for a system group, sample)
-    tracks: list[tuple[str, TimelineSample]] = field(default_factory=list)
-
-
-def _finite(v: float | None) -> float | None:
-    """A finite number, else None (NaN and infinities, which a JSON parser other than orjson may let through)."""
-    return v if v is not None and v - v == 0.0 else None
-
-
-def _count(v: float | None) -> int:
-    """A non-negative count (anything else counts as 0)."""
-    return int(v) if v is not None and v - v == 0.0 and v > 0 else 0
 
 
 def _usable(group: Group | None) -> Group | None:
@@ -134,33 +107,13 @@ def _percentile(latency: dict[str, dict[str, float]], kind: str, pct: str) -> fl
 
 
 def parse_execution(stats: ExecutionStats, period: float) -> Execution:
-    es = stats.error_summary or {}
-    xs = stats.execution_summary or {}
-    errors: dict[str, int] = {}
-    for etype, key in ERROR_SUMMARY_TYPES.items():
-        n = _count(es.get(key))
-        if etype == "numerical_error":
-            n = max(n, _count(xs.get(N.STATUS_COMPLETED_WITH_NUM_ERR)))
-        if n:
-            errors[etype] = n
-    for etype, key in EXECUTION_SUMMARY_TYPES.items():
-        n = _count(xs.get(key))
-        if n:
-            errors[etype] = n
-    explained = sum(_count(es.get(k)) for k in (N.ERROR_GENERIC, N.ERROR_MODEL, N.ERROR_RUNTIME, N.ERROR_HARDWARE))
-    unexplained = _count(xs.get(N.STATUS_COMPLETED_WITH_ERR)) - explained
-    if unexplained > 0:
-        errors[EXECUTION_ERROR] = unexplained
-    completed = _count(xs.get(N.STATUS_COMPLETED))
-    executions = completed + sum(
-        _count(xs.get(k)) for k in (N.STATUS_COMPLETED_WITH_ERR, N.STATUS_COMPLETED_WITH_NUM_ERR, N.STATUS_TIMED_OUT)
-    )
+    completed, executions = execution_spec.executions(stats)
     latency = stats.latency()
     return Execution(
         period=period,
         completed=completed,
         executions=executions,
-        errors=errors,
+        errors=execution_spec.period_errors(stats),
         latency_p50=_percentile(latency, N.TOTAL_LATENCY, "p50"),
         latency_p99=_percentile(latency, N.TOTAL_LATENCY, "p99"),
         device_p50=_percentile(latency, N.DEVICE_LATENCY, "p50"),
@@ -170,8 +123,6 @@ def parse_execution(stats: ExecutionStats, period: float) -> Execution:
 
 def _parse_memory(rt: Runtime, memory: MemoryUsed, per_device: int) -> set[int]:
     """Fill the runtime's memory fields; return the cores its loaded models sit on."""
-    host = _finite(memory.host)
-    rt.host_memory = int(host) if host is not None else None
     if memory.per_core is not None:
         per_core: dict[int, dict[str, int]] = {}
         for key, cats in memory.per_core.items():
@@ -210,12 +161,6 @@ def parse_runtime(entry: RuntimeEntry, per_device: int) -> Runtime | None:
     if ncc is not None and counters is not None:
         in_use = {c for c in (index(k) for k in counters.cores) if c is not None}
         rt.utilization = _by_index(counters.utilization())
-        rt.flops = _by_index(counters.flops)
-        rt.physical = {
-            core: {name: v for name, v in phys.items() if v - v == 0.0}
-            for key, phys in counters.physical().items()
-            if (core := index(key)) is not None and phys
-        }
         if ncc.fresh:
             rt.core_period = _period(ncc)
     model_cores: set[int] = set()
@@ -227,14 +172,7 @@ def parse_runtime(entry: RuntimeEntry, per_device: int) -> Runtime | None:
     stats = ex.data_as(ExecutionStats) if ex is not None else None
     if ex is not None and stats is not None and ex.fresh:
         rt.execution = parse_execution(stats, _period(ex))
-    cpu = _usable(groups.get(N.NEURON_RUNTIME_VCPU_USAGE))
-    usage = cpu.data_as(RuntimeVcpuUsage) if cpu is not None else None
-    if cpu is not None and usage is not None and usage.usage is not None:
-        user, system = _finite(usage.usage.get(N.CPU_USER)), _finite(usage.usage.get(N.CPU_SYSTEM))
-        if user is not None and system is not None:
-            rt.vcpu = (user, system)
-            if cpu.fresh:
-                rt.vcpu_period = _period(cpu)
+    rt.groups = _parts(groups)
     # the cores a runtime works on: where its models are loaded; else where it holds memory; else in use
     if model_cores:
         rt.cores = tuple(sorted(model_cores))
@@ -245,32 +183,16 @@ def parse_runtime(entry: RuntimeEntry, per_device: int) -> Runtime | None:
     return rt
 
 
-def _parse_system(snap: Snapshot, system: dict[str, Group]) -> None:
-    cpu = _usable(system.get(N.VCPU_USAGE))
-    usage = cpu.data_as(VcpuUsage) if cpu is not None else None
-    if cpu is not None and usage is not None and usage.average is not None:
-        values = {k: _finite(usage.average.get(k)) for k in HOST_CPU_FIELDS}
-        snap.host_cpu = {k: v for k, v in values.items() if v is not None}
-        if cpu.fresh:
-            snap.host_cpu_period = _period(cpu)
-    mem = _usable(system.get(N.MEMORY_INFO))
-    info = mem.data_as(MemoryInfo) if mem is not None else None
-    if info is not None:
-        snap.host_memory = {
-            k: _count(v) for k in N.MEMORY_INFO_FIELDS if (v := _finite(info.fields.get(k))) is not None
-        }
-    hw = _usable(system.get(N.NEURON_HW_COUNTERS))
-    counters = hw.data_as(NeuronHwCounters) if hw is not None else None
-    if hw is not None and counters is not None and hw.fresh and isinstance(hw.body.get(N.NEURON_DEVICES), list):
-        ecc: dict[int, dict[str, int]] = {}
-        for dev in counters.devices:
-            if dev.index is not None:
-                ecc[dev.index] = {
-                    "mem": _count(dev.events.get(N.MEM_ECC_UNCORRECTED)),
-                    "sram": _count(dev.events.get(N.SRAM_ECC_UNCORRECTED)),
-                }
-        snap.ecc = ecc
-        snap.ecc_period = _period(hw)
+def _parts(groups: dict[str, Group]) -> list[GroupPart]:
+    """The usable groups, ordered as the timeline places them (``GroupSpec.timeline_order``, then name)."""
+    parts: list[GroupPart] = []
+    for group in sorted(groups.values(), key=lambda g: (g.spec.timeline_order, g.name)):
+        if group.usable:
+            value = group.data()
+            timeline = group.spec.timeline
+            samples = list(timeline(value)) if timeline is not None else []
+            parts.append(GroupPart(group.spec, group.fresh, _period(group), value, samples))
+    return parts
 
 
 def parse_snapshot(report: dict[str, Any], time: float, source: str) -> Snapshot:
@@ -300,19 +222,5 @@ def parse_snapshot(report: dict[str, Any], time: float, source: str) -> Snapshot
             continue
         seen.add(rt.key)
         snap.runtimes.append(rt)
-    _parse_system(snap, read.system)
-    _spec_tracks(snap, read)
+    snap.system = _parts(read.system)
     return snap
-
-
-def _spec_tracks(snap: Snapshot, read: Report) -> None:
-    """The samples of the groups whose spec declares its own timeline values (usable, fresh groups only)."""
-    names = {rt.key: rt.name for rt in snap.runtimes}
-    sources = [("", g) for g in read.system.values()]
-    for entry in read.runtimes:
-        if entry.pid is not None and (entry.pid, entry.tag) in names:
-            sources += [(names[(entry.pid, entry.tag)], g) for g in entry.groups.values()]
-    for owner, group in sources:
-        timeline = group.spec.timeline
-        if timeline is not None and group.usable and group.fresh:
-            snap.tracks.extend((owner, sample) for sample in timeline(group.data()))

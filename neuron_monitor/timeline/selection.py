@@ -15,9 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from neuron_monitor.groups.neuron_device_telemetry.spec import DEVICE_UNHEALTHY, ECC_REPAIRABLE
-from neuron_monitor.schema.spec import COUNTER_TRACK, registry
-from neuron_monitor.timeline.extract import ECC_UNCORRECTED, RUNTIME_ERROR_TYPES
+from neuron_monitor.schema.spec import COUNTER_TRACK, RUNTIME_TRACK, DetRule, registry
 
 # the counter tracks' categories, as the group specs declare them (neuron_monitor/groups/<name>/spec.py)
 COUNTER_TYPES: tuple[str, ...] = tuple(
@@ -25,12 +23,20 @@ COUNTER_TYPES: tuple[str, ...] = tuple(
 )
 # slices that are neither counters nor errors: a runtime's lifetime; problems found by neuron-monitor-det
 SLICE_TYPES: tuple[str, ...] = ("runtime",)
-ERROR_TYPES: tuple[str, ...] = (*RUNTIME_ERROR_TYPES, ECC_UNCORRECTED, ECC_REPAIRABLE, DEVICE_UNHEALTHY)
+# the problems the group specs declare (their det rules), by type: a runtime's first, then a device's
+DET_RULES: dict[str, DetRule] = {
+    rule.kind: rule
+    for rule in sorted(
+        (rule for spec in registry().all() for rule in spec.det_rules), key=lambda r: r.scope != RUNTIME_TRACK
+    )
+}
+ERROR_TYPES: tuple[str, ...] = tuple(DET_RULES)
 # problems only neuron-monitor-det infers (no single report shows them)
 HANG_SUSPECTED = "hang_suspected"
 RUNTIME_VANISHED = "runtime_vanished"
 INFERRED_TYPES: tuple[str, ...] = (HANG_SUSPECTED, RUNTIME_VANISHED)
-HOST_TYPES: frozenset[str] = frozenset({"host_vcpu", "host_memory", "runtime_vcpu", "runtime_host_memory"})
+# host data, left out by --ignore-host
+HOST_TYPES: frozenset[str] = frozenset(t.category for spec in registry().all() for t in spec.tracks if t.host)
 EVENT_GROUPS: dict[str, tuple[str, ...]] = {
     "counters": COUNTER_TYPES,
     "errors": ERROR_TYPES,

@@ -1,21 +1,19 @@
 """Snapshots (+ detected problems) -> Trace Event Format events: the tracks of the timeline and where they go.
 
-Tracks, per instance:
+Tracks come from the group specs (``GroupSpec.tracks`` and ``timeline``, see ``neuron_monitor.schema.spec.Track``),
+per instance:
 
-- per NeuronCore: ``utilization`` (percent) and ``flops`` counters, summed over the runtimes on the core, and
-  ``physical utilization`` (percent per physical core of a logical core: LNC=2 on trn2 and trn3);
-- per device: ``memory`` by category (constants, model_code, model_shared_scratchpad, runtime_memory, tensors)
-  summed over its cores and runtimes, one counter with a value per category (stacked in chrome://tracing, one
-  track per category in Perfetto);
-- per runtime: ``executions/s`` (completed, failed), ``latency ms`` (p50, p99 of total latency), ``vCPU %``
-  (user, system), ``host memory`` counters; a slice for its lifetime; one slice per error episode (from
-  ``detect``), on one thread per error type, with the counts in args;
-- per device: uncorrected-ECC slices;
-- host: ``vCPU %`` (average usage by mode) and ``memory`` (used, total, swap used) counters.
+- host tracks (vCPU %, memory) in the instance's process;
+- per runtime, its runtime tracks (executions/s, latency, vCPU %, host memory), prefixed with its name; a slice
+  for its lifetime; one slice per error episode (from ``detect``), on one thread per error type;
+- per NeuronCore and per device: a runtime group's core and device tracks summed over the runtimes (utilization,
+  flops, physical utilization; device memory by category, one counter with a value per category: stacked in
+  chrome://tracing, one track per category in Perfetto); a system group's core and device tracks as they are
+  (power, busy ratio, health); device slices for device problems (uncorrected ECC).
 
-Period rates (utilization, flops, executions, latency, vCPU) are placed at the start of the period they describe
-and written only when their group is fresh; gauges (memory) are written whenever they change. When a runtime
-vanishes its counters drop to 0 at the last report it was in.
+A period rate (``PERIOD``) is placed at the start of the period it describes and written only when its group is
+fresh; a level (``ALWAYS``, memory) is written whenever it changes. When a runtime vanishes its counters drop to 0
+at the last report it was in; a summed track's place drops to 0 when no runtime reports it any more.
 
 Grouping (``--group-by``, as the Neuron Explorer system trace viewer) decides which trace process a track is in:
 ``instance`` (default): one process per instance holding everything; ``device``: one process per device (its
@@ -27,18 +25,27 @@ instance for the host, device totals and ECC.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuron_monitor.schema.spec import CORE_TRACK, DEVICE_TRACK
+from neuron_monitor.schema.spec import (
+    ALWAYS,
+    CORE_TRACK,
+    COUNTER_TRACK,
+    DEVICE_TRACK,
+    PERIOD,
+    RUNTIME_TRACK,
+    Track,
+    registry,
+    sum_over_runtimes,
+)
 from neuron_monitor.timeline.detect import Problem, clock
-from neuron_monitor.timeline.extract import ECC_UNCORRECTED, MEMORY_CATEGORIES, Runtime, Snapshot
-from neuron_monitor.timeline.selection import ERROR_TYPES, Selection, format_cores
+from neuron_monitor.timeline.extract import GroupPart, Runtime, Snapshot
+from neuron_monitor.timeline.selection import DET_RULES, Selection, format_cores
 from neuron_monitor.timeline.trace_writer import TraceWriter
 
 GROUP_BY: tuple[str, ...] = ("instance", "device", "neuroncore", "process")
-PHYSICAL = "neuroncore_physical_utilization"  # the track category of per-physical-core utilization
 ERROR_COLOR = "terrible"  # chrome://tracing reserved colour name (red)
 PROBLEM_COLOR = "terrible"
 
@@ -60,9 +67,8 @@ class _Instance:
     cores_per_device: int = 1
     runtimes: dict[tuple[int, str], _RuntimeTracks] = field(default_factory=dict)
     lifetimes: list[tuple[_RuntimeTracks, float]] = field(default_factory=list)  # (tracks, end) of finished ones
-    core_tracks: dict[int, tuple[int, str, tuple[str, ...]]] = field(default_factory=dict)
-    memory_tracks: dict[Hashable, tuple[int, str, tuple[str, ...]]] = field(default_factory=dict)
-    flops_cores: set[int] = field(default_factory=set)
+    # the places of summed tracks written (scope -> place -> track -> (pid, name, series)), to drop to 0 when gone
+    summed: dict[str, dict[int, dict[Track, tuple[int, str, tuple[str, ...]]]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -82,8 +88,35 @@ class _Thread:
     slices: list[_Slice] = field(default_factory=list)
 
 
-def _r(v: float | None, digits: int) -> float | None:
-    return None if v is None else round(v, digits)
+# a runtime's error threads are ordered by the position of the error type among the runtime rules
+RUNTIME_ERROR_TYPES: tuple[str, ...] = tuple(k for k, rule in DET_RULES.items() if rule.scope == RUNTIME_TRACK)
+# the tracks in declaration order (a gone place drops its tracks to 0 in this order)
+TRACK_ORDER: dict[Track, int] = {t: i for i, t in enumerate(t for spec in registry().all() for t in spec.tracks)}
+
+
+def _at(part: GroupPart, track: Track, t: float) -> float | None:
+    """When a sample of ``track`` from ``part`` (a report at ``t``) is placed; None: not written for this report."""
+    if track.when == ALWAYS:
+        return t
+    if not part.fresh:
+        return None
+    if track.when == PERIOD:
+        return t - part.period if part.period > 0 else None
+    return t
+
+
+def _rate(track: Track, values: Mapping[str, float], period: float) -> Mapping[str, float]:
+    """Counts over the period -> per second, for ``per_second`` tracks."""
+    return {k: v / period for k, v in values.items()} if track.per_second and period > 0 else values
+
+
+def _rounded(track: Track, values: Mapping[str, float]) -> dict[str, float | None]:
+    digits = track.digits
+    return dict(values) if digits is None else {k: round(v, digits) for k, v in values.items()}
+
+
+def _core_key(key: tuple[str, ...]) -> int | None:
+    return int(key[0]) if key and key[0].isdigit() else None
 
 
 class TraceConverter:
@@ -175,7 +208,7 @@ class TraceConverter:
         for rt in runtimes:
             tracks = inst.runtimes.get(rt.key)
             if tracks is None:
-                periods = [rt.core_period, rt.vcpu_period, rt.execution.period if rt.execution else None]
+                periods = [p.period for p in rt.groups if p.fresh and any(t.when == PERIOD for t in p.spec.tracks)]
                 start = snap.time - max([p for p in periods if p] or [0.0])
                 first = max(start, inst.last_time)
                 tracks = inst.runtimes[rt.key] = _RuntimeTracks(rt, first_seen=first, last_seen=snap.time)
@@ -183,172 +216,132 @@ class TraceConverter:
             tracks.last_seen = snap.time
             self._runtime_counters(inst, snap, tracks)
         if self.group_by != "process":
-            self._core_counters(inst, snap, runtimes)
-            self._memory_counters(inst, snap, runtimes)
+            self._summed(inst, snap, runtimes, CORE_TRACK)
+            self._summed(inst, snap, runtimes, DEVICE_TRACK)
         else:
-            self._process_memory(inst, snap, runtimes)
-        self._host_counters(inst, snap)
-        self._spec_counters(inst, snap)
+            for rt in runtimes:
+                self._runtime_devices(inst, snap, inst.runtimes[rt.key])
+        self._system_counters(inst, snap)
         inst.last_time = snap.time
 
-    def _spec_counters(self, inst: _Instance, snap: Snapshot) -> None:
-        """Tracks of groups whose spec declares its timeline values, each at its scope's place."""
-        for owner, (track, key, values) in snap.tracks:
-            if not self.sel.wants_type(track.category):
-                continue
-            if track.scope == CORE_TRACK and key and key[0].isdigit():
-                core = int(key[0])
-                if not self.sel.wants_core(core):
-                    continue
-                pid, prefix = self._core_place(inst, core)
-            elif track.scope == DEVICE_TRACK and key and key[0].isdigit():
-                pid, prefix = self._device_place(inst, int(key[0]))
-            else:
-                pid, prefix = self._main(inst), f"{owner} " if owner else ""
-            self.w.counter(pid, f"{prefix}{track.name}", snap.time, dict(values), track.category)
+    def _wants(self, track: Track) -> bool:
+        return track.kind == COUNTER_TRACK and self.sel.wants_type(track.category)
 
     def _runtime_counters(self, inst: _Instance, snap: Snapshot, tracks: _RuntimeTracks) -> None:
+        """A runtime's own tracks: its runtime tracks, and with --group-by process its NeuronCores' tracks."""
         rt = tracks.runtime
         per_process = self.group_by == "process"
         pid = self._runtime_pid(inst, rt) if per_process else self._main(inst)
         prefix = "" if per_process else f"{rt.name} "
-        ex = rt.execution
-        if ex is not None and ex.period > 0:
-            start = snap.time - ex.period
-            if self.sel.wants_type("executions"):
-                failed = ex.executions - ex.completed + ex.errors.get("failed_to_queue", 0)
-                values: dict[str, float | None] = {
-                    "completed": round(ex.completed / ex.period, 3),
-                    "failed": round(failed / ex.period, 3),
-                }
-                self._counter(tracks, pid, f"{prefix}executions/s", start, values, "executions")
-            if self.sel.wants_type("latency") and ex.latency_p50 is not None:
-                values = {"p50": _r(ex.latency_p50 * 1e3, 4), "p99": _r((ex.latency_p99 or 0.0) * 1e3, 4)}
-                self._counter(tracks, pid, f"{prefix}latency ms", start, values, "latency")
-        if rt.vcpu is not None and rt.vcpu_period is not None and self.sel.wants_type("runtime_vcpu"):
-            values = {"user": round(rt.vcpu[0], 2), "system": round(rt.vcpu[1], 2)}
-            self._counter(tracks, pid, f"{prefix}vCPU %", snap.time - rt.vcpu_period, values, "runtime_vcpu")
-        if rt.host_memory is not None and self.sel.wants_type("runtime_host_memory"):
-            self._counter(
-                tracks, pid, f"{prefix}host memory", snap.time, {"bytes": rt.host_memory}, "runtime_host_memory"
-            )
-        if per_process and rt.utilization is not None and rt.core_period is not None:
-            start = snap.time - rt.core_period
-            for core in sorted(rt.utilization):
-                if not self.sel.wants_core(core):
+        cores: list[tuple[int, GroupPart, Track, Mapping[str, float]]] = []
+        for part in rt.groups:
+            for track, key, values in part.samples:
+                if not self._wants(track):
                     continue
-                if self.sel.wants_type("neuroncore_utilization"):
-                    values = {"percent": round(rt.utilization[core], 2)}
-                    self._counter(tracks, pid, f"NC {core} utilization", start, values, "neuroncore_utilization")
-                if self.sel.wants_type("flops") and rt.flops and core in rt.flops:
-                    self._counter(tracks, pid, f"NC {core} flops", start, {"flops": rt.flops[core]}, "flops")
+                if track.scope not in (CORE_TRACK, DEVICE_TRACK):
+                    at = _at(part, track, snap.time)
+                    if at is not None:
+                        written = _rounded(track, _rate(track, values, part.period))
+                        self._counter(tracks, pid, f"{prefix}{track.name}", at, written, track.category)
+                elif per_process and track.scope == CORE_TRACK and track.per_runtime:
+                    core = _core_key(key)
+                    if core is not None and self.sel.wants_core(core):
+                        cores.append((core, part, track, values))
+        for core, part, track, values in sorted(cores, key=lambda c: c[0]):
+            at = _at(part, track, snap.time)
+            if at is not None:
+                written = _rounded(track, _rate(track, values, part.period))
+                self._counter(tracks, pid, f"NC {core} {track.name}", at, written, track.category)
 
-    def _core_counters(self, inst: _Instance, snap: Snapshot, runtimes: list[Runtime]) -> None:
-        want_util = self.sel.wants_type("neuroncore_utilization")
-        want_flops = self.sel.wants_type("flops")
-        want_physical = self.sel.wants_type(PHYSICAL)
-        if not (want_util or want_flops or want_physical):
+    def _runtime_devices(self, inst: _Instance, snap: Snapshot, tracks: _RuntimeTracks) -> None:
+        """--group-by process: a runtime's device tracks (summed over its cores), per device, in its process."""
+        rt = tracks.runtime
+        per_track: dict[Track, list[dict[str, Mapping[str, float]]]] = {}
+        times: dict[Track, float] = {}
+        for part in rt.groups:
+            for track, key, values in part.samples:
+                core = _core_key(key)
+                if track.scope != DEVICE_TRACK or not track.per_runtime or core is None or not self._wants(track):
+                    continue
+                at = _at(part, track, snap.time)
+                if at is None or (track.from_cores and not self.sel.wants_core(core)):
+                    continue
+                dev = core // inst.cores_per_device if track.from_cores else core
+                per_track.setdefault(track, []).append({str(dev): _rate(track, values, part.period)})
+                times[track] = at
+        if not per_track:
             return
-        util: dict[int, float] = {}
-        flops: dict[int, float] = {}
-        physical: dict[int, dict[str, float]] = {}
-        start: dict[int, float] = {}  # cores with fresh data -> start of the period
-        for rt in runtimes:
-            for core, u in (rt.utilization or {}).items():
-                if not self.sel.wants_core(core):
-                    continue
-                util[core] = util.get(core, 0.0) + u
-                if rt.flops and core in rt.flops:
-                    flops[core] = flops.get(core, 0.0) + rt.flops[core]
-                for name, pu in (rt.physical or {}).get(core, {}).items():
-                    phys = physical.setdefault(core, {})
-                    phys[name] = phys.get(name, 0.0) + pu
-                if rt.core_period is not None:
-                    start[core] = min(start.get(core, snap.time), snap.time - rt.core_period)
-        for core in sorted(start):
-            pid, prefix = self._core_place(inst, core)
-            if want_util:
-                self.w.counter(
-                    pid,
-                    f"{prefix}utilization",
-                    start[core],
-                    {"percent": round(util[core], 2)},
-                    "neuroncore_utilization",
-                )
-            if want_flops and core in flops:
-                self.w.counter(pid, f"{prefix}flops", start[core], {"flops": flops[core]}, "flops")
-                inst.flops_cores.add(core)
-            names: tuple[str, ...] = ()
-            if want_physical and core in physical:
-                values: dict[str, float | None] = {n: round(v, 2) for n, v in sorted(physical[core].items())}
-                self.w.counter(pid, f"{prefix}physical utilization", start[core], values, PHYSICAL)
-                names = tuple(values)
-            inst.core_tracks[core] = (pid, prefix, names)
-        for core in [c for c in inst.core_tracks if c not in util]:  # no runtime on the core any more
-            pid, prefix, names = inst.core_tracks.pop(core)
-            zero_at = inst.last_time
-            if want_util:
-                self.w.counter(pid, f"{prefix}utilization", zero_at, {"percent": 0.0}, "neuroncore_utilization", True)
-            if names:
-                zeros: dict[str, float | None] = dict.fromkeys(names, 0.0)
-                self.w.counter(pid, f"{prefix}physical utilization", zero_at, zeros, PHYSICAL, exact=True)
-            if want_flops and core in inst.flops_cores:
-                self.w.counter(pid, f"{prefix}flops", zero_at, {"flops": 0.0}, "flops", exact=True)
-                inst.flops_cores.discard(core)
+        pid = self._runtime_pid(inst, rt)
+        for track, maps in per_track.items():
+            sums = sum_over_runtimes(maps, track.integer)
+            for device in sorted(sums, key=int):
+                written = _rounded(track, sums[device])
+                self._counter(tracks, pid, f"ND {device} {track.name}", times[track], written, track.category)
 
-    def _memory_counters(self, inst: _Instance, snap: Snapshot, runtimes: list[Runtime]) -> None:
-        if not self.sel.wants_type("device_memory"):
-            return
-        per_key: dict[int, dict[str, int]] = {}
-        for rt in runtimes:
-            for core, cats in (rt.memory or {}).items():
-                if not self.sel.wants_core(core):
-                    continue
-                key = core if self.group_by == "neuroncore" else core // inst.cores_per_device
-                acc = per_key.setdefault(key, dict.fromkeys(MEMORY_CATEGORIES, 0))
-                for c in MEMORY_CATEGORIES:
-                    acc[c] += cats[c]
-        for key in sorted(per_key):
-            if self.group_by == "neuroncore":
-                pid, name = self._core_pid(inst, key), "memory"
-            else:
-                pid, prefix = self._device_place(inst, key)
-                name = f"{prefix}memory"
-            self.w.counter(pid, name, snap.time, dict(per_key[key]), "device_memory")
-            inst.memory_tracks[key] = (pid, name, MEMORY_CATEGORIES)
-        for gone in [k for k in inst.memory_tracks if k not in per_key]:
-            pid, name, categories = inst.memory_tracks.pop(gone)
-            self.w.counter(pid, name, inst.last_time, dict.fromkeys(categories, 0), "device_memory", exact=True)
+    def _place(self, inst: _Instance, scope: str, track: Track, place: int) -> tuple[int, str]:
+        """(pid, track name) of a summed track at a NeuronCore or device."""
+        if scope == CORE_TRACK:
+            pid, prefix = self._core_place(inst, place)
+        elif track.from_cores and self.group_by == "neuroncore":
+            pid, prefix = self._core_pid(inst, place), ""
+        else:
+            pid, prefix = self._device_place(inst, place)
+        return pid, f"{prefix}{track.name}"
 
-    def _process_memory(self, inst: _Instance, snap: Snapshot, runtimes: list[Runtime]) -> None:
-        """Process grouping: each runtime's device memory by category, per device, in its own process."""
-        if not self.sel.wants_type("device_memory"):
-            return
+    def _summed(self, inst: _Instance, snap: Snapshot, runtimes: list[Runtime], scope: str) -> None:
+        """The runtime groups' core (or device) tracks, summed over the runtimes per place; a place no runtime
+        reports any more drops to 0."""
+        per_track: dict[Track, list[dict[str, Mapping[str, float]]]] = {}
+        starts: dict[Track, dict[int, float]] = {}
         for rt in runtimes:
-            tracks = inst.runtimes[rt.key]
-            per_dev: dict[int, dict[str, int]] = {}
-            for core, cats in (rt.memory or {}).items():
-                if not self.sel.wants_core(core):
-                    continue
-                acc = per_dev.setdefault(core // inst.cores_per_device, dict.fromkeys(MEMORY_CATEGORIES, 0))
-                for c in MEMORY_CATEGORIES:
-                    acc[c] += cats[c]
-            pid = self._runtime_pid(inst, rt)
-            for dev in sorted(per_dev):
-                self._counter(tracks, pid, f"ND {dev} memory", snap.time, dict(per_dev[dev]), "device_memory")
+            for part in rt.groups:
+                for track, key, values in part.samples:
+                    core = _core_key(key)
+                    if track.scope != scope or core is None or not self._wants(track):
+                        continue
+                    if (scope == CORE_TRACK or track.from_cores) and not self.sel.wants_core(core):
+                        continue
+                    place = core
+                    if scope == DEVICE_TRACK and track.from_cores and self.group_by != "neuroncore":
+                        place = core // inst.cores_per_device
+                    per_track.setdefault(track, []).append({str(place): _rate(track, values, part.period)})
+                    at = _at(part, track, snap.time)
+                    if at is not None:
+                        due = starts.setdefault(track, {})
+                        due[place] = min(due.get(place, at), at)
+        placed = inst.summed.setdefault(scope, {})
+        sums = {track: sum_over_runtimes(maps, track.integer) for track, maps in per_track.items()}
+        for place in sorted({p for due in starts.values() for p in due}):
+            for track, due in starts.items():
+                if place in due:
+                    pid, name = self._place(inst, scope, track, place)
+                    written = _rounded(track, sums[track][str(place)])
+                    self.w.counter(pid, name, due[place], written, track.category)
+                    placed.setdefault(place, {})[track] = (pid, name, tuple(written))
+        present = {int(p) for totals in sums.values() for p in totals}
+        for place in [p for p in placed if p not in present]:
+            for track, (pid, name, series) in sorted(placed.pop(place).items(), key=lambda t: TRACK_ORDER[t[0]]):
+                zeros: dict[str, float | None] = dict.fromkeys(series, 0 if track.integer else 0.0)
+                self.w.counter(pid, name, inst.last_time, zeros, track.category, exact=True)
 
-    def _host_counters(self, inst: _Instance, snap: Snapshot) -> None:
-        if snap.host_cpu and snap.host_cpu_period is not None and self.sel.wants_type("host_vcpu"):
-            values: dict[str, float | None] = {k: round(v, 2) for k, v in snap.host_cpu.items() if k != "idle"}
-            self.w.counter(self._main(inst), "host vCPU %", snap.time - snap.host_cpu_period, values, "host_vcpu")
-        if snap.host_memory and self.sel.wants_type("host_memory"):
-            m = snap.host_memory
-            values = {
-                "used": m.get("memory_used_bytes"),
-                "total": m.get("memory_total_bytes"),
-                "swap_used": m.get("swap_used_bytes"),
-            }
-            self.w.counter(self._main(inst), "host memory", snap.time, values, "host_memory")
+    def _system_counters(self, inst: _Instance, snap: Snapshot) -> None:
+        """The system groups' tracks: host ones in the instance's process, core and device ones at their place."""
+        for part in snap.system:
+            for track, key, values in part.samples:
+                at = _at(part, track, snap.time)
+                if at is None or not self._wants(track):
+                    continue
+                index = _core_key(key)
+                if track.scope == CORE_TRACK and index is not None:
+                    if not self.sel.wants_core(index):
+                        continue
+                    pid, prefix = self._core_place(inst, index)
+                elif track.scope == DEVICE_TRACK and index is not None:
+                    pid, prefix = self._device_place(inst, index)
+                else:
+                    pid, prefix = self._main(inst), ""
+                written = _rounded(track, _rate(track, values, part.period))
+                self.w.counter(pid, f"{prefix}{track.name}", at, written, track.category)
 
     def _runtime_gone(self, inst: _Instance, tracks: _RuntimeTracks) -> None:
         for pid, name, keys, cat in sorted(tracks.counters):
@@ -392,13 +385,14 @@ class TraceConverter:
         }
         for p in problems:
             inst = self._instances.get(p.instance)
-            if inst is None or p.kind not in ERROR_TYPES:
+            rule = DET_RULES.get(p.kind)
+            if inst is None or rule is None or not rule.trace_slices:
                 continue
             sl = _Slice(p.start, p.end, p.kind, p.kind, dict(p.details), ERROR_COLOR)
-            if p.kind == ECC_UNCORRECTED:
+            if rule.scope == DEVICE_TRACK:
                 dev = p.device or 0
                 pids = self._device_pids(inst, dev, p.cores)
-                key: Hashable = ("ecc", dev)
+                key: Hashable = ("device", p.kind, dev)
                 name, order = f"ND {dev} {p.kind}", 10_000_000 + dev
             else:
                 rt = runtimes.get((p.instance, p.runtime)) if p.runtime is not None else None
@@ -406,7 +400,7 @@ class TraceConverter:
                     continue
                 pids = self._runtime_pids(inst, rt, p.cores)
                 key = ("error", p.runtime, p.kind)
-                name, order = f"{rt.name} {p.kind}", rt.pid * 100 + 1 + ERROR_TYPES.index(p.kind)
+                name, order = f"{rt.name} {p.kind}", rt.pid * 100 + 1 + RUNTIME_ERROR_TYPES.index(p.kind)
             for pid in pids:
                 threads.setdefault((pid, key), _Thread(name, order)).slices.append(sl)
 

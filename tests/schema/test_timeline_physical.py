@@ -32,9 +32,12 @@ def test_snapshot_and_trace_carry_physical_cores(shape: str, key: str, tmp_path:
                 phys[name] = phys.get(name, 0.0) + pdata[N.NEURONCORE_UTILIZATION]
     got: dict[int, dict[str, float]] = {}
     for runtime in snap.runtimes:
-        for core, phys in (runtime.physical or {}).items():
-            for name, value in phys.items():
-                got.setdefault(core, {})[name] = got.get(core, {}).get(name, 0.0) + value
+        for part in runtime.groups:
+            for track, where, phys in part.samples:
+                if track.category != "neuroncore_physical_utilization":
+                    continue
+                for name, value in phys.items():
+                    got.setdefault(int(where[0]), {})[name] = got.get(int(where[0]), {}).get(name, 0.0) + value
     assert got == expected and len(got) >= 64
 
     second = copy.deepcopy(first)

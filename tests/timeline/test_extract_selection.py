@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor.timeline.extract import parse_snapshot
+from neuron_monitor.timeline.extract import GroupPart, Snapshot, parse_snapshot
 from neuron_monitor.timeline.selection import (
     ALL_TYPES,
     ERROR_TYPES,
@@ -47,7 +47,16 @@ def test_real_trn1n_report_maps_model_cores_to_global_indices() -> None:
     assert rt.utilization is not None and rt.utilization[6] == pytest.approx(41.4)
     assert rt.execution is not None and rt.execution.errors == {"generic_error": 2}
     assert rt.execution.latency_p50 is None  # null latency in the real report
-    assert snap.ecc is not None and snap.ecc[14] == {"mem": 1, "sram": 1}
+    ecc = {f[1]: f[3] for f in _system(snap, "neuron_hw_counters").findings()}
+    assert ecc[("14",)] == {"mem_ecc_uncorrected": 1, "sram_ecc_uncorrected": 1}
+
+
+def _system(snap: Snapshot, name: str) -> GroupPart:
+    return next(part for part in snap.system if part.spec.name == name)
+
+
+def _has_system(snap: Snapshot, name: str) -> bool:
+    return any(part.spec.name == name for part in snap.system)
 
 
 def test_real_trn1_reports_parse() -> None:
@@ -55,16 +64,17 @@ def test_real_trn1_reports_parse() -> None:
     assert [rt.pid for s in snaps for rt in s.runtimes] == [1337, 16851, 16851]
     ex = snaps[0].runtimes[0].execution
     assert ex is not None and ex.completed == 260 and ex.latency_p50 == pytest.approx(9.5367431640625e-05)
-    assert snaps[0].runtimes[0].models == 2 and snaps[0].host_memory is not None
+    assert snaps[0].runtimes[0].models == 2 and _system(snaps[0], "memory_info").samples
 
 
 def test_carried_over_counters_are_not_seen_twice() -> None:
     rep = report(T0, [Rt(1, "a", [0], errors={"numerical": 3}, fresh=False)], system_fresh=False, ecc={0: (1, 0)})
     snap = parse_snapshot(rep, T0, "x")
     rt = snap.runtimes[0]
-    assert rt.execution is None and rt.core_period is None and rt.vcpu_period is None
+    assert rt.execution is None and rt.core_period is None
+    assert not any(part.fresh or part.findings() for part in rt.groups)
     assert rt.utilization == {0: 50.0}  # the latest value is still known (gauges)
-    assert snap.ecc is None and snap.host_cpu_period is None
+    assert _system(snap, "neuron_hw_counters").findings() == [] and not _system(snap, "vcpu_usage").fresh
 
 
 def test_error_types_do_not_double_count_execution_outcomes() -> None:
@@ -84,7 +94,8 @@ def test_group_errors_and_missing_parts_leave_fields_empty() -> None:
     del rep["system_data"]["vcpu_usage"]
     rep["neuron_runtime_data"].append({"pid": "not a number"})
     snap = parse_snapshot(rep, T0, "rec.gz")
-    assert snap.runtimes[0].utilization is None and snap.host_cpu is None
+    assert snap.runtimes[0].utilization is None and not _has_system(snap, "vcpu_usage")
+    assert "neuroncore_counters" not in [part.spec.name for part in snap.runtimes[0].groups]
     assert snap.problems == ["a runtime entry without a numeric pid"]
     assert parse_snapshot({"neuron_runtime_data": []}, T0, "rec.gz").instance == "rec.gz"
 

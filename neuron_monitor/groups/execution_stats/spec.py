@@ -9,6 +9,7 @@ from typing import Any
 
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.display import count, finite, latency_text
 from neuron_monitor.schema.read import Problems, mapping, numbers
 
 
@@ -108,6 +109,114 @@ def datums(value: ExecutionStats, period: float, per_vcpu: bool) -> Iterator[S.C
             yield metric, (), pct, seconds
 
 
+# ---- neuron-monitor-det: the errors of a period, by problem type ------------------------------------------------
+# problem types taken from error_summary: type -> key
+ERROR_SUMMARY_TYPES: dict[str, str] = {
+    "generic_error": N.ERROR_GENERIC,
+    "numerical_error": N.ERROR_NUMERICAL,
+    "transient_error": N.ERROR_TRANSIENT,
+    "model_error": N.ERROR_MODEL,
+    "runtime_error": N.ERROR_RUNTIME,
+    "hardware_error": N.ERROR_HARDWARE,
+}
+# problem types taken from execution_summary: type -> key
+EXECUTION_SUMMARY_TYPES: dict[str, str] = {
+    "timed_out": N.STATUS_TIMED_OUT,
+    "incorrect_input": N.STATUS_INCORRECT_INPUT,
+    "failed_to_queue": N.STATUS_FAILED_TO_QUEUE,
+}
+# completed_with_err counts executions that ended in an error other than a numerical one; the part of it that
+# error_summary does not already explain becomes "execution_error"
+EXECUTION_ERROR = "execution_error"
+_EXPLAINED = (N.ERROR_GENERIC, N.ERROR_MODEL, N.ERROR_RUNTIME, N.ERROR_HARDWARE)
+_ENDED = (N.STATUS_COMPLETED_WITH_ERR, N.STATUS_COMPLETED_WITH_NUM_ERR, N.STATUS_TIMED_OUT)
+_RULES = (
+    ("generic_error", S.ERROR, "executions failed with a generic runtime error"),
+    ("numerical_error", S.ERROR, "executions produced NaN or infinite results (numerical errors)"),
+    ("transient_error", S.WARNING, "executions failed with a transient error (a retry may succeed)"),
+    ("model_error", S.ERROR, "executions failed because of the model (model errors)"),
+    ("runtime_error", S.ERROR, "executions failed inside the Neuron runtime (runtime errors)"),
+    ("hardware_error", S.ERROR, "executions failed on the Neuron hardware (hardware errors)"),
+    ("timed_out", S.ERROR, "executions timed out"),
+    ("incorrect_input", S.WARNING, "executions were refused for incorrect input"),
+    ("failed_to_queue", S.WARNING, "executions could not be queued"),
+    (EXECUTION_ERROR, S.ERROR, "executions completed with an error that error_summary does not name"),
+)
+DET_RULES: dict[str, S.DetRule] = {
+    kind: S.DetRule(kind, S.RUNTIME_TRACK, severity, message) for kind, severity, message in _RULES
+}
+
+
+def period_errors(value: ExecutionStats) -> dict[str, int]:
+    """Problem type -> count over the period (only the non-zero ones)."""
+    es = value.error_summary or {}
+    xs = value.execution_summary or {}
+    errors: dict[str, int] = {}
+    for etype, key in ERROR_SUMMARY_TYPES.items():
+        n = count(es.get(key))
+        if etype == "numerical_error":
+            n = max(n, count(xs.get(N.STATUS_COMPLETED_WITH_NUM_ERR)))
+        if n:
+            errors[etype] = n
+    for etype, key in EXECUTION_SUMMARY_TYPES.items():
+        n = count(xs.get(key))
+        if n:
+            errors[etype] = n
+    unexplained = count(xs.get(N.STATUS_COMPLETED_WITH_ERR)) - sum(count(es.get(k)) for k in _EXPLAINED)
+    if unexplained > 0:
+        errors[EXECUTION_ERROR] = unexplained
+    return errors
+
+
+def executions(value: ExecutionStats) -> tuple[int, int]:
+    """(completed, every execution that ended: completed, with an error, or timed out) over the period."""
+    xs = value.execution_summary or {}
+    completed = count(xs.get(N.STATUS_COMPLETED))
+    return completed, completed + sum(count(xs.get(k)) for k in _ENDED)
+
+
+def findings(value: ExecutionStats) -> Iterator[S.DetFinding]:
+    for kind, n in period_errors(value).items():
+        yield DET_RULES[kind], (), n, {}
+
+
+# ---- the timeline ---------------------------------------------------------------------------------------------
+TRACK_EXECUTIONS = S.Track(
+    "executions/s", "executions", "per second", S.RUNTIME_TRACK, when=S.PERIOD, per_second=True, digits=3
+)
+TRACK_LATENCY = S.Track("latency ms", "latency", "milliseconds", S.RUNTIME_TRACK, when=S.PERIOD, digits=4)
+
+
+def timeline(value: ExecutionStats) -> Iterator[S.TimelineSample]:
+    """Completed and failed executions (failed: ended without completing, or not queued); p50/p99 latency."""
+    completed, ended = executions(value)
+    failed = ended - completed + period_errors(value).get("failed_to_queue", 0)
+    yield TRACK_EXECUTIONS, (), {"completed": completed, "failed": failed}
+    total = value.latency().get(N.TOTAL_LATENCY, {})
+    p50 = finite(total.get("p50"))
+    if p50 is not None:
+        yield TRACK_LATENCY, (), {"p50": p50 * 1e3, "p99": (finite(total.get("p99")) or 0.0) * 1e3}
+
+
+# ---- neuron-monitor-top ---------------------------------------------------------------------------------------
+COL_RATE = S.TopColumn(S.TOP_RUNTIMES, "exec/s", 8, order=40)
+COL_ERRORS = S.TopColumn(S.TOP_RUNTIMES, "errors", 7, order=50)
+COL_P50 = S.TopColumn(S.TOP_RUNTIMES, "p50", 9, order=60)
+COL_P99 = S.TopColumn(S.TOP_RUNTIMES, "p99", 9, order=70)
+
+
+def top(value: ExecutionStats, period: float | None) -> Iterator[S.TopCell]:
+    """Completed executions per second, the period's error count, p50/p99 total latency."""
+    summary = value.execution_summary
+    completed = summary.get(N.STATUS_COMPLETED) if summary is not None else None
+    yield COL_RATE, (), f"{completed / period:.1f}" if completed is not None and period else "-", ""
+    errors = int(sum(value.error_summary.values())) if value.error_summary is not None else None
+    yield COL_ERRORS, (), "-" if errors is None else str(errors), "bold red" if errors else ""
+    total = value.latency().get(N.TOTAL_LATENCY, {})
+    yield COL_P50, (), latency_text(total.get("p50")), ""
+    yield COL_P99, (), latency_text(total.get("p99")), ""
+
+
 SPEC = S.GroupSpec(
     name=N.EXECUTION_STATS,
     placement=S.RUNTIME,
@@ -118,8 +227,11 @@ SPEC = S.GroupSpec(
     counts=counts,
     cloudwatch=(CW_STATUS, CW_COMPLETED_RATE, CW_ERRORS, CW_ERRORS_TOTAL, CW_LATENCY, CW_DEVICE_LATENCY),
     datums=datums,
-    tracks=(
-        S.Track("executions/s", "executions", "per second", S.RUNTIME_TRACK),
-        S.Track("latency ms", "latency", "milliseconds", S.RUNTIME_TRACK),
-    ),
+    tracks=(TRACK_EXECUTIONS, TRACK_LATENCY),
+    timeline=timeline,
+    timeline_order=10,
+    det_rules=tuple(DET_RULES.values()),
+    findings=findings,
+    top_columns=(COL_RATE, COL_ERRORS, COL_P50, COL_P99),
+    top=top,
 )

@@ -8,6 +8,7 @@ from typing import Any
 
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.display import count, finite
 from neuron_monitor.schema.read import Problems, number
 
 
@@ -54,6 +55,17 @@ def datums(value: MemoryInfo, period: float, per_vcpu: bool) -> Iterator[S.CwDat
         yield CW_UTILIZATION, (), "", 100.0 * used / total
 
 
+TRACK_MEMORY = S.Track("host memory", "host_memory", "bytes", S.HOST_TRACK, when=S.ALWAYS, host=True)
+_TRACK_SERIES = {"used": N.MEMORY_USED_BYTES, "total": N.MEMORY_TOTAL_BYTES, "swap_used": N.SWAP_USED_BYTES}
+
+
+def timeline(value: MemoryInfo) -> Iterator[S.TimelineSample]:
+    """Used and total memory, used swap (bytes)."""
+    known = {k: count(v) for k in N.MEMORY_INFO_FIELDS if (v := finite(value.fields.get(k))) is not None}
+    if known:
+        yield TRACK_MEMORY, (), {name: known[key] for name, key in _TRACK_SERIES.items() if key in known}
+
+
 SPEC = S.GroupSpec(
     name=N.MEMORY_INFO,
     placement=S.SYSTEM,
@@ -63,5 +75,7 @@ SPEC = S.GroupSpec(
     gauges=gauges,
     cloudwatch=(CW_FIELD, CW_UTILIZATION),
     datums=datums,
-    tracks=(S.Track("memory", "host_memory", "bytes", S.HOST_TRACK),),
+    tracks=(TRACK_MEMORY,),
+    timeline=timeline,
+    timeline_order=20,
 )

@@ -9,6 +9,7 @@ from typing import Any
 
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.display import count, finite, human_bytes
 from neuron_monitor.schema.read import Problems, index, mapping, number, numbers, sequence, text
 
 
@@ -173,6 +174,47 @@ def datums(value: MemoryUsed, period: float, per_vcpu: bool) -> Iterator[S.CwDat
         yield CW_CORE_TOTAL, key, "", sum(cats.values())
 
 
+TRACK_HOST = S.Track("host memory", "runtime_host_memory", "bytes", S.RUNTIME_TRACK, when=S.ALWAYS, host=True)
+# device memory by category, summed per device (per NeuronCore with --group-by neuroncore) and over the runtimes
+TRACK_DEVICE = S.Track(
+    "memory", "device_memory", "bytes", S.DEVICE_TRACK, when=S.ALWAYS, from_cores=True, integer=True
+)
+COL_HOST = S.TopColumn(S.TOP_RUNTIMES, "host", 7, order=20)
+COL_DEVICE = S.TopColumn(S.TOP_RUNTIMES, "device", 8, order=30, min_width=96)
+
+
+def timeline(value: MemoryUsed) -> Iterator[S.TimelineSample]:
+    """Host memory (bytes); device memory per NeuronCore by category."""
+    host = finite(value.host)
+    if host is not None:
+        yield TRACK_HOST, (), {"bytes": int(host)}
+    for key, cats in (value.per_core or {}).items():
+        core = index(key)
+        if core is not None:
+            yield TRACK_DEVICE, (str(core),), {c: count(cats.get(c)) for c in N.MEMORY_CATEGORIES}
+
+
+def memory_by_core(value: MemoryUsed) -> dict[str, dict[str, float]]:
+    """NeuronCore -> category -> bytes (every category the report names)."""
+    out: dict[str, dict[str, float]] = {}
+    for key, cats in (value.per_core or {}).items():
+        core = index(key)
+        if core is not None:
+            out[str(core)] = {cat: int(n) for cat, n in cats.items()}
+    return out
+
+
+# a NeuronCore's device memory by category, summed over the runtimes (neuron-monitor-top's memory bars)
+MEMORY_SUM = S.RuntimeSum("neuroncore_memory", memory_by_core, track=TRACK_DEVICE, integer=True)
+
+
+def top(value: MemoryUsed, period: float | None) -> Iterator[S.TopCell]:
+    """Host and device memory of the runtime."""
+    yield COL_HOST, (), human_bytes(int(value.host) if value.host is not None else None), ""
+    device = int(value.neuron_device) if value.neuron_device is not None else None
+    yield COL_DEVICE, (), human_bytes(device), ""
+
+
 SPEC = S.GroupSpec(
     name=N.MEMORY_USED,
     placement=S.RUNTIME,
@@ -183,7 +225,12 @@ SPEC = S.GroupSpec(
     cloudwatch=(CW_HOST, CW_DEVICE, CW_HOST_CATEGORY, CW_CORE_CATEGORY, CW_CORE_TOTAL),
     datums=datums,
     tracks=(
-        S.Track("host memory", "runtime_host_memory", "bytes", S.RUNTIME_TRACK),
-        S.Track("memory", "device_memory", "bytes", S.DEVICE_TRACK),
+        TRACK_HOST,
+        TRACK_DEVICE,
     ),
+    timeline=timeline,
+    timeline_order=30,
+    sums=(MEMORY_SUM,),
+    top_columns=(COL_HOST, COL_DEVICE),
+    top=top,
 )

@@ -285,9 +285,25 @@ TRACK_BUSY = S.Track("busy", "busy", "ratio", S.CORE_TRACK)
 # events of each fresh period
 TRACK_HEALTH = S.Track("unhealthy components", "device_health", "components", S.DEVICE_TRACK)
 TRACK_REPAIRABLE = S.Track("repairable ECC", "ecc_repairable", "events", S.DEVICE_TRACK)
-# the problems neuron-monitor-det reports from them
+# the problems neuron-monitor-det reports from them (no slices in the trace: the tracks above show them)
 DEVICE_UNHEALTHY: Final = "device_unhealthy"
 ECC_REPAIRABLE: Final = "ecc_repairable_uncorrected"
+DET_REPAIRABLE = S.DetRule(
+    ECC_REPAIRABLE,
+    S.DEVICE_TRACK,
+    S.WARNING,
+    "uncorrected HBM ECC errors the driver can repair (row remapping); the device needs a reset to repair them",
+    span=S.SINCE_LAST_REPORT,
+    trace_slices=False,
+)
+DET_UNHEALTHY = S.DetRule(
+    DEVICE_UNHEALTHY,
+    S.DEVICE_TRACK,
+    S.ERROR,
+    "the driver reports components of the Neuron device unhealthy",
+    episode=S.STATE_EPISODES,
+    trace_slices=False,
+)
 
 
 def timeline(value: NeuronDeviceTelemetry) -> Iterator[S.TimelineSample]:
@@ -303,6 +319,44 @@ def timeline(value: NeuronDeviceTelemetry) -> Iterator[S.TimelineSample]:
         for core, tele in dev.cores.items():
             if tele.busy_ratio is not None:
                 yield TRACK_BUSY, (core,), {"busy": tele.busy_ratio}
+
+
+def findings(value: NeuronDeviceTelemetry) -> Iterator[S.DetFinding]:
+    """Per device: its unhealthy components (when health is exposed), its repairable ECC events of the period."""
+    for dev in value.devices:
+        if dev.index is None:
+            continue
+        key = (str(dev.index),)
+        if dev.healthy is not None:
+            components = sorted(set(dev.unhealthy))
+            yield DET_UNHEALTHY, key, len(components), {"components": components}
+        if REPAIRABLE_ECC in dev.ecc:
+            yield DET_REPAIRABLE, key, int(dev.ecc[REPAIRABLE_ECC]), {}
+
+
+# ---- neuron-monitor-top: power and health per device ---------------------------------------------------------
+COL_POWER = S.TopColumn(S.TOP_DEVICES, "power", 8, order=20, gap=2)
+COL_HEALTH = S.TopColumn(S.TOP_DEVICES, "health", 12, order=30, align="<")
+
+
+def top(value: NeuronDeviceTelemetry, period: float | None) -> Iterator[S.TopCell]:
+    """Average power (or the roll-up's status when it is not VALID), and health."""
+    for dev in value.devices:
+        if dev.index is None:
+            continue
+        key = (str(dev.index),)
+        avg = dev.power.get("avg")
+        if avg is not None and dev.power_status in (None, "VALID"):
+            yield COL_POWER, key, f"{avg:.0f}%", ""
+        else:
+            yield COL_POWER, key, (dev.power_status or "-").lower(), "yellow"
+        if dev.healthy is None:
+            yield COL_HEALTH, key, "-", "dim"
+        elif not dev.unhealthy:
+            yield COL_HEALTH, key, "ok", "green"
+        else:
+            text = "UNHEALTHY " + ",".join(dev.unhealthy)
+            yield COL_HEALTH, key, text if len(text) <= 40 else text[:39] + "…", "bold red"
 
 
 SPEC = S.GroupSpec(
@@ -328,4 +382,8 @@ SPEC = S.GroupSpec(
     datums=datums,
     tracks=(TRACK_POWER, TRACK_BUSY, TRACK_HEALTH, TRACK_REPAIRABLE),
     timeline=timeline,
+    det_rules=(DET_REPAIRABLE, DET_UNHEALTHY),
+    findings=findings,
+    top_columns=(COL_POWER, COL_HEALTH),
+    top=top,
 )

@@ -11,6 +11,7 @@ from typing import Any
 
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.display import count as whole
 from neuron_monitor.schema.read import Problems, index, mapping, number, sequence, text
 
 
@@ -82,6 +83,39 @@ def datums(value: NeuronHwCounters, period: float, per_vcpu: bool) -> Iterator[S
         yield CW_TOTAL, key, "", sum(device.events.values())
 
 
+DET_ECC = S.DetRule(
+    "ecc_uncorrected",
+    S.DEVICE_TRACK,
+    S.ERROR,
+    "uncorrected ECC errors in a Neuron device's memory or SRAM: data was lost; drain the device",
+)
+
+
+def findings(value: NeuronHwCounters) -> Iterator[S.DetFinding]:
+    """Per device: the uncorrected memory and SRAM ECC events of the period."""
+    for device in value.devices:
+        if device.index is not None:
+            mem = whole(device.events.get(N.MEM_ECC_UNCORRECTED))
+            sram = whole(device.events.get(N.SRAM_ECC_UNCORRECTED))
+            details = {"mem_ecc_uncorrected": mem, "sram_ecc_uncorrected": sram}
+            yield DET_ECC, (str(device.index),), mem + sram, details
+
+
+COL_ECC = S.TopColumn(S.TOP_DEVICES, "ecc", 8, order=10, always=True)
+
+
+def top(value: NeuronHwCounters, period: float | None) -> Iterator[S.TopCell]:
+    """ECC events of the period per device: red when one is uncorrected."""
+    for device in value.devices:
+        if device.index is None:
+            continue
+        events = {k: int(v) for k, v in device.events.items()}
+        total = sum(events.values())
+        uncorrected = sum(v for k, v in events.items() if "uncorrected" in k)
+        style = "bold red" if uncorrected else "yellow" if total else "dim"
+        yield COL_ECC, (str(device.index),), str(total) if events else "-", style
+
+
 SPEC = S.GroupSpec(
     name=N.NEURON_HW_COUNTERS,
     placement=S.SYSTEM,
@@ -93,4 +127,8 @@ SPEC = S.GroupSpec(
     cloudwatch=(CW_EVENT, CW_TOTAL),
     datums=datums,
     tracks=(S.Track("ECC", "ecc_uncorrected", "events", S.DEVICE_TRACK, S.SLICE_TRACK),),
+    det_rules=(DET_ECC,),
+    findings=findings,
+    top_columns=(COL_ECC,),
+    top=top,
 )

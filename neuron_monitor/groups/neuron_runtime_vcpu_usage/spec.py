@@ -9,6 +9,7 @@ from typing import Any
 
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.display import finite
 from neuron_monitor.schema.read import Problems, numbers
 
 
@@ -39,6 +40,25 @@ def datums(value: RuntimeVcpuUsage, period: float, per_vcpu: bool) -> Iterator[S
         yield CW_USAGE, (), mode, pct
 
 
+TRACK_VCPU = S.Track("vCPU %", "runtime_vcpu", "percent", S.RUNTIME_TRACK, when=S.PERIOD, digits=2, host=True)
+COL_VCPU = S.TopColumn(S.TOP_RUNTIMES, "vCPU%", 6, order=10)
+
+
+def timeline(value: RuntimeVcpuUsage) -> Iterator[S.TimelineSample]:
+    """User and system percent, when both are known."""
+    usage = value.usage
+    if usage is not None:
+        user, system = finite(usage.get(N.CPU_USER)), finite(usage.get(N.CPU_SYSTEM))
+        if user is not None and system is not None:
+            yield TRACK_VCPU, (), {"user": user, "system": system}
+
+
+def top(value: RuntimeVcpuUsage, period: float | None) -> Iterator[S.TopCell]:
+    """Percent of one vCPU, user + system."""
+    usage = value.usage
+    yield COL_VCPU, (), f"{sum(usage.get(m, 0.0) for m in N.RUNTIME_CPU_MODES):.1f}" if usage else "-", ""
+
+
 SPEC = S.GroupSpec(
     name=N.NEURON_RUNTIME_VCPU_USAGE,
     placement=S.RUNTIME,
@@ -48,5 +68,9 @@ SPEC = S.GroupSpec(
     gauges=gauges,
     cloudwatch=(CW_USAGE,),
     datums=datums,
-    tracks=(S.Track("vCPU %", "runtime_vcpu", "percent", S.RUNTIME_TRACK),),
+    tracks=(TRACK_VCPU,),
+    timeline=timeline,
+    timeline_order=20,
+    top_columns=(COL_VCPU,),
+    top=top,
 )

@@ -9,7 +9,7 @@ from typing import Any
 
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
-from neuron_monitor.schema.read import Problems, mapping, number
+from neuron_monitor.schema.read import Problems, index, mapping, number
 
 
 @dataclass(slots=True)
@@ -163,6 +163,74 @@ def datums(value: NeuroncoreCounters, period: float, per_vcpu: bool) -> Iterator
             yield CW_PHYSICAL, (core, name), "", pvalue
 
 
+# ---- the timeline and values summed over the runtimes -----------------------------------------------------------
+TRACK_UTIL = S.Track("utilization", "neuroncore_utilization", "percent", S.CORE_TRACK, when=S.PERIOD, digits=2)
+TRACK_PHYSICAL = S.Track(
+    "physical utilization",
+    "neuroncore_physical_utilization",
+    "percent",
+    S.CORE_TRACK,
+    when=S.PERIOD,
+    digits=2,
+    per_runtime=False,
+)
+TRACK_FLOPS = S.Track("flops", "flops", "flops", S.CORE_TRACK, when=S.PERIOD)
+
+
+def _by_index(values: dict[str, float]) -> dict[int, float]:
+    return {core: v for key, v in values.items() if (core := index(key)) is not None and v - v == 0.0}
+
+
+def timeline(value: NeuroncoreCounters) -> Iterator[S.TimelineSample]:
+    """Per NeuronCore with a utilization (in index order): utilization, FLOP/s, physical cores' utilization."""
+    utilization = _by_index(value.utilization())
+    flops = _by_index(value.flops)
+    physical: dict[int, dict[str, float]] = {}
+    for key, phys in value.physical().items():
+        core = index(key)
+        if core is not None and phys:
+            physical[core] = {name: v for name, v in sorted(phys.items()) if v - v == 0.0}
+    for core in sorted(utilization):
+        at = (str(core),)
+        yield TRACK_UTIL, at, {"percent": utilization[core]}
+        if core in flops:
+            yield TRACK_FLOPS, at, {"flops": flops[core]}
+        if physical.get(core):
+            yield TRACK_PHYSICAL, at, physical[core]
+
+
+def utilization_by_core(value: NeuroncoreCounters) -> dict[str, dict[str, float]]:
+    """Every NeuronCore in use -> {"percent": its utilization} ({} when the report gives none)."""
+    utilization = value.utilization()
+    out: dict[str, dict[str, float]] = {}
+    for key in value.cores:
+        core = index(key)
+        if core is not None:
+            util = utilization.get(key)
+            out[str(core)] = {"percent": util} if util is not None else {}
+    return out
+
+
+def physical_by_core(value: NeuroncoreCounters) -> dict[str, dict[str, float]]:
+    """NeuronCore -> physical core -> utilization percent (logical cores with a breakdown)."""
+    return {str(core): phys for key, phys in value.physical().items() if (core := index(key)) is not None and phys}
+
+
+FAM_UTIL_TOTAL = S.PromFamily(
+    "neuroncore_utilization_total_ratio",
+    S.GAUGE,
+    "NeuronCore utilization summed over every runtime that reports the core",
+    S.INSTANCE_SCOPE,
+    ("neuroncore",),
+)
+# a NeuronCore's utilization summed over the runtimes on it: neuroncore_utilization_total_ratio, the timeline's
+# core utilization, neuron-monitor-top's core and device bars
+UTILIZATION_SUM = S.RuntimeSum(
+    "neuroncore_utilization", utilization_by_core, source=FAM_UTIL, total=FAM_UTIL_TOTAL, track=TRACK_UTIL
+)
+PHYSICAL_SUM = S.RuntimeSum("neuroncore_physical_utilization", physical_by_core, track=TRACK_PHYSICAL)
+
+
 SPEC = S.GroupSpec(
     name=N.NEURONCORE_COUNTERS,
     placement=S.RUNTIME,
@@ -174,9 +242,8 @@ SPEC = S.GroupSpec(
     counts_use_period=True,
     cloudwatch=(CW_UTIL, CW_FLOPS, CW_EFFECTIVE_FLOPS, CW_PHYSICAL),
     datums=datums,
-    tracks=(
-        S.Track("utilization", "neuroncore_utilization", "percent", S.CORE_TRACK),
-        S.Track("physical utilization", "neuroncore_physical_utilization", "percent", S.CORE_TRACK),
-        S.Track("flops", "flops", "flops", S.CORE_TRACK),
-    ),
+    tracks=(TRACK_UTIL, TRACK_PHYSICAL, TRACK_FLOPS),
+    timeline=timeline,
+    timeline_order=40,
+    sums=(UTILIZATION_SUM, PHYSICAL_SUM),
 )

@@ -9,6 +9,7 @@ from typing import Any
 
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
+from neuron_monitor.schema.display import finite
 from neuron_monitor.schema.read import Problems, mapping, number, numbers
 
 
@@ -111,6 +112,18 @@ def datums(value: VcpuUsage, period: float, per_vcpu: bool) -> Iterator[S.CwDatu
         yield CW_CONTEXT_SWITCHES, (), "", value.context_switches
 
 
+TRACK_VCPU = S.Track("host vCPU %", "host_vcpu", "percent", S.HOST_TRACK, when=S.PERIOD, digits=2, host=True)
+
+
+def timeline(value: VcpuUsage) -> Iterator[S.TimelineSample]:
+    """The average usage by mode (idle left out)."""
+    if value.average is None:
+        return
+    average = {k: v for k in N.CPU_MODES if (v := finite(value.average.get(k))) is not None}
+    if average:
+        yield TRACK_VCPU, (), {k: v for k, v in average.items() if k != N.CPU_IDLE}
+
+
 SPEC = S.GroupSpec(
     name=N.VCPU_USAGE,
     placement=S.SYSTEM,
@@ -122,5 +135,7 @@ SPEC = S.GroupSpec(
     counts_use_period=True,
     cloudwatch=(CW_USAGE, CW_UTILIZATION, CW_COUNT, CW_VCPU_USAGE, CW_VCPU_UTILIZATION, CW_CONTEXT_SWITCHES),
     datums=datums,
-    tracks=(S.Track("vCPU %", "host_vcpu", "percent", S.HOST_TRACK),),
+    tracks=(TRACK_VCPU,),
+    timeline=timeline,
+    timeline_order=10,
 )
