@@ -12,7 +12,11 @@ import time
 from dataclasses import dataclass
 
 from neuron_monitor.sanitize import sanitize
-from neuron_monitor.top.model import MEMORY_CATEGORIES, Core, Device, Runtime, Screen
+from neuron_monitor.schema.display import human_bytes
+from neuron_monitor.schema.spec import TopColumn
+from neuron_monitor.top.model import MEMORY_CATEGORIES, MISSING, Core, Device, Runtime, Screen
+
+__all__ = ["Frame", "bar", "core_ranges", "human_bytes", "memory_bar", "percent_text", "plain", "render"]
 
 Span = tuple[str, str]
 Line = list[Span]
@@ -63,17 +67,6 @@ def plain(lines: list[Line]) -> str:
     """The text of rendered lines, without styles (for --once on a pipe and for tests), sanitized where it leaves
     for the terminal or file (`neuron_monitor.sanitize`)."""
     return "\n".join(sanitize("".join(t for t, _ in line)).rstrip() for line in lines) + "\n"
-
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    v = float(n)
-    for unit in ("B", "K", "M", "G", "T"):
-        if abs(v) < 1024 or unit == "T":
-            return f"{v:.0f}{unit}" if unit == "B" else f"{v:.1f}{unit}"
-        v /= 1024
-    return f"{v:.1f}T"
 
 
 def percent_text(v: float | None) -> str:
@@ -146,12 +139,6 @@ def _clip(line: Line, width: int) -> Line:
         out.append((text, style))
         room -= len(text)
     return out
-
-
-def _latency(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v * 1000:.2f}ms" if v < 10 else f"{v:.1f}s"
 
 
 def _clock(t: float | None) -> str:
@@ -228,27 +215,23 @@ def _tabs(frame: Frame, width: int) -> Line:
 
 
 def _device_lines(s: Screen, width: int) -> list[Line]:
-    show_tel = s.has_telemetry
     wide = width >= 150
     cat_cols = 8 * len(MEMORY_CATEGORIES) if wide else 0
-    tel = 22 if show_tel else 0
-    ecc = 8
+    extra = sum(c.width + c.gap for c in s.device_columns)  # the specs' columns (ecc, power, health, ...)
     mem_text_w = 14
-    fixed = 4 + 1 + 7 + 2 + 1 + mem_text_w + ecc + tel + cat_cols
+    fixed = 4 + 1 + 7 + 2 + 1 + mem_text_w + extra + cat_cols
     bw = max(6, (width - fixed) // 2)
     header = f"{'dev':>3} " + f"{'utilization':<{bw + 7}}" + "  " + f"{'device memory':<{bw + 1 + mem_text_w}}"
-    header += f"{'ecc':>{ecc}}"
-    if show_tel:
-        header += f"{'power':>8}  {'health':<12}"
+    header += "".join(f"{c.header:{c.align}{c.width}}" + " " * c.gap for c in s.device_columns)
     if wide:
         header += "".join(f"{c[:7]:>8}" for c in MEMORY_CATEGORIES)
     lines: list[Line] = [[(_fit(header, width), "bold underline")]]
     for d in s.devices:
-        lines.append(_clip(_device_row(d, bw, mem_text_w, ecc, show_tel, wide), width))
+        lines.append(_clip(_device_row(d, bw, mem_text_w, s.device_columns, wide), width))
     return lines
 
 
-def _device_row(d: Device, bw: int, mem_text_w: int, ecc_w: int, show_tel: bool, wide: bool) -> Line:
+def _device_row(d: Device, bw: int, mem_text_w: int, columns: tuple[TopColumn, ...], wide: bool) -> Line:
     line: Line = [(f"{d.index:>3} ", "bold"), *bar(d.utilization, bw), (" " + percent_text(d.utilization), "")]
     mem = (
         f" {human_bytes(d.memory_used)}/{human_bytes(d.memory_total)}"
@@ -256,27 +239,12 @@ def _device_row(d: Device, bw: int, mem_text_w: int, ecc_w: int, show_tel: bool,
         else f" {human_bytes(d.memory_used)}"
     )
     line += [("  ", ""), *memory_bar(d.memory, d.memory_total, bw), (f"{mem:<{mem_text_w}}", "")]
-    ecc_total = sum(d.ecc.values())
-    uncorrected = sum(v for k, v in d.ecc.items() if "uncorrected" in k)
-    ecc_style = "bold red" if uncorrected else "yellow" if ecc_total else "dim"
-    line.append((f"{ecc_total if d.ecc else '-':>{ecc_w}}", ecc_style))
-    if show_tel:
-        t = d.telemetry
-        if t is None:
-            line.append((f"{'-':>8}  {'-':<12}", "dim"))
-        else:
-            if t.power_avg is not None and (t.power_status in (None, "VALID")):
-                power, pstyle = f"{t.power_avg:.0f}%", ""
-            else:
-                power, pstyle = (t.power_status or "-").lower(), "yellow"
-            line.append((f"{power:>8}  ", pstyle))
-            if t.unhealthy is None:
-                line.append((f"{'-':<12}", "dim"))
-            elif not t.unhealthy:
-                line.append((f"{'ok':<12}", "green"))
-            else:
-                line.append((_fit("UNHEALTHY " + ",".join(t.unhealthy), 40), "bold red"))
-    if wide and not (show_tel and d.telemetry and d.telemetry.unhealthy):
+    overflow = False
+    for column in columns:
+        text, style = d.cells.get(column, (MISSING, "dim"))
+        overflow = overflow or len(text) > column.width
+        line.append((f"{text:{column.align}{column.width}}" + " " * column.gap, style))
+    if wide and not overflow:  # a cell wider than its column (a long health text) pushes these out of line
         line.append(("".join(f"{human_bytes(d.memory.get(c, 0)):>8}" for c in MEMORY_CATEGORIES), "dim"))
     return line
 
@@ -324,18 +292,12 @@ def _core_cell(c: Core, bw: int, cell_w: int, phys_w: int) -> Line:
 
 
 def _runtime_lines(s: Screen, width: int, limit: int | None = None) -> list[Line]:
-    show_dev_mem = width >= 96
-    tag_w = max(8, min(24, width - 74 - (8 if show_dev_mem else 0)))
-    cols = [
-        ("tag", tag_w, "<"),
-        ("pid", 7, ">"),
-        ("cores", 9, "<"),
-        ("vCPU%", 6, ">"),
-        ("host", 7, ">"),
-    ]
-    if show_dev_mem:
-        cols.append(("device", 8, ">"))
-    cols += [("exec/s", 8, ">"), ("errors", 7, ">"), ("p50", 9, ">"), ("p99", 9, ">")]
+    shown_columns = [c for c in s.runtime_columns if width >= c.min_width]
+    # the tag takes what the fixed columns leave (an optional column borrows its separator from the note)
+    reserve = 4 + 8 + 10 + sum(c.width + (0 if c.min_width else 1) for c in shown_columns)
+    tag_w = max(8, min(24, width - reserve))
+    cols: list[tuple[str, int, str]] = [("tag", tag_w, "<"), ("pid", 7, ">"), ("cores", 9, "<")]
+    cols += [(c.header, c.width, c.align) for c in shown_columns]
     used = sum(w + 1 for _, w, _ in cols)
     note_w = width - used
     header = " ".join(f"{n:{a}{w}}" for n, w, a in cols) + (" note" if note_w > 6 else "")
@@ -346,30 +308,21 @@ def _runtime_lines(s: Screen, width: int, limit: int | None = None) -> list[Line
         lines.append([("no runtime in this report" + (" matches the filter" if s.hidden_runtimes else ""), "dim")])
     shown = s.runtimes if limit is None else s.runtimes[: max(0, limit)]
     for r in shown:
-        lines.append(_clip(_runtime_row(r, cols, note_w), width))
+        lines.append(_clip(_runtime_row(r, tag_w, shown_columns, note_w), width))
     if len(shown) < len(s.runtimes):
         lines.append([(f"... {len(s.runtimes) - len(shown)} more runtimes (press r)", "dim")])
     return lines
 
 
-def _runtime_row(r: Runtime, cols: list[tuple[str, int, str]], note_w: int) -> Line:
-    values = {
-        "tag": r.tag,
-        "pid": "-" if r.pid is None else str(r.pid),
-        "cores": core_ranges(r.cores),
-        "vCPU%": "-" if r.vcpu is None else f"{r.vcpu:.1f}",
-        "host": human_bytes(r.host_memory),
-        "device": human_bytes(r.device_memory),
-        "exec/s": "-" if r.executions_per_s is None else f"{r.executions_per_s:.1f}",
-        "errors": "-" if r.errors is None else str(r.errors),
-        "p50": _latency(r.latency_p50),
-        "p99": _latency(r.latency_p99),
-    }
-    line: Line = []
-    for name, w, align in cols:
-        text = _fit(values[name], w)
-        style = "bold red" if name == "errors" and r.errors else "bold" if name == "tag" else ""
-        line.append((f"{text:{align}{w}} ", style))
+def _runtime_row(r: Runtime, tag_w: int, columns: list[TopColumn], note_w: int) -> Line:
+    line: Line = [
+        (f"{_fit(r.tag, tag_w):<{tag_w}} ", "bold"),
+        (f"{_fit('-' if r.pid is None else str(r.pid), 7):>7} ", ""),
+        (f"{_fit(core_ranges(r.cores), 9):<9} ", ""),
+    ]
+    for column in columns:
+        text, style = r.cells.get(column, (MISSING, ""))
+        line.append((f"{_fit(text, column.width):{column.align}{column.width}} ", style))
     if r.error and note_w > 6:
         line.append((_fit(r.error, note_w), "red"))
     return line

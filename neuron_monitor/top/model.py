@@ -3,33 +3,31 @@
 `screen_from_report` reads a report (a parsed JSON object, AWS's format plus our additive keys) through the
 project's typed read layer (`neuron_monitor.schema.read`) and returns a `Screen`: host, per-device and per-core
 rows, runtimes, and the errors the report carries (with the read layer's problems: a value of the wrong type is
-left out and named, never raised on). A tag filter keeps only matching runtimes, and the
-device and core figures are then those of the matching runtimes.
+left out and named, never raised on). A tag filter keeps only matching runtimes, and the device and core figures
+are then those of the matching runtimes.
 
-Figures: a core's utilization is the sum over the runtimes using it (capped at 100 %); a device's is the mean over
-all of its logical cores (cores no runtime reports count as idle). Device memory is the sum of the runtimes'
-`neuroncore_memory_usage` categories over the device's cores; the total is `neuron_device_memory_size` when the
-report has it. Executions/s is `completed` over the group's period; errors are the period's `error_summary` total.
+What the tables show comes from the group specs: each spec's `top_columns` and `top(value, period)` give the
+runtime table's columns and the device table's extra columns (`GroupSpec.top`), and the figures summed over the
+runtimes come from the specs' `sums` (`RuntimeSum`): a core's utilization is the sum over the runtimes using it
+(capped at 100 %), its physical cores' likewise; a device's utilization is the mean over all of its logical cores
+(cores no runtime reports count as idle); device memory is the sum of the runtimes' memory by category over the
+device's cores, against `neuron_device_memory_size` when the report has it. The host line reads the host groups.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuron_monitor.groups.execution_stats.spec import ExecutionStats
 from neuron_monitor.groups.memory_info.spec import MemoryInfo
-from neuron_monitor.groups.memory_used.spec import MemoryUsed
-from neuron_monitor.groups.neuron_device_telemetry import spec as telemetry_spec
-from neuron_monitor.groups.neuron_device_telemetry.spec import NeuronDeviceTelemetry
-from neuron_monitor.groups.neuron_hw_counters.spec import NeuronHwCounters
-from neuron_monitor.groups.neuron_runtime_vcpu_usage.spec import RuntimeVcpuUsage
-from neuron_monitor.groups.neuroncore_counters.spec import NeuroncoreCounters
+from neuron_monitor.groups.memory_used.spec import MEMORY_SUM
+from neuron_monitor.groups.neuroncore_counters.spec import PHYSICAL_SUM, UTILIZATION_SUM
 from neuron_monitor.groups.vcpu_usage.spec import VcpuUsage
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema.read import Group, Report, RuntimeEntry, index, read_report
+from neuron_monitor.schema.spec import TOP_DEVICES, TOP_RUNTIMES, RuntimeSum, TopColumn, registry, sum_over_runtimes
 
 # the order of the memory bar's runs; categories a newer report adds follow these
 MEMORY_CATEGORIES = (
@@ -39,12 +37,14 @@ MEMORY_CATEGORIES = (
     N.MEMORY_MODEL_SHARED_SCRATCHPAD,
     N.MEMORY_RUNTIME_MEMORY,
 )
-TELEMETRY_GROUP = telemetry_spec.NAME
 # neuron_hardware_info and instance_info keys (the schema's names cover the groups only)
 DEVICE_COUNT = "neuron_device_count"
 DEVICE_MEMORY_SIZE = "neuron_device_memory_size"
 DEVICE_TYPE = "neuron_device_type"
 LNC = "logical_neuroncore_config"
+MISSING = "-"
+
+Cells = dict[TopColumn, tuple[str, str]]  # column -> (text, style)
 
 
 @dataclass(frozen=True)
@@ -60,28 +60,21 @@ class Host:
 
 
 @dataclass(frozen=True)
-class Telemetry:
-    """A device's telemetry (the `neuron_device_telemetry` group), when the report has it."""
-
-    power_status: str | None = None  # VALID, NO_DATA, INVALID
-    power_avg: float | None = None  # percent
-    power_max: float | None = None
-    unhealthy: tuple[str, ...] | None = None  # None: health not reported; (): healthy
-
-
-@dataclass(frozen=True)
 class Device:
     index: int
     utilization: float | None  # percent; None: no core utilization in the report at all
     cores: tuple[int, ...]
     memory: dict[str, int]  # category -> bytes
     memory_total: int | None
-    ecc: dict[str, int]  # per-period counts
-    telemetry: Telemetry | None = None
+    cells: Cells = field(default_factory=dict)  # the specs' device columns
 
     @property
     def memory_used(self) -> int:
         return sum(self.memory.values())
+
+    def cell(self, header: str) -> str:
+        """The text of the spec column ``header`` ("-" when the device has none)."""
+        return next((text for col, (text, _) in self.cells.items() if col.header == header), MISSING)
 
 
 @dataclass(frozen=True)
@@ -99,14 +92,12 @@ class Runtime:
     pid: int | None
     tag: str
     cores: tuple[int, ...]
-    vcpu: float | None  # percent of one vCPU (user + system)
-    host_memory: int | None
-    device_memory: int | None
-    executions_per_s: float | None
-    errors: int | None  # error_summary total over the period
-    latency_p50: float | None  # seconds (total latency)
-    latency_p99: float | None
     error: str  # the runtime's own error, or its first group error
+    cells: Cells = field(default_factory=dict)  # the specs' runtime columns
+
+    def cell(self, header: str) -> str:
+        """The text of the spec column ``header`` ("-" when the runtime has none)."""
+        return next((text for col, (text, _) in self.cells.items() if col.header == header), MISSING)
 
 
 @dataclass(frozen=True)
@@ -125,7 +116,25 @@ class Screen:
     hidden_runtimes: int = 0  # runtimes the tag filter left out
     errors: tuple[str, ...] = ()
     skipped_collections: int | None = None
-    has_telemetry: bool = False
+    runtime_columns: tuple[TopColumn, ...] = ()  # every spec's runtime columns, in order
+    device_columns: tuple[TopColumn, ...] = ()  # the spec device columns this report fills (or ``always`` ones)
+
+
+def columns(panel: str) -> tuple[TopColumn, ...]:
+    """Every spec's columns of a table, in their order."""
+    found = [c for spec in registry().all() for c in spec.top_columns if c.panel == panel]
+    return tuple(sorted(found, key=lambda c: c.order))
+
+
+def _cells(groups: Mapping[str, Group], panel: str) -> dict[tuple[str, ...], Cells]:
+    """key -> the cells of the groups' spec columns of a table."""
+    out: dict[tuple[str, ...], Cells] = {}
+    for group in groups.values():
+        if group.spec.top_columns:
+            for column, key, text, style in group.spec.top(group.data(), group.period):
+                if column.panel == panel:
+                    out.setdefault(key, {})[column] = (text, style)
+    return out
 
 
 def _data(groups: Mapping[str, Group], name: str, cls: type[Any]) -> Any:
@@ -156,23 +165,36 @@ def _host(report: Report) -> Host:
     )
 
 
-def _core_keys(keys: Any) -> list[int]:
-    return [i for i in (index(k) for k in keys) if i is not None]
+def _per_runtime(entry: RuntimeEntry, wanted: RuntimeSum) -> Mapping[str, Mapping[str, float]]:
+    """One runtime's values of a cross-runtime sum ({} when its group is absent)."""
+    for group in entry.groups.values():
+        if wanted in group.spec.sums:
+            return wanted.values(group.data())
+    return {}
 
 
-def _runtime(entry: RuntimeEntry) -> Runtime:
-    counters = _data(entry.groups, N.NEURONCORE_COUNTERS, NeuroncoreCounters)
-    memory = _data(entry.groups, N.MEMORY_USED, MemoryUsed)
-    cores = set(_core_keys(counters.cores if counters is not None else ()))
-    cores |= set(_core_keys((memory.per_core or {}) if memory is not None else ()))
-    vcpu = _data(entry.groups, N.NEURON_RUNTIME_VCPU_USAGE, RuntimeVcpuUsage)
-    usage = (vcpu.usage if vcpu is not None else None) or {}
-    stats_group = entry.groups.get(N.EXECUTION_STATS)
-    stats = stats_group.data_as(ExecutionStats) if stats_group is not None else None
-    period = stats_group.period if stats_group is not None else None
-    completed = (stats.execution_summary or {}).get(N.STATUS_COMPLETED) if stats is not None else None
-    errors = stats.error_summary if stats is not None else None
-    total = stats.latency().get(N.TOTAL_LATENCY, {}) if stats is not None else {}
+class _Sums:
+    """The specs' cross-runtime sums over the kept runtimes, by core index."""
+
+    def __init__(self, entries: list[RuntimeEntry]) -> None:
+        self.per_runtime = {
+            s: [_per_runtime(e, s) for e in entries] for s in (UTILIZATION_SUM, PHYSICAL_SUM, MEMORY_SUM)
+        }
+        self.tags: dict[int, list[str]] = {}
+        for i, entry in enumerate(entries):
+            cores = {c for s in (UTILIZATION_SUM, MEMORY_SUM) for c in self.per_runtime[s][i]}
+            for core in sorted(cores, key=int):
+                self.tags.setdefault(int(core), []).append(entry.tag)
+
+    def by_core(self, wanted: RuntimeSum) -> dict[int, dict[str, float]]:
+        totals = sum_over_runtimes(self.per_runtime[wanted], wanted.integer)
+        return {int(core): values for core, values in totals.items()}
+
+
+def _runtime(entry: RuntimeEntry, sums: Iterable[RuntimeSum]) -> Runtime:
+    cores: set[int] = set()
+    for wanted in sums:
+        cores.update(int(c) for c in _per_runtime(entry, wanted))
     error = entry.error
     if not error:
         error = next((f"{name}: {g.error}" for name, g in entry.groups.items() if g.error), "")
@@ -180,14 +202,8 @@ def _runtime(entry: RuntimeEntry) -> Runtime:
         pid=entry.pid,
         tag=entry.tag or "?",
         cores=tuple(sorted(cores)),
-        vcpu=sum(usage.get(m, 0.0) for m in N.RUNTIME_CPU_MODES) if usage else None,
-        host_memory=int(memory.host) if memory is not None and memory.host is not None else None,
-        device_memory=int(memory.neuron_device) if memory is not None and memory.neuron_device is not None else None,
-        executions_per_s=completed / period if completed is not None and period else None,
-        errors=int(sum(errors.values())) if errors is not None else None,
-        latency_p50=total.get("p50"),
-        latency_p99=total.get("p99"),
         error=error,
+        cells=_cells(entry.groups, TOP_RUNTIMES).get((), {}),
     )
 
 
@@ -201,23 +217,6 @@ def _num(parent: Any, key: str) -> float | None:
 def _str(parent: Any, key: str) -> str:
     v = parent.get(key) if isinstance(parent, Mapping) else None
     return v if isinstance(v, str) else ""
-
-
-def _telemetry(report: Report) -> dict[int, Telemetry]:
-    """Per-device power and health from the `neuron_device_telemetry` group, read through its spec's typed value."""
-    group = report.system.get(TELEMETRY_GROUP)
-    value = group.data_as(NeuronDeviceTelemetry) if group is not None else None
-    out: dict[int, Telemetry] = {}
-    for d in value.devices if value is not None else ():
-        if d.index is None:
-            continue
-        out[d.index] = Telemetry(
-            power_status=d.power_status,
-            power_avg=d.power.get("avg"),
-            power_max=d.power.get("max"),
-            unhealthy=tuple(d.unhealthy) if d.healthy is not None else None,
-        )
-    return out
 
 
 def _errors(report: Report) -> list[str]:
@@ -234,95 +233,53 @@ def _errors(report: Report) -> list[str]:
     if report.problems:
         out.append(f"malformed report: {report.problems.first()}")
     for name, group in report.system.items():
-        if group.error:
-            out.append(f"{name}: {group.error}")
-        problems = group.read()[1]
-        if problems:
-            out.append(f"{name}: malformed: {problems.first()}")
+        out += _group_errors(name, group)
     for entry in report.runtimes:
         who = f"runtime {entry.tag} (pid {entry.pid_label})"
         if entry.error:
             out.append(f"{who}: {entry.error}")
         for name, group in entry.groups.items():
-            if group.error:
-                out.append(f"{who} {name}: {group.error}")
-            problems = group.read()[1]
-            if problems:
-                out.append(f"{who} {name}: malformed: {problems.first()}")
+            out += _group_errors(f"{who} {name}", group)
     return out
 
 
-def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | None = None) -> Screen:
-    """Build the screen model of one report; runtimes whose tag does not match ``tag_filter`` are left out."""
-    report = read_report(dict(raw))
-    hw = report.hardware_info or {}
-    entries = [e for e in report.runtimes if tag_filter is None or tag_filter.search(e.tag_written)]
-    device_count = index(hw.get(DEVICE_COUNT)) or 0
-    per_device = report.cores_per_device
+def _group_errors(who: str, group: Group) -> list[str]:
+    out = [f"{who}: {group.error}"] if group.error else []
+    problems = group.read()[1]
+    if problems:
+        out.append(f"{who}: malformed: {problems.first()}")
+    return out
 
-    core_util: dict[int, float] = {}
-    core_phys: dict[int, list[float]] = {}
-    core_tags: dict[int, list[str]] = {}
-    core_mem: dict[int, dict[str, int]] = {}
-    for e in entries:
-        counters = _data(e.groups, N.NEURONCORE_COUNTERS, NeuroncoreCounters)
-        utilization = counters.utilization() if counters is not None else {}
-        physical = counters.physical() if counters is not None else {}
-        for key in counters.cores if counters is not None else ():
-            i = index(key)
-            if i is None:
-                continue
-            core_tags.setdefault(i, []).append(e.tag)
-            util = utilization.get(key)
-            if util is not None:
-                core_util[i] = core_util.get(i, 0.0) + util
-            phys = physical.get(key)
-            if phys:
-                old = core_phys.get(i, [])
-                core_phys[i] = [(old[j] if j < len(old) else 0.0) + v for j, v in enumerate(phys.values())]
-        memory = _data(e.groups, N.MEMORY_USED, MemoryUsed)
-        for key, cats in ((memory.per_core or {}) if memory is not None else {}).items():
-            i = index(key)
-            if i is None:
-                continue
-            mem = core_mem.setdefault(i, {})
-            for cat, n in cats.items():
-                mem[cat] = mem.get(cat, 0) + int(n)
-            tags = core_tags.setdefault(i, [])
-            if e.tag not in tags:
-                tags.append(e.tag)
 
-    seen = set(core_tags) | set(core_util)
-    if not per_device and seen:  # old reports without the count: one device holds every core
-        per_device = max(seen) + 1
-    if not device_count and seen and per_device:
-        device_count = max(seen) // per_device + 1
-    cores = tuple(
+def _core_rows(sums: _Sums, device_count: int, per_device: int) -> tuple[Core, ...]:
+    util = {c: v["percent"] for c, v in sums.by_core(UTILIZATION_SUM).items() if "percent" in v}
+    physical = sums.by_core(PHYSICAL_SUM)
+    memory = sums.by_core(MEMORY_SUM)
+    seen = set(sums.tags) | set(util)
+    return tuple(
         Core(
             index=i,
             device=i // per_device if per_device else 0,
-            utilization=min(100.0, core_util[i]) if i in core_util else (0.0 if core_util else None),
-            tags=tuple(core_tags.get(i, ())),
-            memory_used=sum(core_mem.get(i, {}).values()),
-            physical=tuple(min(100.0, p) for p in core_phys.get(i, ())),
+            utilization=min(100.0, util[i]) if i in util else (0.0 if util else None),
+            tags=tuple(sums.tags.get(i, ())),
+            memory_used=int(sum(memory.get(i, {}).values())),
+            physical=tuple(min(100.0, p) for p in physical.get(i, {}).values()),
         )
         for i in sorted(set(range(device_count * per_device)) | seen)
     )
 
-    ecc: dict[int, dict[str, int]] = {}
-    hw_counters = _data(report.system, N.NEURON_HW_COUNTERS, NeuronHwCounters)
-    for d in hw_counters.devices if hw_counters is not None else ():
-        if d.index is not None:
-            ecc[d.index] = {k: int(v) for k, v in d.events.items()}
-    telemetry = _telemetry(report)
-    size = _num(hw, DEVICE_MEMORY_SIZE)
+
+def _device_rows(
+    cores: tuple[Core, ...], sums: _Sums, device_count: int, size: float | None, cells: dict[tuple[str, ...], Cells]
+) -> tuple[Device, ...]:
+    memory = sums.by_core(MEMORY_SUM)
     devices = []
     for dev in range(device_count):
         mine = [c for c in cores if c.device == dev]
         memory_by_cat: dict[str, int] = {}
         for c in mine:
-            for cat, n in core_mem.get(c.index, {}).items():
-                memory_by_cat[cat] = memory_by_cat.get(cat, 0) + n
+            for cat, n in memory.get(c.index, {}).items():
+                memory_by_cat[cat] = memory_by_cat.get(cat, 0) + int(n)
         utils = [c.utilization for c in mine if c.utilization is not None]
         devices.append(
             Device(
@@ -331,11 +288,28 @@ def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | Non
                 cores=tuple(c.index for c in mine),
                 memory=memory_by_cat,
                 memory_total=int(size) if size else None,
-                ecc=ecc.get(dev, {}),
-                telemetry=telemetry.get(dev),
+                cells=cells.get((str(dev),), {}),
             )
         )
+    return tuple(devices)
 
+
+def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | None = None) -> Screen:
+    """Build the screen model of one report; runtimes whose tag does not match ``tag_filter`` are left out."""
+    report = read_report(dict(raw))
+    hw = report.hardware_info or {}
+    entries = [e for e in report.runtimes if tag_filter is None or tag_filter.search(e.tag_written)]
+    sums = _Sums(entries)
+    device_count = index(hw.get(DEVICE_COUNT)) or 0
+    per_device = report.cores_per_device
+    seen = set(sums.tags) | {c for c, v in sums.by_core(UTILIZATION_SUM).items() if v}
+    if not per_device and seen:  # old reports without the count: one device holds every core
+        per_device = max(seen) + 1
+    if not device_count and seen and per_device:
+        device_count = max(seen) // per_device + 1
+    cores = _core_rows(sums, device_count, per_device)
+    device_cells = _cells(report.system, TOP_DEVICES)
+    filled = {col for cells in device_cells.values() for col in cells}
     instance = report.instance_info or {}
     lnc = _num(hw, LNC)
     skipped = _num(report.monitor, "skipped_collections")
@@ -348,11 +322,12 @@ def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | Non
         lnc=int(lnc) if lnc is not None else None,
         report_time=report.report_time,
         host=_host(report),
-        devices=tuple(devices),
+        devices=_device_rows(cores, sums, device_count, _num(hw, DEVICE_MEMORY_SIZE), device_cells),
         cores=cores,
-        runtimes=tuple(_runtime(e) for e in entries),
+        runtimes=tuple(_runtime(e, (UTILIZATION_SUM, MEMORY_SUM)) for e in entries),
         hidden_runtimes=len(report.runtimes) - len(entries),
         errors=tuple(_errors(report)),
         skipped_collections=int(skipped) if skipped is not None else None,
-        has_telemetry=bool(telemetry),
+        runtime_columns=columns(TOP_RUNTIMES),
+        device_columns=tuple(c for c in columns(TOP_DEVICES) if c.always or c in filled),
     )

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from neuron_monitor.schema.display import latency_text
 from neuron_monitor.top.layout import Frame, core_ranges, human_bytes, plain, render
-from neuron_monitor.top.model import Telemetry, screen_from_report
+from neuron_monitor.top.model import Screen, screen_from_report
 
 REPORTS = Path(__file__).resolve().parent.parent / "fixtures" / "reports"
 
@@ -43,7 +44,10 @@ def test_trn1n_report_devices_cores_and_runtimes() -> None:
     assert core6.device == 3 and "367" in core6.tags
     # device 3 holds cores 6 and 7: its utilization is their mean
     assert s.devices[3].utilization == pytest.approx((raw["neuroncore_utilization"] + 0.0) / 2)
-    assert s.devices[3].ecc["mem_ecc_corrected"] == 2
+    ecc = next(
+        d for d in report["system_data"]["neuron_hw_counters"]["neuron_devices"] if d["neuron_device_index"] == 3
+    )
+    assert s.devices[3].cell("ecc") == str(sum(v for k, v in ecc.items() if k != "neuron_device_index"))
     # device memory by category: the sum of both runtimes' categories on the device's two cores
     expect: dict[str, int] = {}
     for rt in report["neuron_runtime_data"]:
@@ -58,11 +62,11 @@ def test_trn1n_report_devices_cores_and_runtimes() -> None:
     tags = [r.tag for r in s.runtimes]
     assert tags == ["367", "123"]
     r367 = s.runtimes[0]
-    assert r367.pid == 457402 and r367.host_memory == 9043968
-    assert r367.executions_per_s == pytest.approx(
-        2 / report["neuron_runtime_data"][0]["report"]["execution_stats"]["period"]
-    )
-    assert r367.errors == 2 and r367.latency_p50 is None
+    assert r367.pid == 457402 and r367.cell("host") == human_bytes(9043968)
+    period = report["neuron_runtime_data"][0]["report"]["execution_stats"]["period"]
+    assert r367.cell("exec/s") == f"{2 / period:.1f}"
+    assert r367.cell("errors") == "2" and r367.cell("p50") == "-"
+    assert r367.cells[next(c for c in s.runtime_columns if c.header == "errors")][1] == "bold red"
     assert "nosuchfileordirectory" in r367.error
     assert any("neuron_runtime_vcpu_usage" in e for e in s.errors)
 
@@ -83,10 +87,10 @@ def test_trn1_report_latency_and_errors() -> None:
     s = screen_from_report(wandb(0))
     (r,) = s.runtimes
     stats = wandb(0)["neuron_runtime_data"][0]["report"]["execution_stats"]
-    assert r.latency_p50 == stats["latency_stats"]["total_latency"]["p50"]
-    assert r.latency_p99 == stats["latency_stats"]["total_latency"]["p99"]
-    assert r.errors == sum(stats["error_summary"].values())
-    assert r.executions_per_s == pytest.approx(stats["execution_summary"]["completed"] / stats["period"])
+    assert r.cell("p50") == latency_text(stats["latency_stats"]["total_latency"]["p50"])
+    assert r.cell("p99") == latency_text(stats["latency_stats"]["total_latency"]["p99"])
+    assert r.cell("errors") == str(sum(stats["error_summary"].values()))
+    assert r.cell("exec/s") == f"{stats['execution_summary']['completed'] / stats['period']:.1f}"
     out = text(wandb(0), width=100)
     row = next(line for line in out.splitlines() if line.startswith("1337 "))
     assert "0.10ms" in row and "0.13ms" in row and "23654" in row and "260.2" in row
@@ -119,8 +123,8 @@ def test_malformed_report_parts_read_as_absent_and_are_named() -> None:
     report["neuron_hardware_info"]["neuron_device_count"] = "sixteen"
     s = screen_from_report(report)
     assert s.host.vcpu_busy is None
-    assert s.runtimes[0].executions_per_s is None
-    assert s.runtimes[1].host_memory is None
+    assert s.runtimes[0].cell("exec/s") == "-"
+    assert s.runtimes[1].cell("host") == "-"
     assert len(s.cores) == 32  # the device count is derived from the cores seen
     assert any(e.startswith("malformed report: ") for e in s.errors)
     assert any("memory_used: malformed: " in e and "host" in e for e in s.errors)
@@ -131,7 +135,7 @@ def test_malformed_report_parts_read_as_absent_and_are_named() -> None:
 
 def test_telemetry_lights_up_when_the_group_is_present() -> None:
     report = copy.deepcopy(cwagent())
-    assert not screen_from_report(report).has_telemetry
+    assert not _has_power(screen_from_report(report))
     out = text(report, width=120)
     assert "power" not in out.splitlines()[3]
     report["system_data"]["neuron_device_telemetry"] = {
@@ -150,9 +154,10 @@ def test_telemetry_lights_up_when_the_group_is_present() -> None:
         "error": "",
     }  # fmt: skip
     s = screen_from_report(report)
-    assert s.has_telemetry
-    assert s.devices[0].telemetry == Telemetry("VALID", 42.0, 60.0, ())
-    assert s.devices[1].telemetry is not None and s.devices[1].telemetry.unhealthy == ("hbm0",)
+    assert _has_power(s)
+    assert (s.devices[0].cell("power"), s.devices[0].cell("health")) == ("42%", "ok")
+    assert (s.devices[1].cell("power"), s.devices[1].cell("health")) == ("no_data", "UNHEALTHY hbm0")
+    assert s.devices[2].cell("power") == "-"  # a device the group does not list
     lines = text(report, width=120).splitlines()
     header = next(line for line in lines if line.startswith("dev "))
     assert "power" in header and "health" in header
@@ -160,6 +165,10 @@ def test_telemetry_lights_up_when_the_group_is_present() -> None:
     dev1 = next(line for line in lines if re.match(r"\s+1 \[", line))
     assert "42%" in dev0 and " ok" in dev0
     assert "no_data" in dev1 and "UNHEALTHY hbm0" in dev1
+
+
+def _has_power(screen: Screen) -> bool:
+    return any(c.header == "power" for c in screen.device_columns)
 
 
 @pytest.mark.parametrize(("width", "height"), [(80, 24), (200, 60), (40, 10)])

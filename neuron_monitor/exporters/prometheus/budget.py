@@ -18,9 +18,8 @@ exactly as shaped, byte for byte what the exporter served before the budget exis
 from __future__ import annotations
 
 from neuron_monitor.exporters.prometheus.core_info import FAMILY as CORE_INFO_FAMILY
-from neuron_monitor.exporters.prometheus.core_totals import TOTAL_NAME
 from neuron_monitor.exporters.prometheus.families import FamilySet
-from neuron_monitor.groups.neuroncore_counters.spec import FAM_UTIL
+from neuron_monitor.groups.neuroncore_counters.spec import FAM_UTIL, FAM_UTIL_TOTAL
 from neuron_monitor.schema.spec import family_budgets
 
 BUDGET = "budget"
@@ -69,7 +68,7 @@ class SeriesBudget:
     @staticmethod
     def _shared_cores_only(fams: FamilySet) -> None:
         """``neuroncore_utilization_total_ratio`` for the cores more than one runtime reports."""
-        totals, per_runtime = fams.by_name.get(TOTAL_NAME), fams.by_name.get(FAM_UTIL.name)
+        totals, per_runtime = fams.by_name.get(FAM_UTIL_TOTAL.name), fams.by_name.get(FAM_UTIL.name)
         if totals is None:
             return
         runtimes: dict[str, int] = {}

@@ -1,34 +1,47 @@
-"""``neuroncore_utilization_total_ratio{neuroncore}``: the utilization every runtime reports for a NeuronCore,
-summed, so that a dashboard with several runtimes on one core never has to guess which runtime's zero is real.
+"""Values derived across runtimes (``RuntimeSum`` in the group specs) as Prometheus gauges: for each sum that
+names a ``source`` and a ``total`` family, the source's per-runtime samples summed per NeuronCore, under the
+instance labels and the core index only. Today that is ``neuroncore_utilization_total_ratio{neuroncore}`` (the
+neuroncore_counters spec): the utilization every runtime reports for a core, summed, so that a dashboard with
+several runtimes on one core never has to guess which runtime's zero is real. Compare it with
+``neuroncore_busy_ratio`` (the device's own count, from the ``neuron_device_telemetry`` group), which also covers
+processes whose data block cannot be read.
 
-It is made from the per-runtime ``neuroncore_utilization_ratio`` samples of the same report (after every runtime
-was shaped), under the instance labels and the core index only. Compare it with ``neuroncore_busy_ratio`` (the
-device's own count, from the ``neuron_device_telemetry`` group), which also covers processes whose data block
-cannot be read.
+It is made from the samples of the same report after every runtime was shaped, so a runtime that gets no gauges
+(one with an ``error``) adds nothing, as in the per-runtime family.
 """
 
 from __future__ import annotations
 
+import functools
+
 from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.families import GAUGE
-from neuron_monitor.groups.neuroncore_counters.spec import FAM_UTIL
+from neuron_monitor.schema.spec import PromFamily, registry
 
-TOTAL_NAME = "neuroncore_utilization_total_ratio"
-TOTAL_HELP = "NeuronCore utilization summed over every runtime that reports the core"
+
+@functools.cache
+def _sums() -> tuple[tuple[PromFamily, PromFamily], ...]:
+    """(source family, total family) of every spec's cross-runtime sum that Prometheus shows."""
+    return tuple(
+        (s.source, s.total)
+        for spec in registry().all()
+        for s in spec.sums
+        if s.source is not None and s.total is not None
+    )
 
 
 def shape_core_totals(ctx: ShapeContext) -> None:
-    """Sum the runtimes' ``neuroncore_utilization_ratio`` samples per NeuronCore."""
-    family = ctx.fams.by_name.get(FAM_UTIL.name)
-    if family is None or not family.samples:
-        return
-    samples = family.samples
+    """Sum each declared source family's samples per NeuronCore into its total family."""
     at = len(ctx.runtime_names)  # the position of the neuroncore label in the core scope's labels
-    totals: dict[str, float] = {}
-    for labels, value in samples.items():
-        core = labels[at]
-        totals[core] = totals.get(core, 0.0) + value
-    out = ctx.fams.family(TOTAL_NAME, GAUGE, TOTAL_HELP, (*ctx.inst_names, "neuroncore")).samples
-    inst = ctx.inst_values
-    for core, total in totals.items():
-        out[(*inst, core)] = total
+    for source, total in _sums():
+        family = ctx.fams.by_name.get(source.name)
+        if family is None or not family.samples:
+            continue
+        totals: dict[str, float] = {}
+        for labels, value in family.samples.items():
+            core = labels[at]
+            totals[core] = totals.get(core, 0.0) + value
+        out = ctx.fams.family(total.name, GAUGE, total.help, (*ctx.inst_names, *total.labels)).samples
+        inst = ctx.inst_values
+        for core, value in totals.items():
+            out[(*inst, core)] = value

@@ -176,9 +176,7 @@ def datums(value: MemoryUsed, period: float, per_vcpu: bool) -> Iterator[S.CwDat
 
 TRACK_HOST = S.Track("host memory", "runtime_host_memory", "bytes", S.RUNTIME_TRACK, when=S.ALWAYS, host=True)
 # device memory by category, summed per device (per NeuronCore with --group-by neuroncore) and over the runtimes
-TRACK_DEVICE = S.Track(
-    "memory", "device_memory", "bytes", S.DEVICE_TRACK, when=S.ALWAYS, from_cores=True, integer=True
-)
+TRACK_DEVICE = S.Track("memory", "device_memory", "bytes", S.DEVICE_TRACK, when=S.ALWAYS, from_cores=True, integer=True)
 COL_HOST = S.TopColumn(S.TOP_RUNTIMES, "host", 7, order=20)
 COL_DEVICE = S.TopColumn(S.TOP_RUNTIMES, "device", 8, order=30, min_width=96)
 
