@@ -3,7 +3,8 @@
 Prints ``<type> <NC n|ND n> @ <start> - <end>: key=value ...`` per problem (UTC wall clock; with the date when the
 recordings span more than one day; with the instance id when there are several instances), then a summary on
 stderr ("no errors detected" when there is nothing). Optionally writes the trace with the problems highlighted.
-Exit status: 0 nothing found, 1 problems found, 2 bad usage or unreadable input.
+Exit status: 0 nothing found, 1 problems found, 2 bad usage or unreadable input. ``--rules`` lists the problems
+it looks for (the group specs' det rules and its own inferences) with their severity, and exits 0.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import sys
 from neuron_monitor import __version__
 from neuron_monitor.sanitize import sanitize
 from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
-from neuron_monitor.timeline.detect import DEFAULT_HANG_PERIODS, DEFAULT_MERGE_GAP, Detector, clock
+from neuron_monitor.timeline.detect import DEFAULT_HANG_PERIODS, DEFAULT_MERGE_GAP, INFERRED_RULES, Detector, clock
+from neuron_monitor.timeline.selection import det_rules
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 
 
@@ -40,12 +42,31 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="clean time that may separate two error periods of one episode (default: none)",
     )
+    parser.add_argument(
+        "--rules",
+        action="store_true",
+        help="list the problems it looks for (type, subject, severity, meaning) and exit",
+    )
     add_verbosity(parser, default=2)
     return parser
 
 
+def rules_text() -> str:
+    """One line per problem type: type, subject (runtime or device), severity, what it means."""
+    rows = [(r.kind, r.scope, r.severity, r.message) for r in (*det_rules().values(), *INFERRED_RULES)]
+    width = max(len(kind) for kind, *_ in rows)
+    return "".join(
+        f"{kind:<{width}}  {scope:<7}  {severity:<7}  {message}\n" for kind, scope, severity, message in rows
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--rules" in argv:  # no recordings needed
+        sys.stdout.write(rules_text())
+        return 0
     args = parser.parse_args(argv)
     setup_logging(called_name("neuron-monitor-det"), args.verbose)
     logging.getLogger("neuron_monitor").info(

@@ -27,8 +27,10 @@ from typing import Any
 
 from neuron_monitor.schema.spec import (
     DEVICE_TRACK,
+    RUNTIME_TRACK,
     SINCE_LAST_REPORT,
     STATE_EPISODES,
+    WARNING,
     DetFinding,
     DetRule,
 )
@@ -37,6 +39,18 @@ from neuron_monitor.timeline.selection import HANG_SUSPECTED, RUNTIME_VANISHED, 
 
 DEFAULT_HANG_PERIODS = 12
 DEFAULT_MERGE_GAP = 0.0
+# the problems det infers itself, across reports and groups (no single group object shows them)
+INFERRED_RULES: tuple[DetRule, ...] = (
+    DetRule(
+        HANG_SUSPECTED,
+        RUNTIME_TRACK,
+        WARNING,
+        "a runtime with models loaded that worked before sits at 0 % on all its NeuronCores (--hang-periods)",
+    ),
+    DetRule(
+        RUNTIME_VANISHED, RUNTIME_TRACK, WARNING, "a runtime was in one report and not in the next (exit or crash)"
+    ),
+)
 
 
 @dataclass

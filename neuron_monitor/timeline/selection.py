@@ -23,14 +23,17 @@ COUNTER_TYPES: tuple[str, ...] = tuple(
 )
 # slices that are neither counters nor errors: a runtime's lifetime; problems found by neuron-monitor-det
 SLICE_TYPES: tuple[str, ...] = ("runtime",)
-# the problems the group specs declare (their det rules), by type: a runtime's first, then a device's
-DET_RULES: dict[str, DetRule] = {
-    rule.kind: rule
-    for rule in sorted(
+
+
+def det_rules() -> dict[str, DetRule]:
+    """The problems the group specs declare (their det rules), by type: a runtime's first, then a device's."""
+    rules = sorted(
         (rule for spec in registry().all() for rule in spec.det_rules), key=lambda r: r.scope != RUNTIME_TRACK
     )
-}
-ERROR_TYPES: tuple[str, ...] = tuple(DET_RULES)
+    return {rule.kind: rule for rule in rules}
+
+
+ERROR_TYPES: tuple[str, ...] = tuple(det_rules())
 # problems only neuron-monitor-det infers (no single report shows them)
 HANG_SUSPECTED = "hang_suspected"
 RUNTIME_VANISHED = "runtime_vanished"

@@ -42,7 +42,7 @@ from neuron_monitor.schema.spec import (
 )
 from neuron_monitor.timeline.detect import Problem, clock
 from neuron_monitor.timeline.extract import GroupPart, Runtime, Snapshot
-from neuron_monitor.timeline.selection import DET_RULES, Selection, format_cores
+from neuron_monitor.timeline.selection import Selection, det_rules, format_cores
 from neuron_monitor.timeline.trace_writer import TraceWriter
 
 GROUP_BY: tuple[str, ...] = ("instance", "device", "neuroncore", "process")
@@ -88,10 +88,9 @@ class _Thread:
     slices: list[_Slice] = field(default_factory=list)
 
 
-# a runtime's error threads are ordered by the position of the error type among the runtime rules
-RUNTIME_ERROR_TYPES: tuple[str, ...] = tuple(k for k, rule in DET_RULES.items() if rule.scope == RUNTIME_TRACK)
-# the tracks in declaration order (a gone place drops its tracks to 0 in this order)
-TRACK_ORDER: dict[Track, int] = {t: i for i, t in enumerate(t for spec in registry().all() for t in spec.tracks)}
+def _track_order() -> dict[Track, int]:
+    """The tracks in declaration order (a gone place drops its tracks to 0 in this order)."""
+    return {t: i for i, t in enumerate(t for spec in registry().all() for t in spec.tracks)}
 
 
 def _at(part: GroupPart, track: Track, t: float) -> float | None:
@@ -320,7 +319,8 @@ class TraceConverter:
                     placed.setdefault(place, {})[track] = (pid, name, tuple(written))
         present = {int(p) for totals in sums.values() for p in totals}
         for place in [p for p in placed if p not in present]:
-            for track, (pid, name, series) in sorted(placed.pop(place).items(), key=lambda t: TRACK_ORDER[t[0]]):
+            order = _track_order()
+            for track, (pid, name, series) in sorted(placed.pop(place).items(), key=lambda t: order[t[0]]):
                 zeros: dict[str, float | None] = dict.fromkeys(series, 0 if track.integer else 0.0)
                 self.w.counter(pid, name, inst.last_time, zeros, track.category, exact=True)
 
@@ -383,9 +383,12 @@ class TraceConverter:
         runtimes = {
             (name, t.runtime.key): t.runtime for name, inst in self._instances.items() for t, _ in inst.lifetimes
         }
+        rules = det_rules()
+        # a runtime's error threads are ordered by the position of the error type among the runtime rules
+        runtime_kinds = [kind for kind, rule in rules.items() if rule.scope == RUNTIME_TRACK]
         for p in problems:
             inst = self._instances.get(p.instance)
-            rule = DET_RULES.get(p.kind)
+            rule = rules.get(p.kind)
             if inst is None or rule is None or not rule.trace_slices:
                 continue
             sl = _Slice(p.start, p.end, p.kind, p.kind, dict(p.details), ERROR_COLOR)
@@ -400,7 +403,7 @@ class TraceConverter:
                     continue
                 pids = self._runtime_pids(inst, rt, p.cores)
                 key = ("error", p.runtime, p.kind)
-                name, order = f"{rt.name} {p.kind}", rt.pid * 100 + 1 + RUNTIME_ERROR_TYPES.index(p.kind)
+                name, order = f"{rt.name} {p.kind}", rt.pid * 100 + 1 + runtime_kinds.index(p.kind)
             for pid in pids:
                 threads.setdefault((pid, key), _Thread(name, order)).slices.append(sl)
 

@@ -292,7 +292,7 @@ DET_REPAIRABLE = S.DetRule(
     ECC_REPAIRABLE,
     S.DEVICE_TRACK,
     S.WARNING,
-    "uncorrected HBM ECC errors the driver can repair (row remapping); the device needs a reset to repair them",
+    "repairable uncorrected HBM ECC errors: the device repairs them at its next reset; plan one",
     span=S.SINCE_LAST_REPORT,
     trace_slices=False,
 )

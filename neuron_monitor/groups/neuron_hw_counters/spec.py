@@ -87,7 +87,7 @@ DET_ECC = S.DetRule(
     "ecc_uncorrected",
     S.DEVICE_TRACK,
     S.ERROR,
-    "uncorrected ECC errors in a Neuron device's memory or SRAM: data was lost; drain the device",
+    "uncorrected ECC errors in a Neuron device's memory or SRAM",
 )
 
 
