@@ -238,7 +238,8 @@ SINCE_LAST_REPORT = "since_last_report"  # a count covers the time since the ins
 @dataclass(frozen=True, slots=True)
 class DetRule:
     """One problem neuron-monitor-det reports from a group: its type (an event type of ``--events``, in its
-    ``errors`` set), the subject's scope (``RUNTIME_TRACK``: a runtime, ``DEVICE_TRACK``: a Neuron device),
+    ``errors`` set), the subject's scope (``RUNTIME_TRACK``: a runtime, ``DEVICE_TRACK``: a Neuron device,
+    ``HOST_TRACK``: something of the host the finding's key names, such as an EFA device),
     severity, a one-line message (``neuron-monitor-det --rules``), how findings make episodes, and whether the
     trace shows the episodes as slices (on the runtime's or device's error thread)."""
 
@@ -252,9 +253,10 @@ class DetRule:
 
 
 # (rule, key, amount, details): what one fresh group object says for a rule. The key is (device index,) for the
-# device scope, () for the runtime scope; the amount is the period's count (COUNT_EPISODES) or, for STATE_EPISODES,
-# > 0 while the condition holds (0 ends the episode); details: numbers added up over the episode, or for a state
-# rule {name: [names]}. An open count episode of this group and subject that gets no finding sees a count of 0.
+# device scope, () for the runtime scope, (subject name,) for the host scope (the problem's subject text). The
+# amount is the period's count (COUNT_EPISODES) or, for STATE_EPISODES, > 0 while the condition holds (0 ends the
+# episode). Details: numbers added up over the episode, or for a state rule {name: [names]}. An open count episode
+# of this group and subject that gets no finding sees a count of 0.
 DetFinding = tuple[DetRule, tuple[str, ...], float, Mapping[str, Any]]
 
 # ---- neuron-monitor-top ---------------------------------------------------------------------------------------

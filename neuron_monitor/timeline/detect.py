@@ -27,6 +27,7 @@ from typing import Any
 
 from neuron_monitor.schema.spec import (
     DEVICE_TRACK,
+    HOST_TRACK,
     RUNTIME_TRACK,
     SINCE_LAST_REPORT,
     STATE_EPISODES,
@@ -259,6 +260,8 @@ class Detector:
         """Whether a group object (of runtime ``rt``, or a system group) speaks for an episode's subject."""
         if rt is not None:
             return subject == rt.key
+        if subject[0] == "host":
+            return True
         if subject[0] != "device":
             return False
         per = snap.cores_per_device
@@ -268,6 +271,9 @@ class Detector:
         self, snap: Snapshot, rule: DetRule, key: tuple[str, ...], rt: Runtime | None
     ) -> tuple[tuple[Any, ...], str, tuple[int, ...], dict[str, Any]] | None:
         """(episode key, subject text, cores, the problem's first details) of a finding; None when not selected."""
+        if rule.scope == HOST_TRACK:
+            name = key[0] if key else "host"
+            return ("host", name), name, (), {}
         if rule.scope == DEVICE_TRACK:
             if not key or not key[0].isdigit():
                 return None

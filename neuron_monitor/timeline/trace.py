@@ -34,6 +34,7 @@ from neuron_monitor.schema.spec import (
     CORE_TRACK,
     COUNTER_TRACK,
     DEVICE_TRACK,
+    HOST_TRACK,
     PERIOD,
     RUNTIME_TRACK,
     Track,
@@ -386,16 +387,21 @@ class TraceConverter:
         rules = det_rules()
         # a runtime's error threads are ordered by the position of the error type among the runtime rules
         runtime_kinds = [kind for kind, rule in rules.items() if rule.scope == RUNTIME_TRACK]
+        key: Hashable
         for p in problems:
             inst = self._instances.get(p.instance)
             rule = rules.get(p.kind)
             if inst is None or rule is None or not rule.trace_slices:
                 continue
             sl = _Slice(p.start, p.end, p.kind, p.kind, dict(p.details), ERROR_COLOR)
-            if rule.scope == DEVICE_TRACK:
+            if rule.scope == HOST_TRACK:
+                pids = [self._main(inst)]
+                key = ("host", p.kind, p.subject)
+                name, order = f"{p.subject} {p.kind}", 20_000_000
+            elif rule.scope == DEVICE_TRACK:
                 dev = p.device or 0
                 pids = self._device_pids(inst, dev, p.cores)
-                key: Hashable = ("device", p.kind, dev)
+                key = ("device", p.kind, dev)
                 name, order = f"ND {dev} {p.kind}", 10_000_000 + dev
             else:
                 rt = runtimes.get((p.instance, p.runtime)) if p.runtime is not None else None

@@ -1,10 +1,12 @@
 """A group added as nothing but a folder with its spec reaches every consumer: the folder is dropped into the
 groups package (a temporary directory added to its path), and the Prometheus exporter, the CloudWatch mapping, the
-timeline and the spec registry (whence the daemon's group list) all pick it up without any other change."""
+timeline, neuron-monitor-det (a det rule), neuron-monitor-top --once (a device column) and the spec registry
+(whence the daemon's group list) all pick it up without any other change."""
 
 from __future__ import annotations
 
 import copy
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +19,11 @@ from neuron_monitor import groups as group_package
 from neuron_monitor.exporters.cloudwatch.mapping import ReportMapper
 from neuron_monitor.schema import read as read_module
 from neuron_monitor.schema import spec as spec_module
+from neuron_monitor.timeline import det_cli
 from neuron_monitor.timeline.convert import run
 from neuron_monitor.timeline.detect import Detector
 from neuron_monitor.timeline.selection import Selection
+from neuron_monitor.top import cli as top_cli
 from tests.exporters.prometheus.prom_helpers import feed, one, parse, scrape
 from tests.schema.conftest import aws_reports
 from tests.timeline import tef
@@ -50,6 +54,8 @@ RPM = S.PromFamily("fan_speed_rpm", S.GAUGE, "Fan speed", S.INSTANCE_SCOPE, ("fa
 TURNS = S.PromFamily("fan_turns", S.COUNTER, "Fan turns", S.INSTANCE_SCOPE, ("fan",))
 CW_RPM = S.CwMetric("FanSpeed", "None", S.HOST_DIMS, keyed=True)
 TRACK = S.Track("fan rpm", "fan_speed", "rpm", S.HOST_TRACK)
+STALLED = S.DetRule("fan_stalled", S.HOST_TRACK, S.WARNING, "a fan stopped turning", episode=S.STATE_EPISODES)
+COLUMN = S.TopColumn(S.TOP_DEVICES, "fan", 7, order=90)  # fan N cools Neuron device N
 
 
 def gauges(v: FanSpeed) -> Iterator[S.PromSample]:
@@ -69,9 +75,20 @@ def timeline(v: FanSpeed) -> Iterator[S.TimelineSample]:
     yield TRACK, (), v.rpm
 
 
+def findings(v: FanSpeed) -> Iterator[S.DetFinding]:
+    for fan, rpm in v.rpm.items():
+        yield STALLED, (f"fan{fan}",), 1.0 if rpm == 0 else 0.0, {}
+
+
+def top(v: FanSpeed, period: float | None) -> Iterator[S.TopCell]:
+    for fan, rpm in v.rpm.items():
+        yield COLUMN, (fan,), f"{rpm:.0f}", "bold red" if rpm == 0 else ""
+
+
 SPEC = S.GroupSpec(name="fan_speed", placement=S.SYSTEM, read=read, doc=__doc__ or "",
                    prometheus=(RPM, TURNS), gauges=gauges, counts=counts, cloudwatch=(CW_RPM,), datums=datums,
-                   tracks=(TRACK,), timeline=timeline)
+                   tracks=(TRACK,), timeline=timeline, det_rules=(STALLED,), findings=findings,
+                   top_columns=(COLUMN,), top=top)
 '''
 
 
@@ -98,12 +115,12 @@ def fan_spec(tmp_path: Path) -> Iterator[None]:
         _reset()
 
 
-def _report(turns: int, time: float) -> dict[str, Any]:
+def _report(turns: int, time: float, rpm1: float = 900) -> dict[str, Any]:
     report = copy.deepcopy(aws_reports()[-1])
     report["report_time"] = time
     report["system_data"]["fan_speed"] = {
         "period": 1.0,
-        "rpm": {"0": 1200.0, "1": 900},
+        "rpm": {"0": 1200.0, "1": rpm1},
         "turns": {"0": turns},
         "error": "",
         "fresh": True,
@@ -127,6 +144,27 @@ def test_a_spec_module_alone_brings_a_group_to_every_consumer(fan_spec: None, tm
     counters = tef.counters(tef.check_trace(out))
     samples = next(v for k, v in counters.items() if k.endswith("/fan rpm"))
     assert samples[0][1] == {"0": 1200.0, "1": 900.0}
+
+
+def test_a_spec_module_alone_brings_a_det_rule_and_a_top_column(
+    fan_spec: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reports = [_report(10, 1000.0), _report(5, 1001.0, rpm1=0), _report(5, 1002.0, rpm1=0), _report(5, 1003.0)]
+    rec = record(tmp_path / "r.gz", reports)
+    trace = tmp_path / "det.json"
+    assert det_cli.main([str(rec), "-o", str(trace)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("fan_stalled fan1 @ ") for line in lines), lines
+    events = tef.check_trace(trace)
+    assert any(e.get("ph") == "X" and e.get("name") == "fan_stalled" and e.get("cat") == "fan_stalled" for e in events)
+    assert det_cli.main(["--rules"]) == 0
+    assert any(line.startswith("fan_stalled ") for line in capsys.readouterr().out.splitlines())
+
+    assert top_cli.main(["--once", "--replay", str(rec), "--width", "160"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    header = next(line for line in out if line.startswith("dev "))
+    assert " fan " in f"{header} "
+    assert re.search(r"^\s+0 \[.*\s1200(\s|$)", "\n".join(out), re.M), out  # fan 0 of device 0
 
 
 def test_the_registry_is_back_to_the_daemons_groups_afterwards() -> None:
