@@ -101,6 +101,7 @@ class PromFamily:
     limit: float = MAX_COUNT_PER_PERIOD  # counters: the largest possible reported value (count, rate, percent)
     drops_unlisted: bool = False  # counters: a key whose first label no sample named is dropped (device gone)
     budget: Budget = FULL  # what the exporter's default series budget keeps (see ``Budget``)
+    created: bool = False  # counters: a ``<name>_created`` sample per series with ``--created-series``
 
 
 # (family, prefix, {key: value}, divisor, suffix): a batch of gauge samples. A sample's key -- the values of the

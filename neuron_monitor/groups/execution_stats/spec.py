@@ -51,8 +51,12 @@ def read(body: dict[str, Any], where: str, problems: Problems) -> ExecutionStats
     )
 
 
-FAM_ERRORS = S.PromFamily("execution_errors", S.COUNTER, "Execution errors total", S.RUNTIME_SCOPE, ("error_type",))
-FAM_STATUS = S.PromFamily("execution_status", S.COUNTER, "Execution status total", S.RUNTIME_SCOPE, ("status_type",))
+FAM_ERRORS = S.PromFamily(
+    "execution_errors", S.COUNTER, "Execution errors total", S.RUNTIME_SCOPE, ("error_type",), created=True
+)
+FAM_STATUS = S.PromFamily(
+    "execution_status", S.COUNTER, "Execution status total", S.RUNTIME_SCOPE, ("status_type",), created=True
+)
 FAM_LATENCY = S.PromFamily(
     "execution_latency_seconds", S.GAUGE, "Execution latency in seconds", S.RUNTIME_SCOPE, ("percentile",)
 )

@@ -61,6 +61,7 @@ FAM_ECC = S.PromFamily(
     S.INSTANCE_SCOPE,
     ("neuron_device_index", "event_type"),
     drops_unlisted=True,
+    created=True,
 )
 
 
