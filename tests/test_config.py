@@ -9,14 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neuron_monitor.daemon.config import (
-    NO_GROUP_WARNING,
-    ConfigError,
-    load_plan,
-    parse_period,
-    plan_from_data,
-    plan_warnings,
-)
+from neuron_monitor.daemon.config import NO_GROUP_WARNING, load_plan, plan_from_data, plan_warnings
+from neuron_monitor.daemon.config_values import ConfigError, parse_period
 from neuron_monitor.groups.registry import RUNTIME_GROUPS, SYSTEM_GROUPS
 from tests.conftest import REPO, daemon_cmd
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from neuron_monitor.daemon.config import ConfigError, Plan, plan_from_data, plan_from_data_careful, plan_from_data_fast
+from neuron_monitor.daemon.config import Plan, plan_from_data, plan_from_data_careful, plan_from_data_fast
+from neuron_monitor.daemon.config_values import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import neuron_monitor
-from neuron_monitor.daemon.config import ConfigError, Plan, load_plan, plan_warnings
+from neuron_monitor.daemon.config import Plan, load_plan, plan_warnings
+from neuron_monitor.daemon.config_values import ConfigError
 from neuron_monitor.daemon.config_watch import ConfigFileWatcher
 from neuron_monitor.daemon.output import LineWriter, ReaderGone
 from neuron_monitor.daemon.scheduler import Collector, Scheduler

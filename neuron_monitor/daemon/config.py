@@ -9,60 +9,17 @@ everything at the default period); the vestigial Neuron 1.x runtime key "address
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from neuron_monitor.daemon.config_values import ConfigError, json_type, parse_period
 from neuron_monitor.daemon.tagmatch import TagFilter, compile_tag_filter
 from neuron_monitor.groups.registry import RUNTIME_GROUPS, SYSTEM_GROUPS
 from neuron_monitor.util.inputfile import CONFIG_MAX_BYTES, InputFileError, read_regular, shown
 
 DEFAULT_PERIOD = 5.0
-MIN_PERIOD = 0.01
-MAX_PERIOD = 86400.0
-
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")  # ASCII digits only
-MAX_ERROR_CHARS = 400  # an error line never grows with the input
-
-
-class ConfigError(Exception):
-    """A bad configuration; ``str()`` is the one line printed to stderr (at most MAX_ERROR_CHARS)."""
-
-    def __str__(self) -> str:
-        text = " ".join(str(self.args[0] if self.args else "").split())  # one line, whatever the input held
-        return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
-
-
-def parse_period(text: str) -> float:
-    """Parse a Go-style duration ("500ms", "1s", "2m", "1m30s") into seconds; raise ValueError if invalid."""
-    if not isinstance(text, str):
-        raise ValueError(f'expected a duration string such as "500ms", "1s" or "2m", got {shown(text)}')
-    s = text.strip(" \t")
-    if not s:
-        raise ValueError("empty duration")
-    if s.startswith("-"):
-        raise ValueError(f"period must be positive, got {shown(text)}")
-    s = s.lstrip("+")
-    pos = 0
-    total = 0.0
-    while pos < len(s):
-        m = _DURATION_PART.match(s, pos)
-        if not m:
-            raise ValueError(
-                f'invalid duration {shown(text)}: expected ASCII digits and a unit (ns, us, ms, s, m, h), e.g. "1s"'
-            )
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if total <= 0:
-        raise ValueError(f"period must be positive, got {shown(text)}")
-    if total < MIN_PERIOD:
-        raise ValueError(f"period {shown(text)} is below the minimum of 10ms")
-    if total > MAX_PERIOD:
-        raise ValueError(f"period {shown(text)} is above the maximum of 24h")
-    return total
 
 
 @dataclass(frozen=True)
@@ -134,22 +91,6 @@ def _every_group(source: str, period: float) -> Plan:
     )
 
 
-def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, int | float):
-        return f"a number ({v})"
-    if isinstance(v, str):
-        return f"a string ({shown(v)})"
-    if isinstance(v, list):
-        return "an array"
-    if isinstance(v, dict):
-        return "an object"
-    return type(v).__name__
-
-
 def _check_types(
     types: list[str], known: tuple[str, ...], other: tuple[str, ...], where: str, other_where: str
 ) -> None:
@@ -178,6 +119,8 @@ def plan_from_data(data: Any, source: str) -> Plan:
 
 def plan_from_data_careful(data: Any, source: str) -> Plan:
     """`plan_from_data` through the pydantic models: the reference, and the path that words every error."""
+    # imported on this path only, so a well-formed configuration never loads pydantic (docs/performance.md);
+    # config_models imports config_values, not this module: no import circle
     from neuron_monitor.daemon.config_models import validate
 
     cfg = validate(data, source)
@@ -329,5 +272,5 @@ def load_plan(path: str | None) -> Plan:
         raise ConfigError(f"{name}: file is empty (expected a JSON object)")
     data = parse_json_strict(raw, name)
     if not isinstance(data, dict):
-        raise ConfigError(f"{name}: (root): expected a JSON object, got {_json_type(data)}")
+        raise ConfigError(f"{name}: (root): expected a JSON object, got {json_type(data)}")
     return plan_from_data(data, name)

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
-from neuron_monitor.daemon.config import ConfigError, _json_type, parse_period
+from neuron_monitor.daemon.config_values import ConfigError, json_type, parse_period
 from neuron_monitor.daemon.tagmatch import compile_tag_filter
 
 
@@ -92,11 +92,11 @@ def _message(err: ErrorDetails) -> str:
     if typ == "missing":
         return "required key is missing"
     if typ == "string_type":
-        return f"expected a string, got {_json_type(err.get('input'))}"
+        return f"expected a string, got {json_type(err.get('input'))}"
     if typ == "list_type":
-        return f"expected an array, got {_json_type(err.get('input'))}"
+        return f"expected an array, got {json_type(err.get('input'))}"
     if typ in ("model_type", "model_attributes_type", "dict_type"):
-        return f"expected an object, got {_json_type(err.get('input'))}"
+        return f"expected an object, got {json_type(err.get('input'))}"
     return str(err["msg"])
 
 

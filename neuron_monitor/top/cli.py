@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from neuron_monitor.daemon.cli import host_root
-from neuron_monitor.daemon.config import ConfigError
+from neuron_monitor.daemon.config_values import ConfigError
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT
 from neuron_monitor.sanitize import sanitize
 from neuron_monitor.top.controls import ViewState

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from neuron_monitor.daemon.config import ConfigError
+from neuron_monitor.daemon.config_values import ConfigError
 from neuron_monitor.timeline.recording import Recorder
 from neuron_monitor.top import app
 from neuron_monitor.top.app import Viewer
