@@ -140,6 +140,9 @@ class CwMetric:
     scope: str
     keyed: bool = False
     additive: bool = True  # two datums of one series in one report: summed, else sent as two samples
+    # names of dimensions whose values are the datum's key, after the scope's own (a host-scope metric of a
+    # group keyed by something no scope knows, such as an EFA adapter and port: ("device", "port"))
+    key_dims: tuple[str, ...] = ()
 
 
 # (metric, key, suffix ("" unless keyed), value)

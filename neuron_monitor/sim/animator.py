@@ -23,6 +23,8 @@ from typing import Any
 
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.sim.datastore import AppEntry, IoctlFile, SlabWriter
+from neuron_monitor.sim.efa import FAULT_KINDS as EFA_FAULT_KINDS
+from neuron_monitor.sim.efa import EfaTree
 from neuron_monitor.sim.ground_truth import GROUND_TRUTH_FILE, GroundTruthWriter
 from neuron_monitor.sim.shapes import Shape
 from neuron_monitor.sim.tree import DeviceTree, InPlaceFile, driver_tuple, write_host_files
@@ -37,7 +39,7 @@ FAULT_KINDS = (
     "numerical_burst", "hardware_error", "timeouts", "failed_to_queue_burst", "generic_errors",
     "ecc_uncorrected", "ecc_corrected", "stop_runtime", "hang_runtime", "resume_runtime", "pause", "resume",
     "start_runtime", "set_rate", "remove_device", "unhealthy", "healthy", "ecc_repairable", "power_no_data",
-    "power_valid", "busy_without_runtime", "hw_error_event", "reset_device",
+    "power_valid", "busy_without_runtime", "hw_error_event", "reset_device", *EFA_FAULT_KINDS,
 )  # fmt: skip
 # the per-core sysfs files fed by the datastore counters (status counters and busy time)
 SYSFS_CORE_NAMES: dict[int, str] = {
@@ -103,6 +105,7 @@ class Simulator:
         family_default_lnc = 2 if shape.nc_arch in ("NCv3", "NCv4") else 1
         write_host_files(root, shape, self.driver, family_default_lnc)
         self.devices = [DeviceTree(root, shape, i, self.driver) for i in range(shape.devices)]
+        self.efa = EfaTree(root, shape, options)
         self.maps = [mmap.mmap(d.dev_fd, L.NDS_SLOTS * L.NDS_SIZE, mmap.MAP_SHARED) for d in self.devices]
         self.ioctl = [IoctlFile(str(d.ioctl_path)) for d in self.devices]
         self.slot_owner: list[dict[int, Runtime]] = [{} for _ in self.devices]
@@ -271,6 +274,8 @@ class Simulator:
             if rt.state == "running" and now >= rt.ready_at:
                 self._advance(rt, min(dt, now - rt.ready_at))
         self._ecc_step(dt)
+        if self.efa.adapters:
+            self.efa.step(dt, self._busy_share(now))
         if self.orphan_busy and self.live_counters:
             self._orphan_step(dt)
         if self.memory_interval > 0 and now - self._last_memory >= self.memory_interval:
@@ -341,6 +346,16 @@ class Simulator:
             lat = self.rng.randint(lo, hi)
             w.set_nc(core, L.NC_LATENCY_DEVICE, lat)
             w.set_nc(core, L.NC_LATENCY_TOTAL, int(lat * self.rng.uniform(1.05, 1.15)))
+
+    def _busy_share(self, now: float) -> dict[int, float]:
+        """Neuron device -> the busy share of its physical cores now (what drives its collective traffic)."""
+        busy: dict[int, float] = {}
+        cores = max(1, self.shape.phys_cores)
+        for rt in self.runtimes:
+            if rt.state == "running" and now >= rt.ready_at:
+                for dev, owned in rt.plan.cores.items():
+                    busy[dev] = busy.get(dev, 0.0) + rt.plan.utilization * len(owned) / cores
+        return busy
 
     def _orphan_step(self, dt: float) -> None:
         """Busy time of processes with no readable data block: the driver counts it, no runtime reports it."""
@@ -478,6 +493,11 @@ class Simulator:
             error = self._apply_device_fault(kind, cmd, count, detail)
             if error:
                 return self._reject(cmd, error)
+        elif kind in EFA_FAULT_KINDS:
+            error = self.efa.apply(kind, cmd)
+            if error:
+                return self._reject(cmd, error)
+            detail.update(adapter=int(cmd.get("adapter", 0)))
         elif kind == "remove_device":
             dev = int(cmd.get("device", 0))
             self._remove_device(dev)
@@ -678,6 +698,7 @@ class Simulator:
                 for name in d.status_names:
                     files[f"status/{name}"].write(b"%d\n" % self.sysfs_core.get((dev, core, name), 0))
         self._write_power()
+        self.efa.write()
         used = 4 * 1024**3 + sum(sum(sum(h.values()) for h in rt.host_mem.values()) for rt in self.runtimes
                                  if rt.state != "stopped")  # fmt: skip
         total_kb = self.shape.host_memory // 1024
@@ -740,6 +761,7 @@ class Simulator:
             sysfs={f"{d}:{c}:{n}": v for (d, c, n), v in self.sysfs_core.items()},
             unhealthy={str(d): list(c) for d, c in self.unhealthy.items()},
             power={str(d): line for d, line in self.power_lines.items()},
+            efa=self.efa.totals(),
         )
 
     # -- lifetime ------------------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ class Shape:
     has_ecc_files: bool = True  # stats/hardware exists (not on v1/Inf1)
     has_serial: bool = True
     ultraserver: bool = False  # a member of a Trn2 UltraServer: the driver's class attributes name the pod
+    efa_adapters: int = 0  # EFA adapters (network cards with an EFA interface) of the instance type
+    efa_rate_gbps: int = 100  # link rate of each adapter
 
     @property
     def ultraserver_files(self) -> dict[str, str]:
@@ -57,13 +59,14 @@ def _inf2(name: str, devices: int, vcpus: int, mem_gib: int) -> Shape:
     return Shape(name, devices, 2, "NDv3", "NCv2", "Inf2", "Inferentia2", 32 * GIB, vcpus, mem_gib * GIB)
 
 
-def _trn1(name: str, devices: int, vcpus: int, mem_gib: int) -> Shape:
-    return Shape(name, devices, 2, "NDv2", "NCv2", "Trn1", "Trainium1", 32 * GIB, vcpus, mem_gib * GIB)
+def _trn1(name: str, devices: int, vcpus: int, mem_gib: int, efa: int) -> Shape:
+    return Shape(name, devices, 2, "NDv2", "NCv2", "Trn1", "Trainium1", 32 * GIB, vcpus, mem_gib * GIB,
+                 efa_adapters=efa)  # fmt: skip
 
 
 def _trn2(name: str, ultraserver: bool = False) -> Shape:
     return Shape(name, 16, 8, "NDv3", "NCv3", "Trn2", "Trainium2", 96 * GIB, 192, 2048 * GIB, lnc=2,
-                 ultraserver=ultraserver)  # fmt: skip
+                 ultraserver=ultraserver, efa_adapters=16, efa_rate_gbps=200)  # fmt: skip
 
 
 SHAPES: dict[str, Shape] = {
@@ -77,14 +80,30 @@ SHAPES: dict[str, Shape] = {
         _inf2("inf2.8xlarge", 1, 32, 128),
         _inf2("inf2.24xlarge", 6, 96, 384),
         _inf2("inf2.48xlarge", 12, 192, 768),
-        _trn1("trn1.2xlarge", 1, 8, 32),
-        _trn1("trn1.32xlarge", 16, 128, 512),
-        _trn1("trn1n.32xlarge", 16, 128, 512),
+        # EFA: none on trn1.2xlarge, 8 on trn1.32xlarge (800 Gbps), 16 on trn1n.32xlarge (1600 Gbps)
+        _trn1("trn1.2xlarge", 1, 8, 32, 0),
+        _trn1("trn1.32xlarge", 16, 128, 512, 8),
+        _trn1("trn1n.32xlarge", 16, 128, 512, 16),
         _trn2("trn2.48xlarge"),
         _trn2("trn2u.48xlarge", ultraserver=True),  # a Trn2 UltraServer is 4 of these
         # Trn3 Gen1 UltraServer member: 16 devices per server, 192 vCPUs, 2 TiB (per-server share of the
         # UltraServer figures; the instance name is one the 2.30.2 driver recognises, launchability unconfirmed).
-        Shape("trn3.48xlarge", 16, 8, "NDv4", "NCv4", "Trn3", "Trainium3", 144 * GIB, 192, 2048 * GIB, lnc=2),
+        # Its EFA adapters (16 x 200 Gbps, as trn2) are an assumption: no public specification gives them.
+        Shape(
+            "trn3.48xlarge",
+            16,
+            8,
+            "NDv4",
+            "NCv4",
+            "Trn3",
+            "Trainium3",
+            144 * GIB,
+            192,
+            2048 * GIB,
+            lnc=2,
+            efa_adapters=16,
+            efa_rate_gbps=200,
+        ),
     )
 }
 

@@ -13,6 +13,7 @@ A dimension whose value is empty (e.g. no instance metadata) is left out: CloudW
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,11 @@ def _clean(value: object) -> str:
 
 
 def _dims(*pairs: tuple[str, object]) -> Dims:
+    return clean_dims(pairs)
+
+
+def clean_dims(pairs: Iterable[tuple[str, object]]) -> Dims:
+    """(name, value) pairs as dimensions: each value cleaned, an empty one left out."""
     return tuple((name, v) for name, raw in pairs if raw is not None and (v := _clean(raw)) != "")
 
 

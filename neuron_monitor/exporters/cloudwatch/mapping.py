@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neuron_monitor.exporters.cloudwatch.datum import Datum, Dims
-from neuron_monitor.exporters.cloudwatch.dimensions import DimensionScheme, K8sOwner, k8s_owners
+from neuron_monitor.exporters.cloudwatch.dimensions import DimensionScheme, K8sOwner, clean_dims, k8s_owners
 from neuron_monitor.schema.read import Group, read_report
 from neuron_monitor.schema.spec import (
     CORE_DIMS,
@@ -142,7 +142,16 @@ def _send(ctx: _Ctx, group: Group, dims: _Dims) -> None:
         return
     emit = ctx.emit
     for metric, key, suffix, value in group.spec.datums(group.data(), group.period or 0.0, ctx.options.per_vcpu):
-        emit(metric_name(metric, suffix), metric.unit, dims(metric.scope, key), value, metric.additive)
+        where = dims(metric.scope, key)
+        if metric.key_dims:
+            where = (*where, *_key_dims(metric.key_dims, key))
+        emit(metric_name(metric, suffix), metric.unit, where, value, metric.additive)
+
+
+def _key_dims(names: tuple[str, ...], key: tuple[str, ...]) -> Dims:
+    """The dimensions a metric's ``key_dims`` name, valued by the last values of the datum's key (cleaned as every
+    dimension value; an empty one is left out)."""
+    return clean_dims(zip(names, key[len(key) - len(names) :], strict=True))
 
 
 class ReportMapper:

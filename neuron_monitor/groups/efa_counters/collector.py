@@ -1,0 +1,326 @@
+"""System group ``efa_counters``: the hardware counters, link state and rate of every EFA adapter port, each
+joined to the Neuron devices it serves.
+
+Reads, through the root, ``sys/class/infiniband/<adapter>/ports/<port>/{hw_counters/*,state,rate}`` of every RDMA
+device bound to the ``efa`` driver (sysfs.py) and the PCI topology join (topology.py). The kernel prints counts
+since the adapter was set up; this group reports per-period counts: the change since its previous collection, the
+first period counting from the baseline taken at start. A counter that went back was reset (the adapter was reset
+or the driver reloaded): its count is the new value, never negative. A counter the kernel does not expose on this
+host (the network counters came with Linux 6.17 and need a recent adapter) is named in ``error`` and the others are
+still reported; so is a counter file that holds anything but an unsigned 64-bit decimal, or cannot be read (its
+previous value is kept, so what it counted meanwhile is reported once, when it reads again). An adapter port
+that disappears is reported with state ``ABSENT`` and ``link_up`` false until the daemon restarts. No adapter at
+all is an ``error`` with an empty body.
+
+Cost: the adapters, their ports and counter files are found again only when the adapter listing (or the Neuron
+device listing, for the join) changes or a read failed; each collection reads every file with one pread on its
+kept descriptor, checks the bytes in one pass and computes the counts with C-level maps (bench/bench_efa.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from operator import sub
+from typing import Any, cast
+
+from neuron_monitor.groups.base import GroupError, SystemGroup
+from neuron_monitor.groups.efa_counters import spec as K
+from neuron_monitor.groups.efa_counters import sysfs as F
+from neuron_monitor.groups.efa_counters import topology as T
+from neuron_monitor.host.rootfs import KeptFile, RootFS
+from neuron_monitor.neuron.sysfs import DriverTree
+
+_READ_SIZE = 64  # every file here is far shorter; a longer one takes the careful path
+_LISTING_MAX_AGE = 1.0  # seconds an adapter listing is used again (as the Neuron device listing)
+_DIGITS = b"0123456789\n"
+ABSENT = "ABSENT"
+
+
+@dataclass
+class _Port:
+    device: str
+    port: str
+    pci_address: str
+    neuron_devices: list[int]
+    counters: tuple[str, ...]  # the counter files present, sorted
+    start: int  # index of its first counter in the plan's counter slots
+    missing: tuple[str, ...]  # known counters without a file
+    state_raw: bytes | None = None
+    state: F.PortState | None = None
+    rate_raw: bytes | None = None
+    rate: float | None = None
+
+
+@dataclass
+class _Plan:
+    names: list[str]  # the adapter listing it was made for
+    neurons: tuple[int, ...]  # the Neuron device listing it was made for
+    ports: list[_Port] = field(default_factory=list)
+    counter_files: list[KeptFile] = field(default_factory=list)  # every port's counters, port by port
+    state_files: list[KeptFile | None] = field(default_factory=list)  # per port
+    rate_files: list[KeptFile | None] = field(default_factory=list)  # per port
+    fds: list[int] = field(default_factory=list)  # counter descriptors (the fast pass reads them in order)
+    errors: list[str] = field(default_factory=list)  # what the plan found missing
+
+    def keys(self) -> list[tuple[str, str, str]]:
+        return [(p.device, p.port, name) for p in self.ports for name in p.counters]
+
+    def close(self) -> None:
+        for f in (*self.counter_files, *self.state_files, *self.rate_files):
+            if f is not None:
+                f.close()
+
+
+def _listing(root: RootFS) -> list[str]:
+    try:
+        return root.listdir(F.INFINIBAND, _LISTING_MAX_AGE)
+    except OSError:
+        return []
+
+
+def _ranges(items: Iterable[str]) -> str:
+    return ", ".join(items)
+
+
+class EfaCounters(SystemGroup):
+    type_name = "efa_counters"
+
+    def __init__(self, root: RootFS) -> None:
+        super().__init__(root)
+        self.tree = DriverTree(root)
+        self._plan: _Plan | None = None
+        self._prev: list[int] = []  # per counter slot of the plan: the last value read
+        self._seen: dict[tuple[str, str], tuple[str, list[int]]] = {}  # ports ever seen: (pci, neuron devices)
+
+    # -- finding the files ----------------------------------------------------------------------------------
+    def _make_plan(self, names: list[str], neurons: tuple[int, ...]) -> _Plan:
+        root = self.root
+        plan = _Plan(names, neurons)
+        chains = T.neuron_chains(root, neurons)
+        if neurons and not chains:
+            plan.errors.append(
+                "no PCI path for any Neuron device (the driver's class devices have no PCI parent): "
+                "neuron_device_index left empty"
+            )
+        missing: dict[tuple[str, ...], list[str]] = {}
+        for device in F.list_adapters(root):
+            adapter_rel = f"{F.INFINIBAND}/{device}"
+            chain = T.pci_chain(root, f"{adapter_rel}/device")
+            pci = chain[-1] if chain else ""
+            served = list(T.join(chain, chains))
+            ports = F.list_ports(root, device)
+            if not ports:
+                plan.errors.append(f"{device}: no ports listed")
+            for port in ports:
+                rel = F.port_rel(device, port)
+                names_here = F.list_counters(root, device, port)
+                if names_here is None:
+                    plan.errors.append(f"{device} port {port}: no hw_counters directory")
+                    names_here = []
+                kept: list[str] = []
+                for name in names_here:
+                    try:
+                        f = root.open_kept(f"{rel}/hw_counters/{name}", _READ_SIZE)
+                        plan.fds.append(f.fileno())
+                    except OSError as e:
+                        plan.errors.append(f"{name} of {device} port {port}: {e.strerror or e}")
+                        continue
+                    plan.counter_files.append(f)
+                    kept.append(name)
+                gone = tuple(c for c in K.PORT_COUNTERS if c not in names_here)
+                if gone and names_here:
+                    missing.setdefault(gone, []).append(f"{device} port {port}")
+                p = _Port(device, port, pci, served, tuple(kept), len(plan.fds) - len(kept), gone)
+                plan.ports.append(p)
+                plan.state_files.append(
+                    root.open_kept(f"{rel}/state", _READ_SIZE) if root.exists(f"{rel}/state") else None
+                )
+                plan.rate_files.append(
+                    root.open_kept(f"{rel}/rate", _READ_SIZE) if root.exists(f"{rel}/rate") else None
+                )
+                self._seen[(device, port)] = (pci, served)
+        for gone, where in missing.items():
+            plan.errors.append(f"{_ranges(gone)} not exposed by the kernel for {_ranges(where)}")
+        return plan
+
+    def _kept(self, rel: str) -> KeptFile | None:
+        return self.root.open_kept(rel, _READ_SIZE) if self.root.exists(rel) else None
+
+    def _current_plan(self) -> _Plan:
+        names = _listing(self.root)
+        neurons = self.tree.device_indexes()
+        plan = self._plan
+        if plan is not None and names == plan.names and neurons == plan.neurons:
+            return plan
+        new = self._make_plan(names, neurons)
+        self._carry_over(plan, new)
+        if plan is not None:
+            plan.close()
+        self._plan = new
+        return new
+
+    def _carry_over(self, old: _Plan | None, new: _Plan) -> None:
+        """The previous values of the counters both plans read (by adapter, port and name); new counters get a
+        baseline at their first read (None here)."""
+        before = dict(zip(old.keys(), self._prev, strict=False)) if old is not None else {}
+        self._prev_pending = [before.get(k) for k in new.keys()]  # noqa: SIM118 - a method, not a dict
+
+    _prev_pending: list[int | None] | None = None
+
+    # -- reading --------------------------------------------------------------------------------------------
+    @staticmethod
+    def _read_fast(plan: _Plan) -> list[int] | None:
+        """Every counter: one pread each, checked in one pass; None when anything is unusual."""
+        pread = os.pread
+        try:
+            raws = [pread(fd, _READ_SIZE, 0) for fd in plan.fds]
+        except OSError:
+            return None
+        if not raws:
+            return []
+        if max(map(len, raws)) >= _READ_SIZE or b"".join(raws).translate(None, _DIGITS):
+            return None
+        try:
+            values = list(map(int, raws))
+        except ValueError:  # an empty file, or two numbers in one
+            return None
+        if max(values) > F.COUNTER_MAX:
+            return None
+        return values
+
+    @staticmethod
+    def _read_careful(plan: _Plan, errors: list[str]) -> tuple[list[int | None], bool]:
+        """Every counter file on its own: a value, or None with the reason in ``errors``; and whether every
+        descriptor still worked (False: find the files again next time)."""
+        out: list[int | None] = []
+        alive = True
+        for p in plan.ports:
+            for k, name in enumerate(p.counters):
+                f = plan.counter_files[p.start + k]
+                try:
+                    out.append(F.parse_counter(f.read()))
+                except OSError as e:
+                    out.append(None)
+                    alive = False
+                    errors.append(f"{name} of {p.device} port {p.port}: {e.strerror or e}")
+                except ValueError as e:
+                    out.append(None)
+                    errors.append(f"{name} of {p.device} port {p.port}: {e}")
+        return out, alive
+
+    def _values(self, plan: _Plan, errors: list[str]) -> list[int | None]:
+        fast = self._read_fast(plan)
+        if fast is not None:
+            return cast(list[int | None], fast)
+        values, alive = self._read_careful(plan, errors)
+        if not alive:
+            self.root.forget_listing(F.INFINIBAND)
+            plan.names = []  # look again at the next collection
+        return values
+
+    def prime(self) -> None:
+        try:
+            plan = self._current_plan()
+        except OSError:
+            return
+        values = self._values(plan, [])
+        self._prev = [v if v is not None else 0 for v in values]
+        self._prev_pending = None
+
+    def _counts(self, values: list[int | None]) -> list[int | None]:
+        """Per-period counts from ``values`` (None where unread) and the previous values; updates them."""
+        pending, self._prev_pending = self._prev_pending, None
+        prev = self._prev
+        if pending is not None:  # a new plan: baseline what it did not read before
+            prev = [p if p is not None else (v if v is not None else 0) for p, v in zip(pending, values, strict=True)]
+        if None not in values:
+            cur = cast(list[int], values)
+            deltas = list(map(sub, cur, prev))
+            if deltas and min(deltas) < 0:  # a counter went back: reset, count from 0
+                deltas = [d if d >= 0 else v for d, v in zip(deltas, cur, strict=True)]
+            self._prev = cur
+            return cast(list[int | None], deltas)
+        out: list[int | None] = []
+        kept: list[int] = []
+        for v, p in zip(values, prev, strict=True):
+            if v is None:
+                out.append(None)
+                kept.append(p)
+            else:
+                out.append(v - p if v >= p else v)
+                kept.append(v)
+        self._prev = kept
+        return out
+
+    @staticmethod
+    def _link(plan: _Plan, i: int, errors: list[str]) -> None:
+        """Refresh port ``i``'s state and rate from their files (parsed again only when the bytes changed)."""
+        p = plan.ports[i]
+        for kind, f in (("state", plan.state_files[i]), ("rate", plan.rate_files[i])):
+            if f is None:
+                errors.append(f"{kind} of {p.device} port {p.port}: not exposed")
+                continue
+            try:
+                raw = f.read()
+                if kind == "state":
+                    if raw != p.state_raw:
+                        p.state_raw, p.state = raw, None
+                        p.state = F.parse_state(raw)
+                elif raw != p.rate_raw:
+                    p.rate_raw, p.rate = raw, None
+                    p.rate = F.parse_rate(raw)
+            except OSError as e:
+                errors.append(f"{kind} of {p.device} port {p.port}: {e.strerror or e}")
+            except ValueError as e:
+                errors.append(f"{kind} of {p.device} port {p.port}: {e}")
+
+    def collect(self) -> dict[str, Any]:
+        plan = self._current_plan()
+        if not plan.ports and not self._seen:
+            raise GroupError(
+                "no EFA adapters under /sys/class/infiniband (no EFA interface attached, or the efa driver is "
+                "not loaded)"
+            )
+        errors = list(plan.errors)
+        counts = self._counts(self._values(plan, errors))
+        entries: list[dict[str, Any]] = []
+        present = set()
+        for i, p in enumerate(plan.ports):
+            present.add((p.device, p.port))
+            self._link(plan, i, errors)
+            here = counts[p.start : p.start + len(p.counters)]
+            values: dict[str, int | None] = dict(zip(p.counters, here, strict=True))
+            if None in here:
+                values = {n: c for n, c in values.items() if c is not None}
+            entry: dict[str, Any] = {
+                K.EFA_DEVICE: p.device,
+                K.PORT: p.port,
+                K.PCI_ADDRESS: p.pci_address,
+                K.NEURON_DEVICE_INDEXES: p.neuron_devices,
+                K.STATE: p.state.name if p.state is not None else None,
+                K.LINK_UP: p.state.up if p.state is not None else None,
+                K.RATE_GBPS: p.rate,
+                K.COUNTERS: values,
+            }
+            entries.append(entry)
+        for (device, port), (pci, served) in self._seen.items():
+            if (device, port) not in present:
+                errors.append(f"{device} port {port} is gone")
+                entries.append({
+                    K.EFA_DEVICE: device, K.PORT: port, K.PCI_ADDRESS: pci, K.NEURON_DEVICE_INDEXES: served,
+                    K.STATE: ABSENT, K.LINK_UP: False, K.RATE_GBPS: None, K.COUNTERS: {},
+                })  # fmt: skip
+        body: dict[str, Any] = {K.EFA_PORTS: entries}
+        if errors:
+            body["error"] = "; ".join(errors)
+        return body
+
+    def close(self) -> None:
+        if self._plan is not None:
+            self._plan.close()
+            self._plan = None
+
+
+GROUP = EfaCounters

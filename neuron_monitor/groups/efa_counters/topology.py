@@ -1,0 +1,93 @@
+"""The PCI topology join: which Neuron devices each EFA adapter serves (facts and public sources:
+docs/neuron-data.md, "EFA adapters and Neuron devices").
+
+Every PCI function has a directory in ``sys/devices/pci<domain>:<bus>/<bridge>/.../<function>``: the path names
+each bridge (root port, PCIe switch ports) between the root complex and the function. A class device with a PCI
+parent links to that directory as ``device`` (``sys/class/infiniband/<efa>/device``; for a Neuron device
+``sys/class/neuron_device/neuronN/device`` when its driver gives the class device a parent). An adapter serves
+the Neuron devices that sit below its nearest bridge that has any Neuron device below it at all; sharing only the
+root complex is no join. Where a Neuron device has no PCI path the join for it is unknown, and an adapter whose
+nearest devices are unknown gets no device: the label stays empty, never guessed.
+
+Links are resolved inside the root (`RootFS` confinement), so a root's planted symlinks cannot point the join at
+the host's own tree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from neuron_monitor.host.rootfs import RootFS, resolve_in_root
+
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+_ROOT_COMPLEX = re.compile(r"pci[0-9a-f]{4}:[0-9a-f]{2}")
+NEURON_CLASS = "sys/class/neuron_device"
+
+
+def resolve(root: RootFS, rel: str) -> str | None:
+    """The root-relative path ``rel`` names once every symlink is resolved inside the root; None if missing."""
+    base = os.fspath(root.root)
+    try:
+        host = resolve_in_root(base, rel) if root.confined else os.path.realpath(os.path.join(base, rel.lstrip("/")))
+    except OSError:
+        return None
+    if not os.path.lexists(host):
+        return None
+    return os.path.relpath(host, base)
+
+
+def pci_chain(root: RootFS, link_rel: str) -> tuple[str, ...] | None:
+    """The PCI addresses from the root complex down to the function the link ``link_rel`` points at
+    (``("0000:00:01.0", "0000:01:00.0", "0000:02:03.0", "0000:10:00.0")``); None when it is not a PCI device."""
+    path = resolve(root, link_rel)
+    if path is None:
+        return None
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if _ROOT_COMPLEX.fullmatch(part):
+            chain = []
+            for p in parts[i + 1 :]:
+                if not PCI_ADDRESS.fullmatch(p):
+                    break
+                chain.append(p)
+            return tuple(chain) or None
+    return None
+
+
+def driver_name(root: RootFS, device_rel: str) -> str | None:
+    """The kernel driver bound to a class device's PCI function (the ``device/driver`` link's name), if any."""
+    path = resolve(root, f"{device_rel}/device/driver")
+    return os.path.basename(path) if path else None
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """What the topology says about one adapter: its PCI address and the Neuron devices it serves ([] unknown)."""
+
+    pci_address: str
+    neuron_devices: tuple[int, ...]
+
+
+def neuron_chains(root: RootFS, devices: tuple[int, ...]) -> dict[int, tuple[str, ...]]:
+    """Neuron device index -> its PCI chain, for the devices whose class device links to a PCI parent."""
+    out = {}
+    for index in devices:
+        chain = pci_chain(root, f"{NEURON_CLASS}/neuron{index}/device")
+        if chain:
+            out[index] = chain
+    return out
+
+
+def join(adapter_chain: tuple[str, ...] | None, neurons: dict[int, tuple[str, ...]]) -> tuple[int, ...]:
+    """The Neuron devices below the adapter's nearest bridge that has any below it (sorted); () when only the
+    root complex is shared, or the adapter or the devices have no PCI chain."""
+    if not adapter_chain or not neurons:
+        return ()
+    for depth in range(len(adapter_chain) - 1, 0, -1):  # the bridges above the adapter, nearest first
+        bridge = adapter_chain[:depth]
+        below = sorted(i for i, chain in neurons.items() if chain[:depth] == bridge and len(chain) > depth)
+        if below:
+            return tuple(below)
+    return ()
