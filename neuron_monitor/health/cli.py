@@ -19,7 +19,6 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from neuron_monitor import __version__
 from neuron_monitor.health.verdicts import UNKNOWN, NodeHealth, exit_code, from_body, from_exposition, shown, summary
 from neuron_monitor.util.cli_common import ArgumentParser
 
@@ -41,7 +40,6 @@ def build_parser() -> argparse.ArgumentParser:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON")
     out.add_argument("--brief", action="store_true", help="print only the summary line (at most 80 characters)")
-    p.add_argument("--version", action="version", version=f"neuron-monitor-health {__version__}")
     return p
 
 
