@@ -10,7 +10,8 @@ its ``NeuronConfig`` sets for each allocated device, and the devices it holds wi
 Parsing never trusts the answer's shape: anything of the wrong type is skipped, string values are clipped, at most
 ``MAX_SLICE_DEVICES`` devices and ``MAX_PAGES`` pages are read. ``DraDirectory`` caches both for ``max_age``
 seconds and reads at most ``max_claim_gets`` claims per refresh, so a node with many claims costs a bounded number
-of requests per period.
+of requests per period; after a request with no HTTP answer (a timeout) it asks nothing more until the next refresh,
+so an unreachable server costs one timeout per refresh, not one per claim.
 
 Device names without the API: ``index_from_name`` accepts the two documented forms, ``neurondeviceN`` (AWS's DRA
 docs) and ``neuron-device-N`` (the CloudWatch agent's open pull request), and nothing else.
@@ -209,12 +210,18 @@ class DraDirectory:
         self._claims: dict[tuple[str, str], tuple[float, ClaimDetails | None]] = {}
         self._gets_left = max_claim_gets
         self._slice_error = ""
+        self._unreachable = False  # a request of this refresh got no HTTP answer: one timeout per refresh at most
         self._claim_errors: dict[tuple[str, str], str] = {}
         self._version = API_VERSIONS[0]
 
     def begin(self) -> None:
-        """Start a refresh: renew its budget of claim reads."""
+        """Start a refresh: renew its budget of claim reads, and try the server again."""
         self._gets_left = self.max_claim_gets
+        self._unreachable = False
+
+    def _failed(self, e: KubeApiError) -> None:
+        if e.status == 0:  # no HTTP answer (timeout, refused, TLS): ask nothing more in this refresh
+            self._unreachable = True
 
     @property
     def errors(self) -> list[str]:
@@ -259,13 +266,14 @@ class DraDirectory:
         now = self.clock()
         read = self._slices_read
         young = read is not None and now - read < self.max_age
-        if young and (not stale or now - read < 1.0 or self._slice_error):
+        if (young and (not stale or now - read < 1.0 or self._slice_error)) or self._unreachable:
             return self.devices
         try:
             self.devices = self._list_slices()
             self._slice_error = ""
         except KubeApiError as e:
             self._slice_error = f"resourceslices: {e}"
+            self._failed(e)
         self._slices_read = now
         return self.devices
 
@@ -278,7 +286,7 @@ class DraDirectory:
             return cached[1]
         if not (is_object_name(namespace) and is_object_name(name)):
             return None
-        if self._gets_left <= 0:
+        if self._gets_left <= 0 or self._unreachable:
             return cached[1] if cached is not None else None
         self._gets_left -= 1
         path = (
@@ -290,6 +298,7 @@ class DraDirectory:
             self._claim_errors.pop(key, None)
         except KubeApiError as e:  # kept for max_age too: a failing claim is asked again after that, not sooner
             self._claim_errors[key] = f"resourceclaims: {e}"
+            self._failed(e)
             details = cached[1] if cached is not None else None
         if len(self._claims) >= 4096:
             self._claims.clear()

@@ -175,3 +175,26 @@ def test_claim_reads_per_refresh_are_bounded(api: StubApiServer, token_file: str
     for i in range(20):
         directory.claim("ml", f"c{i}")
     assert api.count("/resourceclaims/") == 4
+
+
+def test_an_unreachable_server_costs_one_timeout_per_refresh(token_file: str) -> None:
+    listener = socket.socket()  # accepts connections (the kernel's backlog) and never answers
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    try:
+        api = KubeApi(f"http://127.0.0.1:{listener.getsockname()[1]}", token_file, None, timeout=0.3)
+        directory = DraDirectory(api, node_name="n")
+
+        def refresh() -> None:
+            directory.begin()
+            directory.slice_devices()
+            for i in range(10):
+                directory.claim("ml", f"c{i}")
+
+        assert call_in_thread(refresh) is None
+        assert api.requests == 1  # the slice listing timed out: no claim was asked
+        assert call_in_thread(refresh) is None
+        assert api.requests == 2  # next refresh: the listing waits for its cache age, one claim is tried
+        assert any("0.3 s" in e for e in directory.errors)
+    finally:
+        listener.close()
