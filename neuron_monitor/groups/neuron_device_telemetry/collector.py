@@ -26,17 +26,21 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
 from neuron_monitor.groups.neuron_device_telemetry import spec as K
 from neuron_monitor.host.rootfs import KeptFile, RootFS
+from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.hardware import read_topology
+from neuron_monitor.neuron.plausible import BURST, MAX_BYTES, delta_bound
 from neuron_monitor.neuron.sysfs import DriverTree
-from neuron_monitor.neuron.telemetry_files import parse_count, parse_power, parse_unhealthy_components
+from neuron_monitor.neuron.telemetry_files import parse_counter, parse_counters, parse_power, parse_unhealthy_components
 
 _WRAP16 = 1 << 16
 _READ_SIZE = 64
+UNLINK_CHECKS = 16  # kept files checked for removal per collection (a few microseconds)
+MAX_STATUS_RATE = 1e7  # executions per second and physical core past which a status count is damage (plausible.py)
 LIVE_CORE_COUNTERS = (2, 30, 2)  # from this driver on, core counters are live (before: added at process exit)
 
 # what a numeric file feeds: (kind, device, physical core or -1, name, field)
@@ -76,6 +80,7 @@ class NeuronDeviceTelemetry(SystemGroup):
         self.tree = DriverTree(root)
         self._plan: _Plan | None = None
         self._prev: dict[_Slot, int] = {}
+        self._check_at = 0  # where `_unlinked` looks next
 
     # -- finding the files ----------------------------------------------------------------------------------
     def _make_plan(self, devices: tuple[int, ...]) -> _Plan:
@@ -116,7 +121,8 @@ class NeuronDeviceTelemetry(SystemGroup):
             missing.setdefault("memory_usage/host_mem/<category>", []).append(device)
         for cat in categories:
             for fld in ("total", "peak"):
-                self._add(plan, f"{host}/{cat}/{fld}", (_HOST_MEM, device, -1, cat, fld))
+                if not self._add(plan, f"{host}/{cat}/{fld}", (_HOST_MEM, device, -1, cat, fld)):
+                    missing.setdefault(f"memory_usage/host_mem/{cat}/{fld}", []).append(device)
         core_parent = stats[: -len("/stats")]
         phys = plan.phys or sum(1 for n in _listdir(root, core_parent) if n.startswith("neuron_core"))
         for core in range(phys):
@@ -129,9 +135,11 @@ class NeuronDeviceTelemetry(SystemGroup):
                 missing.setdefault("memory_usage/device_mem/<category>", []).append(device)
             for cat in cats:
                 for fld in ("total", "peak"):
-                    self._add(plan, f"{dmem}/{cat}/{fld}", (_DEV_MEM, device, core, cat, fld))
+                    if not self._add(plan, f"{dmem}/{cat}/{fld}", (_DEV_MEM, device, core, cat, fld)):
+                        missing.setdefault(f"memory_usage/device_mem/{cat}/{fld}", []).append(device)
             for counter in _listdir(root, f"{cstats}/status"):
-                self._add(plan, f"{cstats}/status/{counter}/total", (_STATUS, device, core, counter, ""))
+                if not self._add(plan, f"{cstats}/status/{counter}/total", (_STATUS, device, core, counter, "")):
+                    missing.setdefault(f"status/{counter}/total", []).append(device)
         plan.phys = plan.phys or phys
 
     # -- reading ----------------------------------------------------------------------------------------------
@@ -146,39 +154,77 @@ class NeuronDeviceTelemetry(SystemGroup):
             plan = self._plan = self._make_plan(devices)
         return plan
 
-    @staticmethod
-    def _read_numbers(plan: _Plan) -> tuple[list[int | None], bool]:
-        """Every numeric file: one pread each in one pass; per file, carefully, when anything is unusual."""
+    def _read_numbers(self, plan: _Plan) -> tuple[list[int | None], bool, list[str]]:
+        """Every numeric file: one pread each in one pass, parsed together (`parse_counters`); per file, carefully,
+        when anything is unusual. Returns the values (None for a file not read or not a counter), whether every
+        file was read, and an error naming each bad file. A file removed under a kept descriptor (a tree of regular
+        files; sysfs files are not removed one by one) is noticed by `_unlinked`, a few files per collection."""
         pread = os.pread
-        try:
-            raws = [pread(f.fileno(), _READ_SIZE, 0) for f in plan.files]
-            if not raws or max(map(len, raws)) < _READ_SIZE:
-                return list(map(int, raws)), True  # int() takes bytes with the newline
-        except (OSError, ValueError):
-            pass
-        values: list[int | None] = []
-        ok = True
-        for f in plan.files:
+        gone = self._unlinked(plan)
+        if gone is None:
             try:
-                values.append(parse_count(f.read()))
+                raws = [pread(f.fileno(), _READ_SIZE, 0) for f in plan.files]
+                if not raws or max(map(len, raws)) < _READ_SIZE:
+                    parsed = parse_counters(raws)
+                    if parsed is not None:
+                        return cast("list[int | None]", parsed), True, []
             except (OSError, ValueError):
+                pass
+        values: list[int | None] = []
+        ok = gone is None
+        errors: list[str] = []
+        for i, f in enumerate(plan.files):
+            if gone is not None and i in gone:
                 values.append(None)
+                errors.append(f"{self._rel(f)}: removed")
+                continue
+            try:
+                values.append(parse_counter(f.read()))
+            except OSError as e:
+                values.append(None)
+                errors.append(f"{self._rel(f)}: {e.strerror or e}")
                 ok = False
-        return values, ok
+            except ValueError as e:
+                values.append(None)
+                errors.append(f"{self._rel(f)}: {e}")
+        return values, ok, errors
+
+    def _rel(self, f: KeptFile) -> str:
+        """A kept file's path below the root, for an error."""
+        try:
+            return str(f.path.relative_to(self.root.path("")))
+        except ValueError:
+            return str(f.path)
+
+    def _unlinked(self, plan: _Plan) -> set[int] | None:
+        """The indexes of the files, among the next few of the rotation (`UNLINK_CHECKS` per collection), whose
+        kept descriptor points at a removed file; None when none does."""
+        files = plan.files
+        if not files:
+            return None
+        start = self._check_at % len(files)
+        found: set[int] = set()
+        for i in range(start, min(start + UNLINK_CHECKS, len(files))):
+            try:
+                if os.fstat(files[i].fileno()).st_nlink == 0:
+                    found.add(i)
+            except OSError:
+                found.add(i)
+        self._check_at = start + UNLINK_CHECKS
+        return found or None
 
     def prime(self) -> None:
         try:
             plan = self._current_plan()
         except GroupError:
             return
-        values, _ = self._read_numbers(plan)
+        values, _, _ = self._read_numbers(plan)
         self._last_collect = time.monotonic()
         self._prev = {s: v for s, v in zip(plan.slots, values, strict=True) if v is not None}
 
     def collect(self) -> dict[str, Any]:
         plan = self._current_plan()
-        values, ok = self._read_numbers(plan)
-        errors: list[str] = []
+        values, ok, errors = self._read_numbers(plan)
         entries = {d: {K.DEVICE_INDEX: d} for d in plan.devices}
         ok = self._power_and_health(plan, entries, errors) and ok
         self._numbers(plan, values, entries, errors)
@@ -231,14 +277,19 @@ class NeuronDeviceTelemetry(SystemGroup):
         lnc = max(1, plan.lnc)
         logical = max(1, plan.phys // lnc)
         busy_us: dict[tuple[int, int], list[int]] = {}
-        unreadable = 0
-        for slot, value in zip(plan.slots, values, strict=True):
+        period_us = self._period_us()
+        dt = (period_us or 0.0) / 1e6
+        status_bound = MAX_STATUS_RATE * (dt + BURST)
+        busy_bound = delta_bound(L.NC_TIME_IN_USE, dt)
+        for i, (slot, value) in enumerate(zip(plan.slots, values, strict=True)):
             if value is None:
-                unreadable += 1
                 continue
-            now[slot] = value
             kind, device, phys, name, fld = slot
             entry = entries[device]
+            if kind in (_HOST_MEM, _DEV_MEM) and value > MAX_BYTES:
+                errors.append(f"{self._rel(plan.files[i])}: {value} bytes, past what the hardware holds; left out")
+                continue
+            now[slot] = value
             if kind in (_HOST_MEM, _DEV_MEM):
                 mem = entry.setdefault(K.HOST_MEMORY if kind == _HOST_MEM else K.DEVICE_MEMORY, {})
                 key = K.USED if fld == "total" else K.PEAK
@@ -252,23 +303,26 @@ class NeuronDeviceTelemetry(SystemGroup):
             before = prev.get(slot, value)
             if kind == _ECC:
                 delta = (value - before) % _WRAP16 if before < _WRAP16 and value < _WRAP16 else max(0, value - before)
+                if delta >= _WRAP16:  # the firmware counts in 16 bits: more events in one period cannot be counted
+                    errors.append(_implausible(self._rel(plan.files[i]), delta, dt))
+                    continue
                 entry.setdefault(K.ECC, {})[name] = delta
                 continue
             delta = value - before if value >= before else value  # reset (a root write of 0) counts from 0
+            if delta > (status_bound if kind == _STATUS else busy_bound):
+                errors.append(_implausible(self._rel(plan.files[i]), delta, dt))
+                continue
             if kind == _STATUS:
                 status = _core_entry(entry, device, phys, lnc, logical).setdefault(K.EXECUTION_STATUS, {})
                 status[name] = status.get(name, 0) + delta
             else:  # _BUSY
                 busy_us.setdefault((device, phys // lnc), []).append(delta)
         self._prev = now
-        if unreadable:
-            errors.append(f"{unreadable} counter or memory files could not be read (device reset or gone)")
         if busy_us and not plan.live:
             errors.append(
                 "busy_ratio not reported: before driver 2.30.2 nc_time_in_use is updated only at process exit"
             )
             return
-        period_us = self._period_us()
         for (device, lcore), deltas in busy_us.items():
             if period_us is None:
                 break
@@ -289,6 +343,10 @@ class NeuronDeviceTelemetry(SystemGroup):
         if self._plan is not None:
             self._plan.close()
             self._plan = None
+
+
+def _implausible(rel: str, delta: int, dt: float) -> str:
+    return f"{rel}: grew by {delta} in {dt:.3f} s, more than the hardware can count; left out of this period"
 
 
 def _core_entry(entry: dict[str, Any], device: int, phys: int, lnc: int, logical: int) -> dict[str, Any]:

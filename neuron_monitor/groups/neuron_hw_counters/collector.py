@@ -17,11 +17,12 @@ case), nothing is converted or compared per device: the body is the shared all-z
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron.sysfs import DriverTree
+from neuron_monitor.neuron.telemetry_files import parse_counter, parse_counters
 
 COUNTERS: tuple[str, ...] = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_uncorrected", "sram_ecc_corrected")
 _WRAP = 1 << 16
@@ -96,10 +97,10 @@ class NeuronHwCounters(SystemGroup):
         then decides)."""
         if raws and max(map(len, raws)) >= _READ_SIZE:
             return None  # a longer file than these ever hold: read it in full, carefully
-        try:
-            nums: list[int | None] = list(map(int, raws))  # int() takes bytes and skips the newline
-        except ValueError:
+        parsed = parse_counters(raws)  # the same bytes as the careful path's parse_counter, or None
+        if parsed is None:
             return None
+        nums = cast("list[int | None]", parsed)
         k = len(COUNTERS)
         if fast.present is None:
             return {d: nums[i * k : i * k + k] for i, d in enumerate(fast.devices)}
@@ -125,6 +126,7 @@ class NeuronHwCounters(SystemGroup):
     def _read_careful(self, devices: tuple[int, ...]) -> tuple[dict[int, list[int | None]], list[str]]:
         values: dict[int, list[int | None]] = {}
         missing: dict[str, list[int]] = {}
+        bad: list[str] = []
         for device in devices:
             files = self._files.get(device)
             if files is None:
@@ -135,9 +137,14 @@ class NeuronHwCounters(SystemGroup):
                     f = files[k] = self._open(device, k)
                 if f is not None:
                     try:
-                        row[k] = int(f.read().strip() or b"0")
+                        row[k] = parse_counter(f.read())
                         continue
-                    except (OSError, ValueError):
+                    except ValueError as e:  # a file that is there but does not hold a counter: named, 0 counted
+                        bad.append(f"{COUNTERS[k]} of neuron_device {device}: {e}")
+                        f.close()
+                        files[k] = _LOOK_AGAIN
+                        continue
+                    except OSError:
                         f.close()
                         files[k] = _LOOK_AGAIN  # device reset or gone
                 missing.setdefault(COUNTERS[k], []).append(device)
@@ -149,7 +156,7 @@ class NeuronHwCounters(SystemGroup):
             f"{name} not exposed by the driver for neuron_device {device_ranges(devs)}"
             for name, devs in missing.items()
         ]
-        return values, errors
+        return values, errors + bad
 
     def prime(self) -> None:
         values, _, _ = self._read_all()
@@ -195,10 +202,13 @@ class NeuronHwCounters(SystemGroup):
                     prev = cur
                 if cur is None or prev is None:
                     entry[name] = 0
-                elif cur >= prev:
-                    entry[name] = cur - prev
-                else:
-                    entry[name] = (cur - prev) % _WRAP if prev < _WRAP else cur  # wrapped, or reset
+                    continue
+                # wrapped, or reset
+                delta = cur - prev if cur >= prev else (cur - prev) % _WRAP if prev < _WRAP else cur
+                if delta >= _WRAP:  # 16-bit firmware counts: more events than one period can count is damage
+                    errors = [*errors, f"{name} of neuron_device {device}: grew by {delta}, past what it counts; 0"]
+                    delta = 0
+                entry[name] = delta
             out.append(entry)
         self._prev = values
         body: dict[str, Any] = {"neuron_devices": out}
