@@ -82,7 +82,9 @@ def main() -> None:
         body = collect()
         assert isinstance(body, dict) and "error" not in body, body.get("error") if isinstance(body, dict) else body
         mo, mb = statistics.median(ours), statistics.median(base)
-        print(f"efa_counters on a simulated {shape.name}: {len(efa.adapters)} adapters, {len(fds)} files per collection")
+        print(
+            f"efa_counters on a simulated {shape.name}: {len(efa.adapters)} adapters, {len(fds)} files per collection"
+        )
         print(f"  collection (median of {args.collections}): {mo:.3f} ms CPU")
         print(f"  floor: one pread of each file, nothing else: {mb:.3f} ms CPU")
         print(f"  ratio collection / floor: {mo / mb:.2f}x (target <= 2x)")

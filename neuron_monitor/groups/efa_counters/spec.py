@@ -125,16 +125,24 @@ def read(body: dict[str, Any], where: str, problems: Problems) -> EfaCounters:
 
 # ---- Prometheus -----------------------------------------------------------------------------------------------
 _LABELS = ("efa_device", "port", "neuron_device_index")
+# what the default series budget serves (what the alerts and the dashboard row use; the rest with full detail)
+IN_BUDGET: Final = frozenset({"tx_bytes", "rx_bytes", "tx_pkts", "retrans_pkts", "impaired_remote_conn_events",
+                              "unresponsive_remote_events"})  # fmt: skip
 FAM_COUNTERS: Final = {
     name: S.PromFamily(f"efa_{name}", S.COUNTER, f"{doc} by the EFA adapter port", S.INSTANCE_SCOPE, _LABELS,
-                       drops_unlisted=True)
+                       drops_unlisted=True, budget=S.FULL if name in IN_BUDGET else S.DETAIL)
     for name, _, _, doc in PORT_COUNTER_INFO
 }  # fmt: skip
 FAM_LINK_UP = S.PromFamily(
     "efa_link_up", S.GAUGE, "1 when the EFA adapter port's link is ACTIVE, else 0", S.INSTANCE_SCOPE, _LABELS
 )
 FAM_RATE = S.PromFamily(
-    "efa_link_rate_bits_per_second", S.GAUGE, "The EFA adapter port's link rate", S.INSTANCE_SCOPE, _LABELS
+    "efa_link_rate_bits_per_second",
+    S.GAUGE,
+    "The EFA adapter port's link rate",
+    S.INSTANCE_SCOPE,
+    _LABELS,
+    budget=S.DETAIL,
 )
 
 
