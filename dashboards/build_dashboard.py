@@ -571,6 +571,66 @@ def build() -> dict[str, Any]:
         8,
     )
 
+    lay.row("Network (EFA)")
+    efa = "instance, efa_device, port, neuron_device_index"
+    lay.add(
+        series(
+            "EFA throughput per port",
+            [
+                (
+                    f"sum by ({efa}) (rate(efa_tx_bytes_total{{{I}}}[{RATE}]))",
+                    "{{instance}} {{efa_device}}/{{port}} tx (nd {{neuron_device_index}})",
+                ),
+                (
+                    f"sum by ({efa}) (rate(efa_rx_bytes_total{{{I}}}[{RATE}]))",
+                    "{{instance}} {{efa_device}}/{{port}} rx (nd {{neuron_device_index}})",
+                ),
+            ],
+            "Bps",
+            "Bytes sent and received per second by each EFA adapter port (efa_counters group). Collectives run "
+            "over these links: a port far below its peers while its Neuron devices are busy is worth a look.",
+        ),
+        10,
+        8,
+    )
+    lay.add(
+        series(
+            "EFA retransmitted packets",
+            [
+                (
+                    f"sum by ({efa}) (rate(efa_retrans_pkts_total{{{I}}}[{RATE}]))"
+                    f" / (sum by ({efa}) (rate(efa_tx_pkts_total{{{I}}}[{RATE}])) > 0)",
+                    "{{instance}} {{efa_device}}/{{port}} (nd {{neuron_device_index}})",
+                )
+            ],
+            "percentunit",
+            "Retransmitted packets as a share of packets sent. NeuronEfaRetransmitRatioHigh fires above 1 % for "
+            "10 minutes: the fabric path or a peer is in trouble and every collective waits for the retries.",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        panel(
+            "table",
+            "EFA ports down or impaired",
+            [
+                target(f"efa_link_up{{{I}}} == 0", ref="A", instant=True, table=True),
+                target(
+                    f"increase(efa_impaired_remote_conn_events_total{{{I}}}[1h]) > 0"
+                    f" or increase(efa_unresponsive_remote_events_total{{{I}}}[1h]) > 0",
+                    ref="B",
+                    instant=True,
+                    table=True,
+                ),
+            ],
+            description="A: ports whose link is not ACTIVE (or that vanished). B: ports that counted impaired or "
+            "unresponsive remote connections in the last hour. Empty when the network is healthy.",
+        ),
+        6,
+        8,
+    )
+
     lay.row("Host and runtime CPU, memory")
     lay.add(
         series(

@@ -50,6 +50,19 @@ def dashboard_exprs() -> list[str]:
 
 
 # a neuron_device_health body as the daemon writes it (one unhealthy device, a finding, an event)
+# an efa_counters body as the group writes it (one port of a trn2.48xlarge, joined to Neuron device 0)
+EFA_COUNTERS = {
+    "period": 5.0,
+    "error": "",
+    "efa_ports": [
+        {
+            "efa_device": "rdmap16s27", "port": "1", "pci_address": "0000:10:1b.0", "neuron_device_indexes": [0],
+            "state": "ACTIVE", "link_up": True, "rate_gbps": 200.0,
+            "counters": {"tx_bytes": 5_000_000, "rx_bytes": 4_000_000, "tx_pkts": 600, "rx_pkts": 500,
+                         "retrans_pkts": 3, "impaired_remote_conn_events": 0, "unresponsive_remote_events": 0},
+        }
+    ],
+}  # fmt: skip
 DEVICE_HEALTH = {
     "period": 5.0,
     "error": "",
@@ -112,6 +125,7 @@ def test_every_metric_in_the_dashboard_is_one_the_exporter_writes() -> None:
     report = trn2_report(k8s=k8s)
     report["system_data"]["neuron_device_telemetry"] = DEVICE_TELEMETRY
     report["system_data"]["neuron_device_health"] = DEVICE_HEALTH
+    report["system_data"]["efa_counters"] = EFA_COUNTERS
     # every series the exporter can serve (the default series budget has its own check: tests/fleet/)
     emitted = {name for name, _ in parse(scrape(feed([report], ShapeOptions(series_detail="full"))))}
     selectors = [m for expr in dashboard_exprs() for m in re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", expr)]
