@@ -78,6 +78,10 @@ class ReportAssembly:
                 obj = rpt.group_object(values, body.get("period", window), body.get("error", ""), True)
                 by_pid.setdefault(pid, {})[name] = obj
                 fresh.append(obj)
+        # "since the previous collection": a body the group left out this time is no longer one returned again
+        kept = [pid for pid in results if pid in present or pid in gone]
+        for key in [k for k in self.reused if k[0] == index and k[2] == name and k[1] not in kept]:
+            del self.reused[key]
 
     def _reusable(self, key: _Key, body: dict[str, Any]) -> dict[str, Any]:
         """The body to wrap: the encoded values of a body returned unchanged (the same object) since the previous
