@@ -254,3 +254,24 @@ def test_partial_ecc_error_still_sends_the_counters_other_groups_all_or_nothing(
     names = by_name(ReportMapper().map(report, now=1.0))
     assert any(n.startswith("NeuronDeviceHwEcc") for n in names)
     assert not any(n.startswith("HostMemory") or n.startswith("SystemMemory") for n in names)
+
+
+def test_efa_counters_use_the_cloudwatch_agents_names_and_dimensions(trn1_report: dict[str, Any]) -> None:
+    report = copy.deepcopy(trn1_report)
+    report["system_data"]["efa_counters"] = {
+        "period": 5.0,
+        "error": "",
+        "efa_ports": [
+            {"efa_device": "rdmap16s27", "port": "1", "pci_address": "0000:10:1b.0", "neuron_device_indexes": [0, 1],
+             "state": "ACTIVE", "link_up": True, "rate_gbps": 100.0,
+             "counters": {"tx_bytes": 4096, "rx_drops": 2, "retrans_pkts": 7, "some_new_counter": 1}},
+        ],
+    }  # fmt: skip
+    names = by_name(ReportMapper().map(report))
+    (tx,) = names["efa_tx_bytes"]
+    assert (tx.value, tx.unit) == (4096, "Bytes")
+    assert dims(tx)["device"] == "rdmap16s27" and dims(tx)["port"] == "1" and "InstanceId" in dims(tx)
+    assert names["efa_rx_dropped"][0].value == 2  # the agent's name for the kernel's rx_drops
+    assert names["efa_retrans_pkts"][0].unit == "Count"
+    assert names["efa_link_up"][0].value == 1.0
+    assert not any("some_new_counter" in n for n in names)  # a counter no spec names is not sent
