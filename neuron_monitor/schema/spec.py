@@ -39,7 +39,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from neuron_monitor.schema.read import Problems
+from neuron_monitor import groups
+from neuron_monitor.schema.values import Problems
 
 T = TypeVar("T")
 
@@ -350,8 +351,6 @@ class Registry:
 @functools.cache
 def registry() -> Registry:
     """The specs of ``neuron_monitor.groups``: each folder there whose ``spec.py`` defines ``SPEC`` is one group."""
-    from neuron_monitor import groups
-
     system: dict[str, GroupSpec[Any]] = {}
     runtime: dict[str, GroupSpec[Any]] = {}
     for info in sorted(pkgutil.iter_modules(groups.__path__), key=lambda m: m.name):

@@ -22,8 +22,9 @@ from neuron_monitor.groups.neuroncore_counters.spec import NeuroncoreCounters
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema.display import count as _count
 from neuron_monitor.schema.display import finite as _finite
-from neuron_monitor.schema.read import Group, RuntimeEntry, index, read_report
+from neuron_monitor.schema.read import Group, RuntimeEntry, read_report
 from neuron_monitor.schema.spec import DetFinding, GroupSpec, TimelineSample
+from neuron_monitor.schema.values import index
 
 MEMORY_CATEGORIES: tuple[str, ...] = N.MEMORY_CATEGORIES
 

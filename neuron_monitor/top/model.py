@@ -26,8 +26,9 @@ from neuron_monitor.groups.memory_used.spec import MEMORY_SUM
 from neuron_monitor.groups.neuroncore_counters.spec import PHYSICAL_SUM, UTILIZATION_SUM
 from neuron_monitor.groups.vcpu_usage.spec import VcpuUsage
 from neuron_monitor.schema import names as N
-from neuron_monitor.schema.read import Group, Report, RuntimeEntry, index, read_report
+from neuron_monitor.schema.read import Group, Report, RuntimeEntry, read_report
 from neuron_monitor.schema.spec import TOP_DEVICES, TOP_RUNTIMES, RuntimeSum, TopColumn, registry, sum_over_runtimes
+from neuron_monitor.schema.values import index
 
 # the order of the memory bar's runs; categories a newer report adds follow these
 MEMORY_CATEGORIES = (

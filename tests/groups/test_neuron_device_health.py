@@ -13,7 +13,7 @@ import pytest
 from neuron_monitor.groups.neuron_device_health import spec as K
 from neuron_monitor.groups.neuron_device_health.collector import NeuronDeviceHealth
 from neuron_monitor.host.rootfs import RootFS
-from neuron_monitor.schema.read import Problems
+from neuron_monitor.schema.values import Problems
 from neuron_monitor.sim.shapes import get_shape
 from neuron_monitor.sim.tree import DeviceTree, write_host_files
 

@@ -11,7 +11,7 @@ from typing import Any
 from neuron_monitor.exporters.cloudwatch.mapping import ReportMapper
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
 from neuron_monitor.groups.neuron_device_telemetry import spec as T
-from neuron_monitor.schema.read import Problems
+from neuron_monitor.schema.values import Problems
 from neuron_monitor.timeline.convert import run
 from neuron_monitor.timeline.detect import Detector
 from neuron_monitor.timeline.selection import Selection

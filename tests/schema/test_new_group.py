@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neuron_monitor.schema import spec as S
-from neuron_monitor.schema.read import Problems, numbers
+from neuron_monitor.schema.values import Problems, numbers
 
 
 @dataclass(slots=True)

@@ -24,8 +24,9 @@ from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGT
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM, LedgerUpdate, Subject
 from neuron_monitor.exporters.prometheus.values import MalformedReport
 from neuron_monitor.schema import names as N
-from neuron_monitor.schema.read import Group, Problems, Report, read_report
+from neuron_monitor.schema.read import Group, Report, read_report
 from neuron_monitor.schema.spec import CORE_SCOPE, MAX_COUNT_PER_PERIOD, MAX_FLOPS, MAX_PERCENT, MAX_PERIOD
+from neuron_monitor.schema.values import Problems
 
 __all__ = ["MAX_COUNT_PER_PERIOD", "MAX_FLOPS", "MAX_PERCENT", "MAX_PERIOD", "CountResult", "count_report"]
 

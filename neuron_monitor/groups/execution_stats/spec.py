@@ -10,7 +10,7 @@ from typing import Any
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.display import count, finite, latency_text
-from neuron_monitor.schema.read import Problems, mapping, numbers
+from neuron_monitor.schema.values import Problems, mapping, numbers
 
 
 @dataclass(slots=True)

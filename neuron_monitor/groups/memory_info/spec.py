@@ -9,7 +9,7 @@ from typing import Any
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.display import count, finite
-from neuron_monitor.schema.read import Problems, number
+from neuron_monitor.schema.values import Problems, number
 
 
 @dataclass(slots=True)

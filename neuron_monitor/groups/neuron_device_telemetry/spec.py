@@ -16,7 +16,7 @@ from typing import Any, Final
 from neuron_monitor.groups.neuron_hw_counters.spec import CW_EVENT, FAM_ECC
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
-from neuron_monitor.schema.read import Problems, index, mapping, number, sequence, text
+from neuron_monitor.schema.values import Problems, index, mapping, number, sequence, text
 
 # ---- the body's keys ------------------------------------------------------------------------------------------
 NAME: Final = "neuron_device_telemetry"

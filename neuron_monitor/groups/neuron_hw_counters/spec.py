@@ -12,7 +12,7 @@ from typing import Any
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.display import count as whole
-from neuron_monitor.schema.read import Problems, index, mapping, number, sequence, text
+from neuron_monitor.schema.values import Problems, index, mapping, number, sequence, text
 
 
 @dataclass(slots=True)

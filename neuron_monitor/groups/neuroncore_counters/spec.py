@@ -9,7 +9,7 @@ from typing import Any
 
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
-from neuron_monitor.schema.read import Problems, index, mapping, number
+from neuron_monitor.schema.values import Problems, index, mapping, number
 
 
 @dataclass(slots=True)
