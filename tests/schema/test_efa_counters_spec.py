@@ -9,7 +9,7 @@ from neuron_monitor.groups.efa_counters import spec as K
 from neuron_monitor.groups.efa_counters.collector import EfaCounters
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.schema import spec as S
-from neuron_monitor.schema.read import Problems
+from neuron_monitor.schema.values import Problems
 from tests.groups.efa_tree import add_adapter, add_neuron, set_counter, switch
 
 

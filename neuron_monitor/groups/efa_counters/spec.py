@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from neuron_monitor.schema import spec as S
-from neuron_monitor.schema.read import Problems, mapping, number, sequence, text
+from neuron_monitor.schema.values import Problems, mapping, number, sequence, text
 
 # ---- the body's keys ------------------------------------------------------------------------------------------
 NAME: Final = "efa_counters"
