@@ -19,6 +19,7 @@ from typing import Any
 
 from neuron_monitor.schema.read import read_report
 from neuron_monitor.top.controls import ViewState, decode
+from neuron_monitor.top.history import History
 from neuron_monitor.top.layout import Frame, render
 from neuron_monitor.top.model import Screen, screen_from_report
 from neuron_monitor.top.sources import Feed, Replay
@@ -43,6 +44,7 @@ class Viewer:
         self.last_arrival: float | None = None
         self.received: float | None = None  # wall clock of the newest report's arrival
         self.interval = 1.0
+        self.history = History()
         self.dirty = True
 
     # -- Feed --------------------------------------------------------------------------------------------------
@@ -62,6 +64,10 @@ class Viewer:
         self._pids = pids
         self.report_obj = report
         self._screen = None
+        screen = self.screen()
+        if screen is not None:
+            at = screen.report_time
+            self.history.add(screen, at=at if at is not None else self.received)
         self.dirty = True
 
     def problem(self, text: str) -> None:
@@ -115,6 +121,8 @@ class Viewer:
             help=st.help,
             scroll=st.scroll,
             stale_after=max(MIN_STALE, 3 * self.interval),
+            history=self.history,
+            period=self.interval,
         )
 
     def press(self, key: str) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from neuron_monitor.sanitize import sanitize
 from neuron_monitor.schema.display import human_bytes
 from neuron_monitor.schema.spec import TopColumn
+from neuron_monitor.top.history import MEMORY, POWER, UTIL, History, sparkline
 from neuron_monitor.top.model import MEMORY_CATEGORIES, MISSING, Core, Device, Runtime, Screen
 
 __all__ = ["Frame", "bar", "core_ranges", "human_bytes", "memory_bar", "percent_text", "plain", "render"]
@@ -61,6 +62,8 @@ class Frame:
     help: bool = False
     scroll: int = 0
     stale_after: float = 5.0  # seconds without a new report before the age turns into a warning
+    history: History | None = None  # the live view's recent figures (None: --once, no graphs)
+    period: float = 1.0  # seconds between reports (the history's time scale)
 
 
 def plain(lines: list[Line]) -> str:
@@ -214,6 +217,67 @@ def _tabs(frame: Frame, width: int) -> Line:
     return _clip(line, width)
 
 
+def _live_device_lines(s: Screen, width: int, history: History) -> list[Line]:
+    """The device table of the live view: bars when they fit (else figures only), sparklines of utilization
+    (and of memory and power when wide) from ``history``, then the specs' columns."""
+    extra = sum(c.width + c.gap for c in s.device_columns)
+    mem_text_w = 14
+    fixed = 4 + 7 + 2 + mem_text_w + extra
+    avail = width - fixed
+    sparks = (UTIL, MEMORY, POWER) if avail >= 110 else (UTIL,) if avail >= 30 else ()
+    bars = avail >= 2 * 8 + 2
+    room = avail - (2 * 8 + 2 if bars else 0)
+    sw = min(60 if len(sparks) == 1 else 40, room // len(sparks) - 1) if sparks else 0
+    bw = (8 + max(0, min(16, (room - len(sparks) * (sw + 1)) // 2))) if bars else 0
+    names = {UTIL: "util history", MEMORY: "memory history", POWER: "power history"}
+    header = f"{'dev':>3} " + (f"{'utilization':<{bw + 7}}" if bars else f"{'util':>6} ")
+    header += "".join(f"{names[k][:sw]:<{sw}} " for k in sparks)
+    header += "  " + (f"{'device memory':<{bw + mem_text_w}}" if bars else f"{'memory':<{mem_text_w}}")
+    header += "".join(f"{c.header:{c.align}{c.width}}" + " " * c.gap for c in s.device_columns)
+    lines: list[Line] = [[(_fit(header, width), "bold underline")]]
+    for d in s.devices:
+        line: Line = [(f"{d.index:>3} ", "bold")]
+        line += [*bar(d.utilization, bw)] if bars else []
+        line.append((percent_text(d.utilization) + " " if bars else f"{percent_text(d.utilization)} "[1:], ""))
+        for k in sparks:
+            points = history.series("dev", d.index, k)
+            latest = next((v for v in reversed(points) if v is not None), None)
+            line.append((sparkline(points, sw) + " ", _style_for(latest) if k != MEMORY else "cyan"))
+        mem = human_bytes(d.memory_used) + (f"/{human_bytes(d.memory_total)}" if d.memory_total else "")
+        line.append(("  ", ""))
+        if bars:
+            line += memory_bar(d.memory, d.memory_total, bw)
+            mem = " " + mem
+        line.append((f"{_fit(mem, mem_text_w):<{mem_text_w}}", ""))
+        for column in s.device_columns:
+            text, style = d.cells.get(column, (MISSING, "dim"))
+            line.append((f"{_fit(text, column.width):{column.align}{column.width}}" + " " * column.gap, style))
+        lines.append(_clip(line, width))
+    return lines
+
+
+def _history_lines(s: Screen, width: int, history: History, period: float) -> list[Line]:
+    """Full-width sparklines of the whole host: mean device utilization, device memory, power, host CPU."""
+    label_w = 22
+    sw = max(10, width - label_w - 8)
+    seconds = min(history.points, sw) * period
+    lines: list[Line] = [[(_fit(f"history (last {seconds:.0f} s, newest on the right)", width), "bold underline")]]
+    rows = (
+        ("devices utilization", ("all", 0, UTIL), "green"),
+        ("devices memory", ("all", 0, MEMORY), "cyan"),
+        ("devices power", ("all", 0, POWER), "yellow"),
+        ("host CPU", ("host", 0, UTIL), "magenta"),
+    )
+    for label, (kind, index, what), style in rows:
+        points = history.series(kind, index, what)
+        if not any(v is not None for v in points):
+            continue
+        latest = next((v for v in reversed(points) if v is not None), None)
+        line: Line = [(f"{label:<{label_w}}", "bold"), (sparkline(points, sw), style), (" " + percent_text(latest), "")]
+        lines.append(_clip(line, width))
+    return lines if len(lines) > 1 else []
+
+
 def _device_lines(s: Screen, width: int) -> list[Line]:
     wide = width >= 150
     cat_cols = 8 * len(MEMORY_CATEGORIES) if wide else 0
@@ -249,7 +313,7 @@ def _device_row(d: Device, bw: int, mem_text_w: int, columns: tuple[TopColumn, .
     return line
 
 
-def _core_lines(s: Screen, width: int) -> list[Line]:
+def _core_lines(s: Screen, width: int, history: History | None = None) -> list[Line]:
     if not s.cores:
         return [[("no NeuronCores in this report", "dim")]]
     per = s.cores_per_device
@@ -268,6 +332,8 @@ def _core_lines(s: Screen, width: int) -> list[Line]:
     bw = max(5, min(30, cell_w - 11 - phys_w))
     title = "NeuronCore utilization (sum over the runtimes on each core"
     title += ", then each physical core)" if phys_w else ")"
+    if history is not None:
+        title += ": history, newest on the right"
     lines: list[Line] = [[(_fit(title, width), "bold underline")]]
     for row_start in range(0, len(s.cores), cols):
         row = s.cores[row_start : row_start + cols]
@@ -275,15 +341,19 @@ def _core_lines(s: Screen, width: int) -> list[Line]:
         label = f"d{first}" if first == last else f"d{first}-{last}"
         line: Line = [(f"{label:<{label_w}}" if per else " " * label_w, "dim")]
         for c in row:
-            line += _core_cell(c, bw, cell_w, phys_w)
+            line += _core_cell(c, bw, cell_w, phys_w, history)
         lines.append(_clip(line, width))
     return lines
 
 
-def _core_cell(c: Core, bw: int, cell_w: int, phys_w: int) -> Line:
+def _core_cell(c: Core, bw: int, cell_w: int, phys_w: int, history: History | None = None) -> Line:
     pct = "   -" if c.utilization is None else f"{c.utilization:3.0f}%"
     style = "" if c.tags else "dim"
-    cell: Line = [(f"{c.index:>3} ", style), *bar(c.utilization, bw), (f"{pct:>5}", style)]
+    if history is not None:  # the core's recent utilization instead of a bar of the newest value
+        graph = ("[" + sparkline(history.series("core", c.index, UTIL), bw - 2) + "]", _style_for(c.utilization))
+        cell: Line = [(f"{c.index:>3} ", style), graph, (f"{pct:>5}", style)]
+    else:
+        cell = [(f"{c.index:>3} ", style), *bar(c.utilization, bw), (f"{pct:>5}", style)]
     if phys_w:
         phys = "/".join(f"{p:.0f}" for p in c.physical) if c.physical else "-"
         cell.append((f" {phys:<{phys_w - 1}}", "dim"))
@@ -396,9 +466,19 @@ def _render(frame: Frame, width: int, height: int | None) -> list[Line]:
     elif frame.view == "r":
         main = _window(_runtime_lines(s, width)[1:], room, frame.scroll)
     else:
-        primary = _device_lines(s, width) if frame.view == "d" else _core_lines(s, width)
-        main = _window(primary, room, frame.scroll)
+        history = frame.history
+        if frame.view == "d":
+            primary = _device_lines(s, width) if history is None else _live_device_lines(s, width, history)
+        else:
+            primary = _core_lines(s, width, history)
+        # the runtimes keep a few rows below (title, header, two rows or a "more" line) when the view is long
+        keep = min(room // 3, 5 + min(1, len(s.runtimes))) if history is not None else 0
+        main = _window(primary, max(3, room - keep), frame.scroll)
         spare = room - len(main) - 1
+        graphs = _history_lines(s, width, history, frame.period) if history is not None else []
+        if graphs and spare - len(graphs) - 1 >= 3 + len(s.runtimes):
+            main = [*main, [], *graphs]
+            spare -= len(graphs) + 1
         if spare >= 4:
             main = [*main, [], *_runtime_lines(s, width, limit=spare - 3)]
     lines = top + main

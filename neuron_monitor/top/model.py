@@ -23,6 +23,8 @@ from typing import Any
 
 from neuron_monitor.groups.memory_info.spec import MemoryInfo
 from neuron_monitor.groups.memory_used.spec import MEMORY_SUM
+from neuron_monitor.groups.neuron_device_telemetry.spec import NAME as TELEMETRY
+from neuron_monitor.groups.neuron_device_telemetry.spec import NeuronDeviceTelemetry
 from neuron_monitor.groups.neuroncore_counters.spec import PHYSICAL_SUM, UTILIZATION_SUM
 from neuron_monitor.groups.vcpu_usage.spec import VcpuUsage
 from neuron_monitor.schema import names as N
@@ -68,6 +70,7 @@ class Device:
     memory: dict[str, int]  # category -> bytes
     memory_total: int | None
     cells: Cells = field(default_factory=dict)  # the specs' device columns
+    power: float | None = None  # average power of the period, percent of the device's maximum (history only)
 
     @property
     def memory_used(self) -> int:
@@ -270,8 +273,24 @@ def _core_rows(sums: _Sums, device_count: int, per_device: int) -> tuple[Core, .
     )
 
 
+def _powers(report: Report) -> dict[int, float]:
+    """device index -> average power of the period (percent), from a valid power roll-up."""
+    telemetry = _data(report.system, TELEMETRY, NeuronDeviceTelemetry)
+    out: dict[int, float] = {}
+    for dev in telemetry.devices if telemetry is not None else ():
+        avg = dev.power.get("avg")
+        if dev.index is not None and avg is not None and dev.power_status in (None, "VALID"):
+            out[dev.index] = avg
+    return out
+
+
 def _device_rows(
-    cores: tuple[Core, ...], sums: _Sums, device_count: int, size: float | None, cells: dict[tuple[str, ...], Cells]
+    cores: tuple[Core, ...],
+    sums: _Sums,
+    device_count: int,
+    size: float | None,
+    cells: dict[tuple[str, ...], Cells],
+    powers: Mapping[int, float],
 ) -> tuple[Device, ...]:
     memory = sums.by_core(MEMORY_SUM)
     devices = []
@@ -290,6 +309,7 @@ def _device_rows(
                 memory=memory_by_cat,
                 memory_total=int(size) if size else None,
                 cells=cells.get((str(dev),), {}),
+                power=powers.get(dev),
             )
         )
     return tuple(devices)
@@ -323,7 +343,7 @@ def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | Non
         lnc=int(lnc) if lnc is not None else None,
         report_time=report.report_time,
         host=_host(report),
-        devices=_device_rows(cores, sums, device_count, _num(hw, DEVICE_MEMORY_SIZE), device_cells),
+        devices=_device_rows(cores, sums, device_count, _num(hw, DEVICE_MEMORY_SIZE), device_cells, _powers(report)),
         cores=cores,
         runtimes=tuple(_runtime(e, (UTILIZATION_SUM, MEMORY_SUM)) for e in entries),
         hidden_runtimes=len(report.runtimes) - len(entries),

@@ -1,0 +1,106 @@
+"""History for `neuron-monitor-top`: the last minutes of each device's and core's figures, and sparklines of them.
+
+`History.add` takes one screen model (`top.model.Screen`) and appends, per device, its utilization (percent),
+memory used (percent of the device's memory, or bytes when the report has no size) and power, and per
+NeuronCore its utilization. Each series is a ring buffer of ``capacity`` points, and at most ``max_series``
+series are kept (a report naming a million cores costs no more than the cap), so memory is bounded whatever the
+input. A report older than the newest one seen (a replay moved back) starts the history afresh, so a graph is
+always one stretch of time.
+
+`sparkline` draws the newest points of a series as block characters (U+2581..U+2588), one point per column,
+right-aligned, against a fixed scale (0-100 % for utilization), so equal heights mean equal values everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Sequence
+
+from neuron_monitor.top.model import Screen
+
+BLOCKS = "▁▂▃▄▅▆▇█"
+CAPACITY = 600  # points per series: 10 minutes at the default 1 s period
+MAX_SERIES = 4096
+
+UTIL = "util"
+MEMORY = "mem"
+POWER = "power"
+
+Key = tuple[str, int, str]  # ("dev" | "core", index, UTIL | MEMORY | POWER)
+
+
+class History:
+    """Bounded ring buffers of per-device and per-core figures, fed one screen model per report."""
+
+    def __init__(self, capacity: int = CAPACITY, max_series: int = MAX_SERIES) -> None:
+        self.capacity = max(1, capacity)
+        self.max_series = max(1, max_series)
+        self._series: dict[Key, deque[float | None]] = {}
+        self.points = 0  # screens added since the last reset
+        self.last_time: float | None = None
+
+    def __len__(self) -> int:
+        return len(self._series)
+
+    def clear(self) -> None:
+        self._series.clear()
+        self.points = 0
+        self.last_time = None
+
+    def add(self, screen: Screen, at: float | None = None) -> None:
+        """Append one report's figures; ``at`` (the report's time) older than the last one starts afresh."""
+        if at is not None and self.last_time is not None and at < self.last_time:
+            self.clear()
+        if at is not None:
+            self.last_time = at
+        self.points += 1
+        for d in screen.devices:
+            self._append(("dev", d.index, UTIL), d.utilization)
+            used = d.memory_used
+            self._append(("dev", d.index, MEMORY), 100.0 * used / d.memory_total if d.memory_total else None)
+            self._append(("dev", d.index, POWER), d.power)
+        for c in screen.cores:
+            self._append(("core", c.index, UTIL), c.utilization)
+        utils = [d.utilization for d in screen.devices if d.utilization is not None]
+        self._append(("all", 0, UTIL), sum(utils) / len(utils) if utils else None)
+        used = sum(d.memory_used for d in screen.devices)
+        total = sum(d.memory_total or 0 for d in screen.devices)
+        self._append(("all", 0, MEMORY), 100.0 * used / total if total else None)
+        powers = [d.power for d in screen.devices if d.power is not None]
+        self._append(("all", 0, POWER), sum(powers) / len(powers) if powers else None)
+        self._append(("host", 0, UTIL), screen.host.vcpu_busy)
+
+    def _append(self, key: Key, value: float | None) -> None:
+        ring = self._series.get(key)
+        if ring is None:
+            if len(self._series) >= self.max_series:
+                return
+            ring = self._series[key] = deque([None] * min(self.capacity, max(0, self.points - 1)), maxlen=self.capacity)
+        ring.append(value)
+
+    def series(self, kind: str, index: int, what: str) -> Sequence[float | None]:
+        """The points of one series, oldest first (empty when never seen)."""
+        return tuple(self._series.get((kind, index, what), ()))
+
+    def peak(self, kind: str, index: int, what: str) -> float | None:
+        """The largest point of a series (None when it has none)."""
+        values = [v for v in self._series.get((kind, index, what), ()) if v is not None]
+        return max(values) if values else None
+
+
+def sparkline(values: Iterable[float | None], width: int, top: float = 100.0) -> str:
+    """The newest ``width`` points as block characters against 0..``top`` (a gap for a missing point), padded
+    with spaces on the left to exactly ``width`` characters."""
+    if width <= 0:
+        return ""
+    points = list(values)[-width:]
+    out = []
+    scale = top if top > 0 else 1.0
+    for v in points:
+        if v is None or not math.isfinite(v):
+            out.append(" ")
+            continue
+        level = round(max(0.0, min(1.0, v / scale)) * (len(BLOCKS) - 1))
+        out.append(BLOCKS[level])
+    return " " * (width - len(out)) + "".join(out)

@@ -1,0 +1,77 @@
+"""The live layout as text at 80x24, 120x40 and 200x60: every section stays, nothing is wider or taller than the
+terminal, and the space a larger terminal has goes to history (sparklines)."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from neuron_monitor.top.app import Viewer
+from neuron_monitor.top.history import BLOCKS
+from neuron_monitor.top.layout import plain, render
+
+RECORDED = Path(__file__).resolve().parent.parent / "replay" / "recorded" / "sim_trn2_48xlarge_16rt.jsonl.gz"
+SPARK = re.compile(f"[{BLOCKS}]{{3,}}")
+
+
+@pytest.fixture(scope="module")
+def viewer() -> Viewer:
+    v = Viewer("test")
+    for line in gzip.decompress(RECORDED.read_bytes()).splitlines():
+        if line.strip():
+            v.report(orjson.loads(line), track=False)
+    assert v.history.points >= 5
+    return v
+
+
+def _text(v: Viewer, view: str, width: int, height: int) -> list[str]:
+    v.state.view = view
+    lines = render(v.frame(0.0, 0.0), width, height)
+    assert len(lines) == height
+    out = plain(lines).split("\n")[:-1]
+    assert all(len(line) <= width for line in out), max(out, key=len)
+    return out
+
+
+@pytest.mark.parametrize("view", ["d", "c"])
+def test_80x24_keeps_devices_runtimes_and_host(viewer: Viewer, view: str) -> None:
+    out = _text(viewer, view, 80, 24)
+    text = "\n".join(out)
+    assert out[1].startswith("host CPU")
+    assert re.search(r"^runtimes \(15\)", text, re.M)
+    assert re.search(r"^job-00 ", text, re.M)
+    assert "more runtimes (press r)" in text
+    if view == "d":
+        assert re.search(r"^dev ", text, re.M) and re.search(r"^\s+0 \[", text, re.M)
+        assert "below" in text  # the devices that do not fit scroll
+    else:
+        assert re.search(r"^d0 ", text, re.M) and SPARK.search(text)  # per-core history
+
+
+def test_120x40_shows_each_device_with_a_utilization_sparkline(viewer: Viewer) -> None:
+    out = _text(viewer, "d", 120, 40)
+    assert "util history" in out[3]
+    rows = [line for line in out if re.match(r"\s+\d+ \[", line)]
+    assert len(rows) == 16 and all(SPARK.search(line) for line in rows)
+    assert any(line.startswith("job-14 ") for line in out)  # every runtime fits
+
+
+def test_200x60_uses_the_space_for_history(viewer: Viewer) -> None:
+    out = _text(viewer, "d", 200, 60)
+    for name in ("util history", "memory history", "power history"):
+        assert name in out[3]
+    text = "\n".join(out)
+    assert re.search(r"^history \(last \d+ s", text, re.M)
+    assert re.search(r"^devices utilization +\S*[" + BLOCKS + "]", text, re.M)
+    assert re.search(r"^host CPU +\S*[" + BLOCKS + "]", text, re.M)
+    assert any(line.startswith("job-14 ") for line in out)
+
+
+def test_once_has_no_history(viewer: Viewer) -> None:
+    frame = viewer.frame(0.0, 0.0)
+    frame.history = None
+    assert not SPARK.search(plain(render(frame, 200, None)))
