@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import shlex
 import shutil
@@ -120,14 +121,15 @@ def assert_restored(t: Tmux, code: int = 0) -> None:
 def test_trn2_at_80x24_views_keys_and_quit(term: Callable[[int, int], Tmux]) -> None:
     t = term(80, 24)
     t.start(top("--simulate", "trn2.48xlarge", "--no-imds", "--sim-runtimes", "4"))
-    screen = t.wait_for("trn2.48xlarge", "64 NC", " 15 [", "ago)")
+    # every section stays at 80x24: host, devices (scrolling), runtimes below them
+    screen = t.wait_for("trn2.48xlarge", "64 NC", "  0 ", "ago)", "host CPU", "runtimes (4)", "job-00")
     lines = screen.splitlines()
     assert lines[2].lstrip().startswith("d Devices")
-    t.wait(
-        "a busy device", lambda s: any(line.startswith("  ") and "%" in line and "|" in line for line in s.splitlines())
-    )
+    t.wait("a busy device", lambda s: re.search(r"^\s+\d+ .*\b(?!0\.0)\d+\.\d%", s, re.M) is not None)
     t.keys("c")
-    t.wait_for("NeuronCore utilization", "d15", " 63 [")
+    t.wait_for("NeuronCore utilization", "d0 ", "below")
+    t.keys("PgDn")
+    t.wait_for("d15", " 63 [")
     t.keys("r")
     screen = t.wait_for("exec/s", "job-00", "job-03")
     t.keys("f")
@@ -140,7 +142,7 @@ def test_trn2_at_80x24_views_keys_and_quit(term: Callable[[int, int], Tmux]) -> 
     t.keys("x")
     t.wait("help closed", lambda s: "filter runtimes by tag" not in s and "job-01" in s)
     t.keys("d")
-    t.wait_for("utilization", "device memory")
+    t.wait_for("util", "memory", "runtimes (")
     t.keys("q")
     assert_restored(t)
 
@@ -148,7 +150,8 @@ def test_trn2_at_80x24_views_keys_and_quit(term: Callable[[int, int], Tmux]) -> 
 def test_trn2_at_200x60_shows_devices_and_runtimes_and_ends_on_sigterm(term: Callable[[int, int], Tmux]) -> None:
     t = term(200, 60)
     t.start(top("--simulate", "trn2.48xlarge", "--no-imds", "--sim-runtimes", "16"))
-    screen = t.wait_for("trn2.48xlarge", " 15 [", "runtimes (16)", "job-15", "model_c")
+    screen = t.wait_for("trn2.48xlarge", " 15 [", "runtimes (16)", "job-15", "util history", "power history")
+    t.wait("the history section", lambda s: re.search(r"^devices utilization +\S*[▁-█]", s, re.M) is not None)
     assert max(len(line) for line in screen.splitlines()) <= 200
     t.keys("c")
     t.wait_for("each physical core", "d15", " 63 [")
