@@ -122,6 +122,7 @@ class Viewer:
             scroll=st.scroll,
             stale_after=max(MIN_STALE, 3 * self.interval),
             history=self.history,
+            sort=st.sort,
             period=self.interval,
         )
 

@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--replay", metavar="FILE", help="play a recording (neuron-monitor --record FILE)")
     out = p.add_argument_group("display")
     out.add_argument("--once", action="store_true", help="print one plain-text snapshot and exit")
-    out.add_argument("--view", choices=("d", "c", "r"), default="d", help="first view: devices, cores or runtimes")
+    out.add_argument(
+        "--view", choices=("d", "c", "r", "m"), default="d", help="first view: devices, cores, runtimes or models"
+    )
     out.add_argument("--filter", default="", metavar="REGEX", help="show only runtimes whose tag matches REGEX")
     out.add_argument("--width", type=positive_int, default=None, metavar="N", help="--once: columns (default 120)")
     return p

@@ -83,6 +83,9 @@ REPLAY_KEYS = {
 }
 
 
+SORTS = ("", "util", "memory", "tag", "pid")  # the runtimes' order: "" is the report's; s cycles
+
+
 @dataclass
 class ViewState:
     """What the viewer chose: the view, the tag filter (and the one being typed), help, scrolling."""
@@ -94,6 +97,7 @@ class ViewState:
     help: bool = False
     scroll: int = 0
     notice: str = ""  # a short answer to the last key (e.g. a bad regular expression)
+    sort: str = ""  # one of SORTS
 
     def set_filter(self, text: str) -> bool:
         """Apply a tag filter (a regular expression searched in the tag); False, with a notice, if invalid."""
@@ -118,7 +122,10 @@ class ViewState:
             return "quit" if key == "q" else ""
         if key == "q":
             return "quit"
-        if key in ("d", "c", "r"):
+        if key == "s":
+            self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)] if self.sort in SORTS else SORTS[0]
+            return ""
+        if key in ("d", "c", "r", "m"):
             if key != self.view:
                 self.view, self.scroll = key, 0
             return ""

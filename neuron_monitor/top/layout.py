@@ -22,7 +22,7 @@ __all__ = ["Frame", "bar", "core_ranges", "human_bytes", "memory_bar", "percent_
 Span = tuple[str, str]
 Line = list[Span]
 
-VIEWS = {"d": "Devices", "c": "Cores", "r": "Runtimes"}
+VIEWS = {"d": "Devices", "c": "Cores", "r": "Runtimes", "m": "Models"}
 CATEGORY_LETTERS = {
     "model_code": "M",
     "tensors": "T",
@@ -32,7 +32,8 @@ CATEGORY_LETTERS = {
 }
 CATEGORY_STYLES = {"M": "cyan", "T": "green", "C": "magenta", "S": "yellow", "R": "blue"}
 HELP = (
-    ("d / c / r", "devices, NeuronCores, runtimes view"),
+    ("d / c / r / m", "devices, NeuronCores, runtimes, models view"),
+    ("s", "sort the runtimes: utilization, memory, tag, pid, report order"),
     ("f", "filter runtimes by tag (a regular expression; empty clears)"),
     ("Up/Down, PgUp/PgDn", "scroll the view"),
     ("space", "replay: pause / play"),
@@ -64,6 +65,7 @@ class Frame:
     stale_after: float = 5.0  # seconds without a new report before the age turns into a warning
     history: History | None = None  # the live view's recent figures (None: --once, no graphs)
     period: float = 1.0  # seconds between reports (the history's time scale)
+    sort: str = ""  # the runtimes' order (controls.SORTS; "" the report's)
 
 
 def plain(lines: list[Line]) -> str:
@@ -129,6 +131,13 @@ def _fit(text: str, width: int) -> str:
     if width <= 0:
         return ""
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def _fit_tail(text: str, width: int) -> str:
+    """``text`` cut to ``width`` keeping its end (a path's file name), "…" first when cut."""
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
 
 
 def _clip(line: Line, width: int) -> Line:
@@ -213,6 +222,7 @@ def _tabs(frame: Frame, width: int) -> Line:
         hidden = frame.screen.hidden_runtimes if frame.screen else 0
         ftext = f"f filter /{frame.filter_text}/ ({hidden} hidden)" if frame.filter_text else "f filter"
         line.append((f" {ftext}", "yellow" if frame.filter_text else "dim"))
+        line.append((f"  s sort: {frame.sort}" if frame.sort else "  s sort", "yellow" if frame.sort else "dim"))
         line.append(("  ? help  q quit", "dim"))
     return _clip(line, width)
 
@@ -361,12 +371,55 @@ def _core_cell(c: Core, bw: int, cell_w: int, phys_w: int, history: History | No
     return [*cell, (" " * max(1, cell_w - used), "")]
 
 
-def _runtime_lines(s: Screen, width: int, limit: int | None = None) -> list[Line]:
+def sorted_runtimes(runtimes: tuple[Runtime, ...], by: str) -> tuple[Runtime, ...]:
+    """The runtimes in the order ``by`` asks: "util" and "memory" largest first, "tag" and "pid" ascending, ""
+    as in the report (ties keep the report's order)."""
+    if by == "util":
+        return tuple(sorted(runtimes, key=lambda r: -(r.utilization or 0.0)))
+    if by == "memory":
+        return tuple(sorted(runtimes, key=lambda r: -r.memory))
+    if by == "tag":
+        return tuple(sorted(runtimes, key=lambda r: r.tag))
+    if by == "pid":
+        return tuple(sorted(runtimes, key=lambda r: (r.pid is None, r.pid or 0)))
+    return runtimes
+
+
+def _model_lines(s: Screen, width: int, by: str) -> list[Line]:
+    """Each runtime's loaded models: name, id, running or not, device and host memory, cores."""
+    tag_w = max(8, min(24, width - 70))
+    name_w = max(8, min(40, width - tag_w - 52))
+    header = f"{'tag':<{tag_w}} {'pid':>7} {'model':<{name_w}} {'id':>6} {'state':<7} {'device':>8} {'host':>8} cores"
+    lines: list[Line] = [[(_fit(header, width), "bold underline")]]
+    listed = 0
+    for r in sorted_runtimes(s.runtimes, by):
+        who = f"{_fit(r.tag, tag_w):<{tag_w}} {_fit('-' if r.pid is None else str(r.pid), 7):>7} "
+        if not r.models:
+            text = "no models in the report" if r.models is None else "no model loaded"
+            lines.append(_clip([(who, "bold"), (text, "dim")], width))
+            continue
+        for i, m in enumerate(r.models):
+            listed += 1
+            state = "running" if m.running else "loaded"
+            cores = ",".join(str(c) for c in m.cores) or "-"
+            row = f"{_fit_tail(m.name or '?', name_w):<{name_w}} {_fit(m.model_id, 6):>6} {state:<7} "
+            row += f"{human_bytes(m.device_bytes):>8} {human_bytes(m.host_bytes):>8} {cores}"
+            lines.append(
+                _clip([(who if i == 0 else " " * len(who), "bold"), (row, "green" if m.running else "")], width)
+            )
+    title = f"models ({listed} loaded by {len(s.runtimes)} runtimes)"
+    return [[(_fit(title, width), "bold")], *lines]
+
+
+def _runtime_lines(s: Screen, width: int, limit: int | None = None, by: str = "", util: bool = False) -> list[Line]:
+    """The runtime table in the order ``by``; ``util`` adds each runtime's mean NeuronCore utilization (live)."""
     shown_columns = [c for c in s.runtime_columns if width >= c.min_width]
+    util = util and width >= 96  # narrower, the specs' columns keep the room
     # the tag takes what the fixed columns leave (an optional column borrows its separator from the note)
-    reserve = 4 + 8 + 10 + sum(c.width + (0 if c.min_width else 1) for c in shown_columns)
+    reserve = 4 + 8 + 10 + (6 if util else 0) + sum(c.width + (0 if c.min_width else 1) for c in shown_columns)
     tag_w = max(8, min(24, width - reserve))
     cols: list[tuple[str, int, str]] = [("tag", tag_w, "<"), ("pid", 7, ">"), ("cores", 9, "<")]
+    cols += [("util", 5, ">")] if util else []
     cols += [(c.header, c.width, c.align) for c in shown_columns]
     used = sum(w + 1 for _, w, _ in cols)
     note_w = width - used
@@ -376,20 +429,23 @@ def _runtime_lines(s: Screen, width: int, limit: int | None = None) -> list[Line
     lines: list[Line] = [[(_fit(title, width), "bold")], [(_fit(header, width), "bold underline")]]
     if not s.runtimes:
         lines.append([("no runtime in this report" + (" matches the filter" if s.hidden_runtimes else ""), "dim")])
-    shown = s.runtimes if limit is None else s.runtimes[: max(0, limit)]
+    ordered = sorted_runtimes(s.runtimes, by)
+    shown = ordered if limit is None else ordered[: max(0, limit)]
     for r in shown:
-        lines.append(_clip(_runtime_row(r, tag_w, shown_columns, note_w), width))
+        lines.append(_clip(_runtime_row(r, tag_w, shown_columns, note_w, util), width))
     if len(shown) < len(s.runtimes):
         lines.append([(f"... {len(s.runtimes) - len(shown)} more runtimes (press r)", "dim")])
     return lines
 
 
-def _runtime_row(r: Runtime, tag_w: int, columns: list[TopColumn], note_w: int) -> Line:
+def _runtime_row(r: Runtime, tag_w: int, columns: list[TopColumn], note_w: int, util: bool = False) -> Line:
     line: Line = [
         (f"{_fit(r.tag, tag_w):<{tag_w}} ", "bold"),
         (f"{_fit('-' if r.pid is None else str(r.pid), 7):>7} ", ""),
         (f"{_fit(core_ranges(r.cores), 9):<9} ", ""),
     ]
+    if util:
+        line.append((f"{'-' if r.utilization is None else f'{r.utilization:.0f}%':>5} ", _style_for(r.utilization)))
     for column in columns:
         text, style = r.cells.get(column, (MISSING, ""))
         line.append((f"{_fit(text, column.width):{column.align}{column.width}} ", style))
@@ -464,7 +520,10 @@ def _render(frame: Frame, width: int, height: int | None) -> list[Line]:
     if frame.help:
         main = _window(_help_lines(width), room, 0)
     elif frame.view == "r":
-        main = _window(_runtime_lines(s, width)[1:], room, frame.scroll)
+        main = _window(_runtime_lines(s, width, by=frame.sort, util=True)[1:], room, frame.scroll)
+    elif frame.view == "m":
+        title, *models = _model_lines(s, width, frame.sort)
+        main = [title, *_window(models, room - 1, frame.scroll)]
     else:
         history = frame.history
         if frame.view == "d":
@@ -480,7 +539,7 @@ def _render(frame: Frame, width: int, height: int | None) -> list[Line]:
             main = [*main, [], *graphs]
             spare -= len(graphs) + 1
         if spare >= 4:
-            main = [*main, [], *_runtime_lines(s, width, limit=spare - 3)]
+            main = [*main, [], *_runtime_lines(s, width, limit=spare - 3, by=frame.sort, util=True)]
     lines = top + main
     lines += [[]] * max(0, height - len(lines) - len(messages) - len(errors))
     return (lines + messages + errors)[:height]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuron_monitor.groups.memory_info.spec import MemoryInfo
-from neuron_monitor.groups.memory_used.spec import MEMORY_SUM
+from neuron_monitor.groups.memory_used.spec import MEMORY_SUM, MemoryUsed
 from neuron_monitor.groups.neuron_device_telemetry.spec import NAME as TELEMETRY
 from neuron_monitor.groups.neuron_device_telemetry.spec import NeuronDeviceTelemetry
 from neuron_monitor.groups.neuroncore_counters.spec import PHYSICAL_SUM, UTILIZATION_SUM
@@ -92,12 +92,27 @@ class Core:
 
 
 @dataclass(frozen=True)
+class Model:
+    """One model a runtime has loaded (``memory_used.loaded_models``)."""
+
+    name: str
+    model_id: str
+    running: bool
+    device_bytes: int
+    host_bytes: int
+    cores: tuple[int, ...]  # NeuronCores within their devices, as the subgraphs name them
+
+
+@dataclass(frozen=True)
 class Runtime:
     pid: int | None
     tag: str
     cores: tuple[int, ...]
     error: str  # the runtime's own error, or its first group error
     cells: Cells = field(default_factory=dict)  # the specs' runtime columns
+    utilization: float | None = None  # mean over the runtime's cores of its own utilization (for sorting)
+    memory: int = 0  # device memory over its cores (for sorting)
+    models: tuple[Model, ...] | None = None  # None: the report lists no models for it
 
     def cell(self, header: str) -> str:
         """The text of the spec column ``header`` ("-" when the runtime has none)."""
@@ -195,10 +210,29 @@ class _Sums:
         return {int(core): values for core, values in totals.items()}
 
 
+def _models(entry: RuntimeEntry) -> tuple[Model, ...] | None:
+    data = _data(entry.groups, N.MEMORY_USED, MemoryUsed)
+    if data is None or data.models is None:
+        return None
+    return tuple(
+        Model(
+            name=m.name,
+            model_id=m.model_id,
+            running=m.running,
+            device_bytes=int(m.memory.get(N.LOCATION_NEURON_DEVICE, 0)),
+            host_bytes=int(m.memory.get(N.LOCATION_HOST, 0)),
+            cores=tuple(sorted({nc for _, nc in m.placement})),
+        )
+        for m in data.models
+    )
+
+
 def _runtime(entry: RuntimeEntry, sums: Iterable[RuntimeSum]) -> Runtime:
     cores: set[int] = set()
     for wanted in sums:
         cores.update(int(c) for c in _per_runtime(entry, wanted))
+    utils = [v["percent"] for v in _per_runtime(entry, UTILIZATION_SUM).values() if "percent" in v]
+    memory = sum(sum(v.values()) for v in _per_runtime(entry, MEMORY_SUM).values())
     error = entry.error
     if not error:
         error = next((f"{name}: {g.error}" for name, g in entry.groups.items() if g.error), "")
@@ -208,6 +242,9 @@ def _runtime(entry: RuntimeEntry, sums: Iterable[RuntimeSum]) -> Runtime:
         cores=tuple(sorted(cores)),
         error=error,
         cells=_cells(entry.groups, TOP_RUNTIMES).get((), {}),
+        utilization=sum(utils) / len(utils) if utils else None,
+        memory=int(memory),
+        models=_models(entry),
     )
 
 

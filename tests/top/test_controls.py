@@ -76,3 +76,17 @@ def test_replay_keys_are_passed_on() -> None:
     assert st.press("left") == "back" and st.press("right") == "forward"
     assert st.press("[") == "seek-back" and st.press("]") == "seek-forward"
     assert st.press("home") == "first" and st.press("end") == "last"
+
+
+def test_s_cycles_the_sort_and_m_opens_the_models_view() -> None:
+    from neuron_monitor.top.controls import SORTS
+
+    st = ViewState()
+    seen = []
+    for _ in range(len(SORTS)):
+        assert st.press("s") == ""
+        seen.append(st.sort)
+    assert seen == ["util", "memory", "tag", "pid", ""]
+    st.scroll = 3
+    st.press("m")
+    assert (st.view, st.scroll) == ("m", 0)

@@ -75,3 +75,42 @@ def test_once_has_no_history(viewer: Viewer) -> None:
     frame = viewer.frame(0.0, 0.0)
     frame.history = None
     assert not SPARK.search(plain(render(frame, 200, None)))
+
+
+@pytest.mark.parametrize("by", ["util", "memory", "tag", "pid"])
+def test_s_sorts_the_runtimes(viewer: Viewer, by: str) -> None:
+    viewer.state.sort = by
+    try:
+        out = _text(viewer, "r", 120, 40)
+    finally:
+        viewer.state.sort = ""
+    assert f"s sort: {by}" in out[2]
+    rows = [line.split() for line in out if line.startswith("job-")]
+    assert len(rows) == 15
+    screen = viewer.screen()
+    assert screen is not None
+    by_tag = {r.tag: r for r in screen.runtimes}
+    runtimes = [by_tag[row[0]] for row in rows]
+    if by == "util":
+        keys = [-(r.utilization or 0.0) for r in runtimes]
+        assert rows[0][3] == f"{runtimes[0].utilization:.0f}%"
+    elif by == "memory":
+        keys = [-r.memory for r in runtimes]
+    elif by == "tag":
+        keys = [r.tag for r in runtimes]  # type: ignore[misc]
+    else:
+        keys = [r.pid for r in runtimes]  # type: ignore[misc]
+    assert keys == sorted(keys)  # type: ignore[type-var]
+    assert len(set(keys)) > 1
+
+
+def test_the_models_view_lists_each_runtimes_models(viewer: Viewer) -> None:
+    out = _text(viewer, "m", 120, 40)
+    text = "\n".join(out)
+    assert "m Models" in out[2]
+    assert re.search(r"^job-00 +\d+ +…?\S*model_0_0\.neff +10001 +(running|loaded) +\S+ +\S+ +[\d,]+$", text, re.M)
+    screen = viewer.screen()
+    assert screen is not None
+    models = sum(len(r.models or ()) for r in screen.runtimes)
+    assert models > len(screen.runtimes)  # some runtimes hold two models
+    assert f"models ({models} loaded by 15 runtimes)" in plain(render(viewer.frame(0.0, 0.0), 120, 200))
