@@ -77,6 +77,7 @@ def parse_unhealthy_components(raw: bytes) -> list[str]:
 
 MAX_COUNTER = (1 << 64) - 1
 _COUNTER_BYTES = b"0123456789\n"
+_MAX_DIGITS = len(str(MAX_COUNTER))  # 20: a shorter file cannot hold a value past 64 bits
 
 
 def parse_counter(raw: bytes) -> int:
@@ -93,16 +94,21 @@ def parse_counter(raw: bytes) -> int:
 parse_count = parse_counter  # the earlier name
 
 
-def parse_counters(raws: list[bytes]) -> list[int] | None:
+def parse_counters(raws: list[bytes], read_size: int | None = None) -> list[int] | None:
     """`parse_counter` of every file of a one-pass read, or None when any of them is not what it accepts (the
-    caller then parses each file to name the bad one). Checked in C: the bytes are digits and newlines only, and
-    ``int()`` (which takes surrounding whitespace only) finds one number in each; no value past 64 bits."""
+    caller then parses each file to name the bad one), or when one is ``read_size`` bytes long (it may have been
+    cut by the read). Checked in C: the bytes are digits and newlines only, and ``int()`` (which takes surrounding
+    whitespace only) finds one number in each; values are compared with 2^64-1 only when a file is long enough
+    to hold a larger one (20 bytes)."""
+    longest = max(map(len, raws), default=0)
+    if read_size is not None and longest >= read_size:
+        return None
     if b"".join(raws).translate(None, _COUNTER_BYTES):
         return None
     try:
         values = list(map(int, raws))
     except ValueError:  # empty, newlines only, or a newline between digits
         return None
-    if values and max(values) > MAX_COUNTER:
+    if longest >= _MAX_DIGITS and max(values) > MAX_COUNTER:
         return None
     return values

@@ -164,10 +164,9 @@ class NeuronDeviceTelemetry(SystemGroup):
         if gone is None:
             try:
                 raws = [pread(f.fileno(), _READ_SIZE, 0) for f in plan.files]
-                if not raws or max(map(len, raws)) < _READ_SIZE:
-                    parsed = parse_counters(raws)
-                    if parsed is not None:
-                        return cast("list[int | None]", parsed), True, []
+                parsed = parse_counters(raws, _READ_SIZE)  # None for anything unusual, a long file too
+                if parsed is not None:
+                    return cast("list[int | None]", parsed), True, []
             except (OSError, ValueError):
                 pass
         values: list[int | None] = []

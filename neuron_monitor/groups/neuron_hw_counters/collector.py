@@ -95,9 +95,9 @@ class NeuronHwCounters(SystemGroup):
     def _read_fast(fast: _FastPass, raws: list[bytes]) -> dict[int, list[int | None]] | None:
         """Every present counter from the one-pass read's bytes; None when anything is unusual (the careful path
         then decides)."""
-        if raws and max(map(len, raws)) >= _READ_SIZE:
-            return None  # a longer file than these ever hold: read it in full, carefully
-        parsed = parse_counters(raws)  # the same bytes as the careful path's parse_counter, or None
+        # the same bytes as the careful path's parse_counter, or None (a file as long as a read, too: read it in
+        # full, carefully)
+        parsed = parse_counters(raws, _READ_SIZE)
         if parsed is None:
             return None
         nums = cast("list[int | None]", parsed)
