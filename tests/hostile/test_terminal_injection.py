@@ -75,6 +75,10 @@ def hostile_report(attack: str) -> dict[str, Any]:
     entry["error"] = f"error{attack}"
     for obj in entry["report"].values():
         obj["error"] = f"group error{attack}"
+    used = entry["report"].get("memory_used", {})
+    used["error"] = ""  # usable, so the models view lists its models
+    for model in used.get("loaded_models", []):
+        model["name"] = f"model{attack}"  # the model name is written by the workload, in its data block
     report["instance_info"]["instance_name"] = f"name{attack}"
     report["instance_info"]["instance_type"] = f"trn1n.32xlarge{attack}"
     report["instance_info"]["error"] = f"imds{attack}"
@@ -85,7 +89,7 @@ def hostile_report(attack: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
-@pytest.mark.parametrize("view", ["d", "c", "r"])
+@pytest.mark.parametrize("view", ["d", "c", "r", "m"])
 def test_top_frames_carry_no_control_or_bidi_character(name: str, view: str) -> None:
     report = hostile_report(ATTACKS[name])
     frame = Frame(
