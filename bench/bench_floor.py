@@ -143,12 +143,19 @@ def pair(daemon: list[str], floor: list[str], reports: int) -> tuple[RunFigures,
     return out["daemon"], out["floor"]
 
 
+def daemon_of(tree: Path, daemon: list[str]) -> list[str]:
+    """``daemon`` for the checkout ``tree``: before issue 26 the daemon's module was ``neuron_monitor.cli``."""
+    if (tree / "neuron_monitor" / "daemon" / "cli.py").exists():
+        return daemon
+    return [("neuron_monitor.cli" if a == "neuron_monitor.daemon.cli" else a) for a in daemon]
+
+
 def against(daemon: list[str], floor: list[str], tree: Path, reports: int, rounds: int) -> None:
     """Rounds of this checkout's daemon, ``tree``'s daemon and the floor at the same time; ratios printed."""
     ratios: list[float] = []
     print(f"\nthis checkout's daemon (new) beside {tree}'s (old) and the floor, {rounds} rounds of {reports} reports:")
     for i in range(rounds):
-        runs = [("new", daemon, REPO), ("old", daemon, tree), ("floor", floor, REPO)]
+        runs = [("new", daemon, REPO), ("old", daemon_of(tree, daemon), tree), ("floor", floor, REPO)]
         if i % 2:
             runs[0], runs[1] = runs[1], runs[0]
         out = together(runs, reports)
