@@ -1,7 +1,7 @@
 """A group added as nothing but a folder with its spec reaches every consumer: the folder is dropped into the
-groups package (a temporary directory added to its path), and the Prometheus exporter, the CloudWatch mapping, the
-timeline, neuron-monitor-det (a det rule), neuron-monitor-top --once (a device column) and the spec registry
-(whence the daemon's group list) all pick it up without any other change."""
+groups package (a temporary directory added to its path), and the Prometheus exporter, the CloudWatch mapping and
+its EMF lines, the timeline, neuron-monitor-det (a det rule), neuron-monitor-top --once (a device column) and the
+spec registry (whence the daemon's group list) all pick it up without any other change."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from neuron_monitor import groups as group_package
+from neuron_monitor.exporters.cloudwatch.emf import encode_events
 from neuron_monitor.exporters.cloudwatch.mapping import ReportMapper
 from neuron_monitor.schema import read as read_module
 from neuron_monitor.schema import spec as spec_module
@@ -135,8 +136,16 @@ def test_a_spec_module_alone_brings_a_group_to_every_consumer(fan_spec: None, tm
     assert one(series, "fan_speed_rpm", fan="1") == 900.0
     assert one(series, "fan_turns_total", fan="0") == 15.0
 
-    datums = {d.name: d.value for d in ReportMapper().map(_report(10, 1000.0))}
-    assert datums["FanSpeed0"] == 1200.0 and datums["FanSpeed1"] == 900.0
+    datums = ReportMapper().map(_report(10, 1000.0))
+    values = {d.name: d.value for d in datums}
+    assert values["FanSpeed0"] == 1200.0 and values["FanSpeed1"] == 900.0
+    # the CloudWatch exporter's --output emf lines: the metric declared under the namespace with its unit
+    events = [orjson.loads(line) for line in encode_events(datums, "neuron_monitor")]
+    fan = next(e for e in events if "FanSpeed1" in e)
+    assert fan["FanSpeed1"] == 900.0
+    directive = fan["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Namespace"] == "neuron_monitor"
+    assert {"Name": "FanSpeed1", "Unit": "None"} in directive["Metrics"]
 
     rec = record(tmp_path / "r.gz", [_report(10, 1000.0), _report(5, 1001.0)])
     out = tmp_path / "t.json"
