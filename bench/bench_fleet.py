@@ -18,6 +18,7 @@ and whether the injected faults raised exactly their alerts; then full/budget ra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 import time
@@ -52,6 +53,7 @@ class Figures:
     alerts_note: str = ""
     dashboard_with_data: str = ""
     slow_scrapes: str = ""
+    logs: str = ""
 
     @property
     def agent_mib_per_1k(self) -> float:
@@ -95,9 +97,11 @@ def run_phase(fleet: Fleet, measure_s: float) -> Figures:
     scrapes0 = c0.get("prometheus_tsdb_head_samples_appended_total", 0.0)
     deadline = t0 + measure_s
     while time.monotonic() < deadline:
-        seen |= fleet.firing()
+        with contextlib.suppress(OSError):  # a central too busy to answer in 30 s: ask again
+            seen |= fleet.firing()
         time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
-    seen |= fleet.firing()
+    with contextlib.suppress(OSError):
+        seen |= fleet.firing()
     dt = time.monotonic() - t0
     c1, a1 = central.self_metrics(), agent.self_metrics()
     figures.samples_per_s = (c1.get("prometheus_tsdb_head_samples_appended_total", 0.0) - scrapes0) / dt
@@ -112,6 +116,8 @@ def run_phase(fleet: Fleet, measure_s: float) -> Figures:
     figures.remote_write_failed = a1.get("prometheus_remote_storage_samples_failed_total", 0.0) - a0.get(
         "prometheus_remote_storage_samples_failed_total", 0.0
     )
+    if figures.remote_write_failed:
+        figures.logs = "agent log:\n" + agent.log_text()[-1500:] + "\ncentral log:\n" + central.log_text()[-1500:]
     window = f"{int(dt)}s"
     by_target = {
         r["metric"]["instance"]: [float(v) for _, v in r["values"]]
@@ -145,8 +151,13 @@ def run_phase(fleet: Fleet, measure_s: float) -> Figures:
         )
     )
     queries = dashboard_queries(rate_window=f"{4 * scrape_s}s")
-    with_data = sum(1 for _, q in queries if central.query(q))
-    figures.dashboard_with_data = f"{with_data}/{len(queries)}"
+    with_data = timeouts = 0
+    for _, q in queries:
+        try:
+            with_data += bool(central.query(q))
+        except OSError:  # a central too busy to answer in 30 s
+            timeouts += 1
+    figures.dashboard_with_data = f"{with_data}/{len(queries)}" + (f" ({timeouts} timed out)" if timeouts else "")
     return figures
 
 
@@ -165,6 +176,8 @@ def print_phase(f: Figures, scrape_s: int) -> None:
         f"exporters + replay {f.harness_cpu_ms_per_scrape:.2f} ms per scrape"
     )
     print(f"remote-write samples failed: {f.remote_write_failed:.0f}")
+    if f.logs:
+        print(f.logs)
     print(f"alerts: {'OK' if f.alerts_ok else 'NOT OK'} ({f.alerts_note})")
     print(f"fleet dashboard queries with data: {f.dashboard_with_data}")
 
@@ -221,9 +234,9 @@ def main() -> int:
         try:
             fleet.start()
             results[detail] = run_phase(fleet, args.seconds)
+            print_phase(results[detail], scrape_s)
         finally:
             fleet.stop()
-        print_phase(results[detail], scrape_s)
     if len(results) == 2:
         b, f = results["budget"], results["full"]
         print("\n== full / budget (the budget's saving; full is the set before the budget)")

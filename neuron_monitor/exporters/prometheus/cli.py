@@ -115,7 +115,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--series-detail",
         choices=SERIES_DETAILS,
         default=BUDGET,
-        help="'budget' (default) leaves out detail no dashboard panel or alert reads (about 1,400 series on a"
+        help="'budget' (default) leaves out detail no dashboard panel or alert reads (about 1,500 series on a"
         " trn2.48xlarge with 16 runtimes, AWS's families whole); 'full' serves every series (docs/fleet.md)",
     )
     p.add_argument(
