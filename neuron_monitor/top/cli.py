@@ -22,6 +22,7 @@ from neuron_monitor.daemon.config_values import ConfigError
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT
 from neuron_monitor.sanitize import sanitize
 from neuron_monitor.top.controls import ViewState
+from neuron_monitor.top.history import CAPACITY
 from neuron_monitor.top.layout import Frame, plain, render
 from neuron_monitor.top.model import screen_from_report
 from neuron_monitor.top.sources import CollectSource, Replay, StreamSource, top_plan
@@ -56,6 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     out.add_argument("--filter", default="", metavar="REGEX", help="show only runtimes whose tag matches REGEX")
     out.add_argument("--width", type=positive_int, default=None, metavar="N", help="--once: columns (default 120)")
+    out.add_argument(
+        "--height",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="--once: lay out the live screen for N rows (with history of a replay's reports) instead of everything",
+    )
+    out.add_argument("--sort", choices=("util", "memory", "tag", "pid"), default="", help="the runtimes' first order")
     return p
 
 
@@ -100,25 +109,50 @@ def _keys_fd() -> int | None:
         return None
 
 
-def _print_once(report: dict[str, Any], state: ViewState, width: int | None, problems: list[str]) -> None:
-    screen = screen_from_report(report, state.tag_filter)
-    frame = Frame(screen=screen, now=time.time(), messages=tuple(problems), filter_text=state.filter_text)
+def _print_once(
+    report: dict[str, Any],
+    state: ViewState,
+    width: int | None,
+    problems: list[str],
+    height: int | None = None,
+    earlier: list[dict[str, Any]] | None = None,
+) -> None:
+    """Print one snapshot: every section in full, or (``height``) the live screen of that size, its history made
+    of ``earlier`` reports (a replay's) and this one."""
+    if height is None:
+        screen = screen_from_report(report, state.tag_filter)
+        frame = Frame(screen=screen, now=time.time(), messages=tuple(problems), filter_text=state.filter_text)
+    else:
+        from neuron_monitor.top.app import Viewer
+
+        viewer = Viewer("snapshot", state)
+        for r in [*(earlier or []), report]:
+            viewer.report(r, track=False)
+        frame = viewer.frame(time.time(), time.monotonic())
+        frame.messages = (*problems, *frame.messages)
     if sys.stdout.isatty():
         from neuron_monitor.top.terminal import print_snapshot
 
         cols = width or os.get_terminal_size(sys.stdout.fileno()).columns
-        print_snapshot(render(frame, cols, None))
+        print_snapshot(render(frame, cols, height))
         return
     cols = width or int(os.environ.get("COLUMNS", "0") or 0) or ONCE_WIDTH
-    sys.stdout.write(plain(render(frame, cols, None)))
+    sys.stdout.write(plain(render(frame, cols, height)))
     sys.stdout.flush()
 
 
 def _once(args: argparse.Namespace, kind: str, state: ViewState) -> int:
     problems: list[str] = []
+    earlier: list[dict[str, Any]] = []
     report: dict[str, Any] | None
     if kind == "replay":
         replay = Replay.load(args.replay)
+        if args.height:  # the history of the last reports (as many as a graph can hold)
+            replay.last()
+            replay.step(-min(len(replay) - 1, CAPACITY - 1))
+            while replay.index < len(replay) - 1:
+                earlier.append(replay.current())
+                replay.step(1)
         replay.last()
         report, problems = replay.current(), list(replay.problems)
     elif kind == "stdin":
@@ -135,7 +169,7 @@ def _once(args: argparse.Namespace, kind: str, state: ViewState) -> int:
         for p in problems:
             sys.stderr.write(f"{PROG}: {sanitize(p)}\n")
         return _fail("no report to show", 1)
-    _print_once(report, state, args.width, problems)
+    _print_once(report, state, args.width, problems, args.height, earlier)
     return 0
 
 
@@ -164,7 +198,7 @@ def _live(args: argparse.Namespace, kind: str, state: ViewState) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    state = ViewState(view=args.view)
+    state = ViewState(view=args.view, sort=args.sort)
     if args.filter and not state.set_filter(args.filter):
         return _fail(f"--filter: {state.notice}", 2)
     if args.root is None:

@@ -44,6 +44,9 @@ HELP = (
     ("?", "this help (any key closes it)"),
     ("q", "quit"),
 )
+# the device columns whose cell style is the device's health (neuron_device_health's verdict first, then the
+# telemetry roll-up): the device number takes that colour and a device not healthy gets a line with the reason
+HEALTH_HEADERS = ("verdict", "health")
 MEMORY_LEGEND = "memory: M model code, T tensors, C constants, S shared scratchpad, R runtime"
 
 
@@ -246,7 +249,7 @@ def _live_device_lines(s: Screen, width: int, history: History) -> list[Line]:
     header += "".join(f"{c.header:{c.align}{c.width}}" + " " * c.gap for c in s.device_columns)
     lines: list[Line] = [[(_fit(header, width), "bold underline")]]
     for d in s.devices:
-        line: Line = [(f"{d.index:>3} ", "bold")]
+        line: Line = [(f"{d.index:>3} ", _health(d)[0] or "bold")]
         line += [*bar(d.utilization, bw)] if bars else []
         line.append((percent_text(d.utilization) + " " if bars else f"{percent_text(d.utilization)} "[1:], ""))
         for k in sparks:
@@ -264,6 +267,25 @@ def _live_device_lines(s: Screen, width: int, history: History) -> list[Line]:
             line.append((f"{_fit(text, column.width):{column.align}{column.width}}" + " " * column.gap, style))
         lines.append(_clip(line, width))
     return lines
+
+
+def _health(d: Device) -> tuple[str, str]:
+    """(style, text) of the device's first health column the report fills ("", "" when none)."""
+    for header in HEALTH_HEADERS:
+        for column, (text, style) in d.cells.items():
+            if column.header == header and text != MISSING:
+                return style, text
+    return "", ""
+
+
+def _health_lines(s: Screen, width: int) -> list[Line]:
+    """One line per device whose health is not good, with the whole verdict and reason."""
+    out: list[Line] = []
+    for d in s.devices:
+        style, text = _health(d)
+        if style and style not in ("green", "dim"):
+            out.append([(_fit(f"device {d.index}: {text}", width), style)])
+    return out
 
 
 def _history_lines(s: Screen, width: int, history: History, period: float) -> list[Line]:
@@ -306,7 +328,11 @@ def _device_lines(s: Screen, width: int) -> list[Line]:
 
 
 def _device_row(d: Device, bw: int, mem_text_w: int, columns: tuple[TopColumn, ...], wide: bool) -> Line:
-    line: Line = [(f"{d.index:>3} ", "bold"), *bar(d.utilization, bw), (" " + percent_text(d.utilization), "")]
+    line: Line = [
+        (f"{d.index:>3} ", _health(d)[0] or "bold"),
+        *bar(d.utilization, bw),
+        (" " + percent_text(d.utilization), ""),
+    ]
     mem = (
         f" {human_bytes(d.memory_used)}/{human_bytes(d.memory_total)}"
         if d.memory_total
@@ -528,6 +554,7 @@ def _render(frame: Frame, width: int, height: int | None) -> list[Line]:
         history = frame.history
         if frame.view == "d":
             primary = _device_lines(s, width) if history is None else _live_device_lines(s, width, history)
+            primary = [*primary[:1], *_health_lines(s, width), *primary[1:]]  # the reasons stay in view
         else:
             primary = _core_lines(s, width, history)
         # the runtimes keep a few rows below (title, header, two rows or a "more" line) when the view is long

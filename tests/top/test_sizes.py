@@ -15,6 +15,7 @@ from neuron_monitor.top.history import BLOCKS
 from neuron_monitor.top.layout import plain, render
 
 RECORDED = Path(__file__).resolve().parent.parent / "replay" / "recorded" / "sim_trn2_48xlarge_16rt.jsonl.gz"
+SIZE_120x40 = ("--width", "120", "--height", "40", "--sort", "memory")
 SPARK = re.compile(f"[{BLOCKS}]{{3,}}")
 
 
@@ -114,3 +115,50 @@ def test_the_models_view_lists_each_runtimes_models(viewer: Viewer) -> None:
     models = sum(len(r.models or ()) for r in screen.runtimes)
     assert models > len(screen.runtimes)  # some runtimes hold two models
     assert f"models ({models} loaded by 15 runtimes)" in plain(render(viewer.frame(0.0, 0.0), 120, 200))
+
+
+def test_a_device_not_healthy_is_coloured_and_its_reason_stays_in_view() -> None:
+    from neuron_monitor.groups.neuron_device_health.spec import COL_VERDICT
+    from neuron_monitor.top.history import History
+    from neuron_monitor.top.layout import Frame
+    from neuron_monitor.top.model import Device, Screen
+
+    reason = "UNHEALTHY ecc_uncorrected 2 \x1b[2J"
+    devices = tuple(
+        Device(
+            index=i,
+            utilization=10.0,
+            cores=(i,),
+            memory={},
+            memory_total=None,
+            cells={COL_VERDICT: (reason, "bold red") if i == 7 else ("healthy", "green")},
+        )
+        for i in range(16)
+    )
+    screen = Screen(devices=devices, device_count=16, device_columns=(COL_VERDICT,))
+    history = History()
+    history.add(screen)
+    lines = render(Frame(screen=screen, history=history), 80, 12)
+    text = plain(lines)
+    assert "device 7: UNHEALTHY ecc_uncorrected 2 \u241b[2J" in text  # sanitized, and in view though row 7 is not
+    assert "\x1b" not in text
+    assert not any(line and line[0][0] == "  7 " for line in lines)
+    tall = render(Frame(screen=screen, history=history), 80, 40)
+    row7 = next(line for line in tall if line and line[0][0] == "  7 ")
+    assert row7[0][1] == "bold red"
+
+
+def test_once_with_height_lays_out_the_live_screen_with_the_replays_history(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "neuron_monitor.top.cli", "--replay", str(RECORDED), "--once", *SIZE_120x40],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    ).stdout.decode()
+    lines = out.split("\n")[:-1]
+    assert len(lines) == 40 and all(len(line) <= 120 for line in lines)
+    assert "util history" in out and "s sort: memory" in out
+    assert SPARK.search(out)
