@@ -1,7 +1,7 @@
 """Benchmark: the daemon against the floor (what reading its raw inputs costs), and its start-up (prints, never fails).
 
     python3 bench/bench_floor.py [--shape trn2.48xlarge] [--runtimes 16] [--reports 200] [--repeat 3]
-                                 [--against OTHER_CHECKOUT [--rounds 8]]
+                                 [--against OTHER_CHECKOUT [--rounds 8]] [--health-watch-ab [--rounds 8]]
 
 1. The floor and the daemon, at the same time on the same simulated host, every group at 0.1 s. The floor is a
    process (``bench/bench_floor.py --floor-loop``) that, on the same 0.1 s grid, only reads what the daemon reads —
@@ -18,6 +18,10 @@
    which this checkout's daemon, TREE's daemon and the floor run at the same time on the one simulator (which
    daemon starts first alternates), printing this / TREE daemon CPU per round and the median: an A/B that a
    drifting machine slows on both sides alike.
+4. With ``--health-watch-ab``: the cost of the device-health watch. ``--rounds`` rounds in which this checkout's
+   daemon with the ``neuron_device_health`` group (at 5 s) and its 0.25 s watch (A) and the same daemon with
+   ``--health-watch-interval 0`` (B), every other group at 0.1 s, run at the same time with the floor (which
+   starts first alternates); prints A / B daemon CPU per round and the median.
 """
 
 from __future__ import annotations
@@ -92,14 +96,39 @@ def floor_loop(root: Path, period: float, sample: Path) -> None:
         out.flush()
 
 
-def write_config(period: str) -> Path:
+def write_config(period: str, extra_system: tuple[dict[str, str], ...] = ()) -> Path:
     conf = Path(tempfile.mkstemp(suffix=".conf")[1])
     conf.write_text(json.dumps({
         "period": period,
         "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME]}],
-        "system_metrics": [{"type": t} for t in SYSTEM],
+        "system_metrics": [{"type": t} for t in SYSTEM] + list(extra_system),
     }))  # fmt: skip
     return conf
+
+
+def health_watch_ab(daemon: list[str], floor: list[str], reports: int, rounds: int) -> None:
+    """Rounds of the daemon with the health group and its watch (A) and without the watch (B), beside the floor."""
+    ratios: list[float] = []
+    # the health group at the default 5 s, so its watch does the work (at 0.1 s its collections would make the
+    # watch skip: they read the same files)
+    conf = write_config("100ms", ({"type": "neuron_device_health", "period": "5s"},))
+    with_group = [*daemon[:4], str(conf), *daemon[5:]]
+    watch, no_watch = with_group, [*with_group, "--health-watch-interval", "0"]
+    print(f"\nthe health watch: with it (A) and without it (B), neuron_device_health at 5 s in both, {rounds} rounds "
+          f"of {reports} reports:")  # fmt: skip
+    try:
+        for i in range(rounds):
+            runs = [("A", watch, REPO), ("B", no_watch, REPO), ("floor", floor, REPO)]
+            if i % 2:
+                runs[0], runs[1] = runs[1], runs[0]
+            out = together(runs, reports)
+            a, b, fl = (out[k].cpu_ms_per_report for k in ("A", "B", "floor"))
+            ratios.append(a / b)
+            print(f"  round {i + 1}: A {a:.2f} ms, B {b:.2f} ms CPU/report -> A / B {ratios[-1]:.3f}; floor {fl:.2f} ms"
+                  f"; load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    finally:
+        conf.unlink()
+    print(f"A / B (watch / no watch), median of {rounds}: {statistics.median(ratios):.3f}")
 
 
 def first_line_s(cmd: list[str]) -> tuple[float, bytes]:
@@ -175,6 +204,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs (median)")
     ap.add_argument("--against", metavar="TREE", type=Path, help="also an A/B against the daemon of this checkout")
     ap.add_argument("--rounds", type=int, default=8, help="rounds of the A/B (with --against)")
+    ap.add_argument("--health-watch-ab", action="store_true", help="A/B of the device-health watch (see above)")
     ap.add_argument("--floor-loop", metavar="ROOT", help=argparse.SUPPRESS)
     ap.add_argument("--sample", metavar="FILE", help=argparse.SUPPRESS)
     ap.add_argument("--period", type=float, default=0.1, help=argparse.SUPPRESS)
@@ -228,6 +258,8 @@ def main() -> int:
                   f"{'met' if ratio <= 3.0 else 'NOT met'})")  # fmt: skip
             if args.against:
                 against(daemon, floor, args.against.resolve(), args.reports, args.rounds)
+            if args.health_watch_ab:
+                health_watch_ab(daemon, floor, args.reports, args.rounds)
     finally:
         conf.unlink()
         sample.unlink()

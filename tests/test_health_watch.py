@@ -1,6 +1,6 @@
 """The 1 s design property of the health watch, on the scheduler's own stepped clock (no wall time): with a plain
 ``{"period": "5s"}`` configuration, a fault written into the driver's files is in a report at most one watch
-interval (0.25 s) later, as an extra report between the 5 s ones in which only the health group is fresh; no
+interval (0.5 s) later, as an extra report between the 5 s ones in which only the health group is fresh; no
 count of any group is lost or doubled by the extra reports, and a healthy device never makes one."""
 
 from __future__ import annotations

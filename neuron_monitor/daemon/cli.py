@@ -56,6 +56,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _watch_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
+    if not 0 <= value <= 60:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"must be 0 (off) or seconds up to 60, got {text[:40]}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         "neuron-monitor",
@@ -95,6 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="keep the device fault-event counts here across restarts (default: systemd's $STATE_DIRECTORY; "
         "without one they are counted from the daemon's start)",
+    )
+    p.add_argument(
+        "--health-watch-interval",
+        type=_watch_interval,
+        default=None,
+        metavar="S",
+        help="seconds between two reads of the device health files, whatever the group's period (default 0.5; "
+        "0: no watch, a verdict changes at the group's collections only)",
     )
     p.add_argument("--k8s-info", action="store_true", help="add neuron_k8s_info from the kubelet pod-resources API")
     p.add_argument(
@@ -189,10 +207,13 @@ def open_recorder(args: argparse.Namespace) -> Recorder | None:
 class Daemon:
     def __init__(self, args: argparse.Namespace, plan: Plan, root: RootFS) -> None:
         self.args = args
-        if args.state_dir:
+        if args.state_dir or args.health_watch_interval is not None:
             from neuron_monitor.groups.neuron_device_health.collector import NeuronDeviceHealth
 
-            NeuronDeviceHealth.state_dir = args.state_dir
+            if args.state_dir:
+                NeuronDeviceHealth.state_dir = args.state_dir
+            if args.health_watch_interval is not None:
+                NeuronDeviceHealth.watch_interval = args.health_watch_interval
         self.backend = open_backend(root)
         self.instance = instance_source(args, root)
         extras: dict[str, Any] = {}

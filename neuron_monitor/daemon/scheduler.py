@@ -42,6 +42,7 @@ HARDWARE_INFO_REFRESH = 30.0
 LATE_AFTER = 0.1  # a collection that starts this long after its due time (or LATE_FRACTION of its period, if
 LATE_FRACTION = 0.25  # longer) is counted in neuron_monitor.late_collections
 HEARTBEAT = ""  # the unit of a configuration without groups
+WATCH_RIDE = 0.1  # seconds a fast watch may run early to share a wake-up with a report
 
 
 def keep_due(unit: _Unit, old: _Unit | None, now: float) -> None:
@@ -197,13 +198,19 @@ class Collector:
     def due_units(self, now: float) -> list[_Unit]:
         """The units due at ``now``: on their grid, or asked for by their fast watch (run here when it is due)."""
         for w in self.watches:
-            if w.next_at <= now + DUE_SLACK:
-                w.next_at = max(w.next_at + w.interval, now + w.interval / 2)
-                try:
-                    if w.watch():
-                        w.unit.early = True
-                except Exception:
-                    log.debug("watch of %s failed", w.unit.type_name, exc_info=True)
+            # a watch rides on a wake-up up to WATCH_RIDE before it is due (no wake-up of its own while reports
+            # come that often), so two watches are never more than one interval apart
+            if w.next_at - min(WATCH_RIDE, w.interval / 2) > now + DUE_SLACK:
+                continue
+            if now - w.unit.last < w.interval / 2 or w.unit.next_due <= now + DUE_SLACK:
+                w.next_at = now + w.interval  # its group was just collected or is about to be: that reads the same
+                continue
+            w.next_at = now + w.interval
+            try:
+                if w.watch():
+                    w.unit.early = True
+            except Exception:
+                log.debug("watch of %s failed", w.unit.type_name, exc_info=True)
         if any(u.early for u in self.units):
             self.early_reports += 1
             return [u for u in self.units if u.early or u.next_due <= now + DUE_SLACK]

@@ -4,7 +4,7 @@
 /readyz is 503 before a report with device data and 200 after; a fault injected into the simulator's driver files
 reaches the report, /metrics and the CLI (exit 1) and clears again (exit 0); its fault event is counted once. The
 finding's ``since`` (taken by the daemon's watch) is compared with the simulator's own record of when it wrote the
-fault: the watch (0.25 s) sees it long before the group's 5 s period would (generous bound, this machine is busy;
+fault: the watch (0.5 s) sees it long before the group's 5 s period would (generous bound, this machine is busy;
 the exact property is tests/test_health_watch.py's, on a stepped clock). Waits use deadlines, never fixed sleeps.
 """
 

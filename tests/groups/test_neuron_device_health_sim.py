@@ -94,7 +94,7 @@ def test_each_fault_is_seen_by_the_next_watch_and_clears(
         sim.step(fake.now)
         assert not group.watch()
     sim.apply(fault)
-    # the first watch after the driver's files changed asks for the report: within one WATCH_INTERVAL (0.25 s)
+    # the first watch after the driver's files changed asks for the report: within one WATCH_INTERVAL (0.5 s)
     assert group.watch()
     body = group.collect()
     health = device(body, dev)[K.HEALTH]

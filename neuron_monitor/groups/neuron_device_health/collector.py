@@ -6,7 +6,7 @@ Reads, per device listed by the driver (every file through the RootFS, inside ``
 ``health_status/hw_error_event`` and ``stats/power/utilization``; the device listing itself; once, the instance
 type (``sys/class/dmi/id/product_name``, which EC2 sets to it) for the devices the instance must have.
 
-Fast watch: besides its collections, the scheduler calls `watch` every ``watch_interval`` seconds (0.25 s),
+Fast watch: besides its collections, the scheduler calls `watch` every ``watch_interval`` seconds (0.5 s),
 whatever the group's period. A watch reads the same few files (one pread each on kept descriptors) and the
 listing, and returns True when a verdict, a finding or a fault count changed; the scheduler then collects this
 group at once and writes a report (the other groups carried over), so a fault reaches the report within one
@@ -39,7 +39,7 @@ from neuron_monitor.util.inputfile import InputFileError, read_regular
 
 log = logging.getLogger("neuron_monitor.health")
 
-WATCH_INTERVAL = 0.25  # seconds between two watches: a fault is in a report within this (plus one collection)
+WATCH_INTERVAL = 0.5  # seconds between two watches: a fault is in a report within this (plus one collection)
 STATE_FILE = "fault-events.json"
 STATE_MAX_BYTES = 1 << 20
 _READ = 256
@@ -75,6 +75,8 @@ class NeuronDeviceHealth(SystemGroup):
         self.clock = clock
         self._listed: tuple[int, ...] | None = None
         self._devices: list[_DeviceFiles] = []
+        self._fds: list[int] | None = None  # the kept descriptors in plan order (-1: not exposed), once all opened
+        self._class_fd: int | None = None  # the device listing's directory
         self._last_raw: tuple[tuple[int, ...], list[bytes | None]] | None = None
         self.verdicts: dict[int, H.Verdict] = {}
         self.node: H.Verdict | None = None
@@ -144,14 +146,31 @@ class NeuronDeviceHealth(SystemGroup):
 
     # -- reading --------------------------------------------------------------------------------------------
     def _list_devices(self) -> tuple[int, ...]:
+        """The devices the driver lists now: the class directory read through a kept descriptor (no path walk
+        per watch), opened again when it fails or lists nothing."""
+        fd = self._class_fd
+        if fd is not None:
+            try:
+                found = _devices_in(os.listdir(fd))
+                if found:
+                    return found
+            except OSError:
+                pass
+            os.close(fd)
+            self._class_fd = None
         for rel in (CLASS_DIR, DEVICES_DIR):
             try:
-                names = self.root.listdir(rel)
+                fd = self.root.open_fd(rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             except OSError:
                 continue
-            found = tuple(sorted(int(n[6:]) for n in names if n.startswith("neuron") and n[6:].isdigit()))
+            try:
+                found = _devices_in(os.listdir(fd))
+            except OSError:
+                found = ()
             if found:
+                self._class_fd = fd
                 return found
+            os.close(fd)
         return ()
 
     def _plan(self, listed: tuple[int, ...]) -> None:
@@ -169,23 +188,34 @@ class NeuronDeviceHealth(SystemGroup):
             self._devices.append(_DeviceFiles(index, files))
         self._listed = listed
         self._last_raw = None
+        self._fds = None
 
     def _read_raw(self) -> list[bytes | None]:
-        """One pread per exposed file of every listed device, in plan order (None: not exposed)."""
+        """One pread per exposed file of every listed device, in plan order (None: not exposed): one pass over the
+        kept descriptors, each file again through its `KeptFile` (reopened if stale) when the pass failed."""
+        fds = self._fds
+        if fds is not None:
+            pread = os.pread
+            try:
+                return [None if fd < 0 else pread(fd, _READ, 0) for fd in fds]
+            except OSError:
+                pass
         out: list[bytes | None] = []
-        pread = os.pread
+        ok = True
         for dev in self._devices:
             for f in dev.files:
                 if f is None:
                     out.append(None)
                     continue
                 try:
-                    out.append(pread(f.fileno(), _READ, 0))
-                except OSError:
-                    try:
-                        out.append(f.read())
-                    except OSError as e:
-                        out.append(f"!{e.strerror or e}".encode())  # a marker no driver file holds
+                    out.append(f.read())
+                except OSError as e:
+                    out.append(f"!{e.strerror or e}".encode())  # a marker no driver file holds
+                    ok = False
+        try:
+            self._fds = [-1 if f is None else f.fileno() for dev in self._devices for f in dev.files] if ok else None
+        except OSError:
+            self._fds = None
         return out
 
     def _signals(self, listed: tuple[int, ...], raw: list[bytes | None]) -> list[H.DeviceSignals]:
@@ -313,7 +343,15 @@ class NeuronDeviceHealth(SystemGroup):
                 if f is not None:
                     f.close()
         self._devices = []
+        self._fds = None
         self._listed = None
+        if self._class_fd is not None:
+            os.close(self._class_fd)
+            self._class_fd = None
+
+
+def _devices_in(names: list[str]) -> tuple[int, ...]:
+    return tuple(sorted(int(n[6:]) for n in names if n.startswith("neuron") and n[6:].isdigit()))
 
 
 def _verdict_object(v: H.Verdict) -> dict[str, Any]:

@@ -79,7 +79,7 @@ DEVICE_HEALTH = {
             "fault_totals": {},
         }
     ],
-    "watch_interval": 0.25,
+    "watch_interval": 0.5,
 }
 
 
