@@ -57,7 +57,7 @@ def pipeline(tmp_path: Path) -> Iterator[tuple[TemporarySimulator, ExporterProce
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
-        exporter = ExporterProcess(stdin=daemon.stdout)
+        exporter = ExporterProcess("--series-detail", "full", stdin=daemon.stdout)  # the since gauge is detail
         try:
             yield sim, exporter
         finally:
