@@ -1,9 +1,9 @@
 """Daemon core benchmark: CPU ms and peak RSS per report for the host groups at period 0.1 s.
 
-Two roots: a fake 192-vCPU procfs (tests/fixtures/proc, its counters moved in place every 50 ms by this process
-so that every vCPU's shares change as on a real host) and this host's /. Baseline, in the same run: the same
-daemon with no metric groups (only instance_info and neuron_hardware_info), i.e. the scheduler and writer alone.
-Median of --repeat runs. Targets (issue 2): <= 1 ms CPU per report, <= 40 MiB RSS.
+Two roots: a fake 192-vCPU procfs (the testdata of groups/vcpu_usage and groups/memory_info, its counters moved in
+place every 50 ms by this process so that every vCPU's shares change as on a real host) and this host's /.
+Baseline, in the same run: the same daemon with no metric groups (only instance_info and neuron_hardware_info), i.e.
+the scheduler and writer alone. Median of --repeat runs. Targets (issue 2): <= 1 ms CPU per report, <= 40 MiB RSS.
 
     python bench/bench_daemon.py [--reports 300] [--repeat 3]
 """
@@ -89,8 +89,8 @@ def main() -> int:
         tmp = Path(d)
         fake = tmp / "root192"
         (fake / "proc").mkdir(parents=True)
-        shutil.copy(REPO / "tests/fixtures/proc/stat_192cpu", fake / "proc/stat")
-        shutil.copy(REPO / "tests/fixtures/proc/meminfo_trn2", fake / "proc/meminfo")
+        shutil.copy(REPO / "neuron_monitor/groups/vcpu_usage/testdata/stat_192cpu", fake / "proc/stat")
+        shutil.copy(REPO / "neuron_monitor/groups/memory_info/testdata/meminfo_trn2", fake / "proc/meminfo")
         print(f"daemon, host groups at 0.1 s, {args.reports} reports per run, median of {args.repeat} runs")
         print(f"machine speed reference: sum(range(10**7)) takes {speed_reference():.0f} ms CPU here")
         print(f"{'root':<22}{'config':<14}{'CPU ms/report':>14}{'peak RSS MiB':>14}{'reports/s':>11}")

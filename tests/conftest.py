@@ -13,6 +13,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
+GROUPS = REPO / "neuron_monitor" / "groups"
+
+
+def group_testdata(group: str, name: str) -> Path:
+    """A file of a group's captured test data (``neuron_monitor/groups/<group>/testdata/<name>``)."""
+    return GROUPS / group / "testdata" / name
 
 
 def daemon_cmd(*args: str) -> list[str]:
@@ -25,8 +31,8 @@ def fake_root_192(tmp_path: Path) -> Path:
     """A root whose /proc has a 192-vCPU /proc/stat and a trn2-sized /proc/meminfo."""
     proc = tmp_path / "proc"
     proc.mkdir()
-    shutil.copy(FIXTURES / "proc" / "stat_192cpu", proc / "stat")
-    shutil.copy(FIXTURES / "proc" / "meminfo_trn2", proc / "meminfo")
+    shutil.copy(group_testdata("vcpu_usage", "stat_192cpu"), proc / "stat")
+    shutil.copy(group_testdata("memory_info", "meminfo_trn2"), proc / "meminfo")
     (proc / "uptime").write_text("12345.67 23456.78\n")
     return tmp_path
 

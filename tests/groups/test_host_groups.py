@@ -13,7 +13,7 @@ from neuron_monitor.groups.memory_info.collector import MemoryInfo, memory_from_
 from neuron_monitor.groups.vcpu_usage.collector import VcpuUsage, usage_percent
 from neuron_monitor.host.procfs import parse_meminfo, parse_stat
 from neuron_monitor.host.rootfs import KeptFile, RootFS
-from tests.conftest import FIXTURES
+from tests.conftest import group_testdata
 
 
 def test_usage_percent_shares() -> None:
@@ -120,11 +120,11 @@ def test_vcpu_usage_live_host_shares_sum_to_100() -> None:
 
 
 def test_memory_formula_with_and_without_memavailable() -> None:
-    new = memory_from_meminfo(parse_meminfo((FIXTURES / "proc" / "meminfo_trn2").read_bytes()))
+    new = memory_from_meminfo(parse_meminfo(group_testdata("memory_info", "meminfo_trn2").read_bytes()))
     assert new["memory_total_bytes"] == 2113929216 * 1024
     assert new["memory_used_bytes"] == (2113929216 - 2050000000) * 1024
     assert new["swap_used_bytes"] == (8388604 - 8000000) * 1024
-    old = memory_from_meminfo(parse_meminfo((FIXTURES / "proc" / "meminfo_old_kernel").read_bytes()))
+    old = memory_from_meminfo(parse_meminfo(group_testdata("memory_info", "meminfo_old_kernel").read_bytes()))
     assert old["memory_used_bytes"] == (8000000 - 1000000 - 500000 - 2500000) * 1024
 
 

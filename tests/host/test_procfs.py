@@ -17,13 +17,11 @@ from neuron_monitor.host.procfs import (
     parse_stat,
     parse_uptime,
 )
-from tests.conftest import FIXTURES
-
-PROC = FIXTURES / "proc"
+from tests.conftest import group_testdata
 
 
 def test_stat_192_cpus() -> None:
-    st = parse_stat((PROC / "stat_192cpu").read_bytes())
+    st = parse_stat(group_testdata("vcpu_usage", "stat_192cpu").read_bytes())
     assert sorted(st.cpus) == list(range(192))
     assert st.ctxt == 987654321012
     # the aggregate line is the column sum of the per-CPU lines (how the fixture was built, and the kernel's rule)
@@ -115,7 +113,7 @@ def test_live_proc_stat_matches_cpu_count() -> None:
 
 
 def test_meminfo_units_and_hugepages() -> None:
-    info = parse_meminfo((PROC / "meminfo_trn2").read_bytes())
+    info = parse_meminfo(group_testdata("memory_info", "meminfo_trn2").read_bytes())
     assert info["MemTotal"] == 2113929216 * 1024
     assert info["HugePages_Total"] == 0  # no unit: not multiplied
     assert info["Hugepagesize"] == 2048 * 1024
@@ -132,7 +130,7 @@ def test_meminfo_without_memtotal_is_an_error() -> None:
 
 
 def test_pid_stat_comm_with_spaces_and_parens() -> None:
-    st = parse_pid_stat((PROC / "pid_stat_spaces").read_bytes())
+    st = parse_pid_stat(group_testdata("neuron_runtime_vcpu_usage", "pid_stat_spaces").read_bytes())
     assert (st.utime, st.stime, st.starttime) == (1234, 567, 98765)
 
 
@@ -156,7 +154,7 @@ def test_meminfo_with_names_reads_only_the_named_fields() -> None:
     from neuron_monitor.groups.memory_info.collector import FIELDS
 
     for name in ("meminfo_trn2", "meminfo_old_kernel", "meminfo_host_sample"):
-        data = (PROC / name).read_bytes()
+        data = group_testdata("memory_info", name).read_bytes()
         whole = parse_meminfo(data)
         assert parse_meminfo(data, FIELDS) == {k: whole[k] for k in FIELDS if k in whole}
     odd = b"MemTotal: 10 kB\nWeird: not a number kB\nno colon here\nMemFree:\nMemFree: 3 kB\nSwapTotal: 7\n"

@@ -94,7 +94,7 @@ def trn2_root(tmp_path: Path) -> Path:
         (arch / "instance_type").write_text(shape.instance_family + "\n")
         (arch / "device_name").write_text(shape.device_name + "\n")
     (root / "proc").mkdir()
-    (root / "proc/meminfo").write_bytes((REPO / "tests/fixtures/proc/meminfo_trn2").read_bytes())
+    (root / "proc/meminfo").write_bytes((REPO / "neuron_monitor/groups/memory_info/testdata/meminfo_trn2").read_bytes())
     return root
 
 
