@@ -138,16 +138,12 @@ def run_phase(fleet: Fleet, measure_s: float) -> Figures:
     figures.scrape_p99_ms = percentile(durations, 0.99) * 1000
     down = {instance for name, instance, _ in expected if name == "NeuronExporterDown"}
     missing = expected - seen
-    known = fleet.known_issues()
-    other = {
-        k for k in seen if k not in expected and k not in known and not (k[0] in TIMING_ALERTS and k[1] not in down)
-    }
+    other = {k for k in seen if k not in expected and not (k[0] in TIMING_ALERTS and k[1] not in down)}
     figures.alerts_ok = not missing and not other
     figures.alerts_note = (
         f"{len(expected)} expected, {len(expected & seen)} fired"
         + (f"; missing {sorted(missing)}" if missing else "")
         + (f"; unexplained {sorted(other)}" if other else "")
-        + (f"; known issues (Fleet.known_issues) {len(known & seen)}" if known & seen else "")
         + (
             f"; timing alerts on healthy nodes {sorted(k for k in seen - expected if k not in other)}"
             if seen - expected - other

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.fleet.exporters import FleetExporters
-from bench.fleet.nodes import Churn, Fault, Node, alert_key, expected_alerts, group_errors
+from bench.fleet.nodes import Churn, Fault, Node, alert_key, expected_alerts
 from bench.fleet.prometheus import Agent, Central
 from bench.fleet.recording import ShapeRun, record
 
@@ -156,17 +156,6 @@ class Fleet:
 
     def expected_alerts(self) -> set[tuple[str, str, str]]:
         return {key for target, node in self.targets.items() for key in expected_alerts(node, target)}
-
-    def known_issues(self) -> set[tuple[str, str, str]]:
-        """Alerts that the recorded reports themselves raise, not a fault: today the efa_counters group reports an
-        error on hosts without EFA adapters (inf2, trn1.2xlarge), so NeuronMonitorGroupFailing fires for it on
-        every such node (reported to issue 27 on 2026-11-26; the harness found it)."""
-        return {
-            ("NeuronMonitorGroupFailing", target, group)
-            for target, node in self.targets.items()
-            for group, error in group_errors(node).items()
-            if group == "efa_counters" and error.startswith("no EFA adapters")
-        }
 
     def wait(self, what: str, check: Any, timeout: float, every: float = 0.5) -> Any:
         """Poll ``check()`` until it returns a true value (returned) or ``timeout`` seconds pass."""

@@ -269,13 +269,3 @@ def mark_unhealthy(
         states = [(dev.get("health") or {}).get("state", "unknown") for dev in devices]
         node["device_states"] = {state: states.count(state) for state in ("healthy", "unhealthy", "unknown")}
         node["state"], node["since"] = "unhealthy", since
-
-
-def group_errors(node: Node) -> dict[str, str]:
-    """The groups whose error the node's recorded reports carry (system groups), by name."""
-    report = orjson.loads(node.lines[0])
-    return {
-        name: body["error"]
-        for name, body in (report.get("system_data") or {}).items()
-        if isinstance(body, dict) and body.get("error")
-    }

@@ -54,6 +54,12 @@ class Group:
         return self.fresh_flag is not False
 
     @property
+    def absent(self) -> bool:
+        """The ``error`` says the host has none of the group's source (``GroupSpec.absent_error``): not a failure."""
+        prefix = self.spec.absent_error
+        return bool(prefix) and self.error.startswith(prefix)
+
+    @property
     def usable(self) -> bool:
         """No ``error``, or a partial one (see ``GroupSpec.partial_errors``) with data beside it."""
         if not self.error:

@@ -305,6 +305,9 @@ class GroupSpec(Generic[T]):
     read: Callable[[dict[str, Any], str, Problems], T]  # (body, its path, problems) -> typed value
     doc: str = ""
     partial_errors: bool = False  # an ``error`` may describe a partial failure with valid data beside it
+    # the start of the ``error`` a group writes when the host has none of its source (no EFA adapter): an empty
+    # body that is a fact about the host, not a failure (the exporter's group_success stays 1)
+    absent_error: str = ""
     prometheus: tuple[PromFamily, ...] = ()
     gauges: Callable[[T], Iterable[PromSample]] = _none
     counts: Callable[[T, float], Iterable[PromCount]] | None = None  # (value, period); None: feeds no counter

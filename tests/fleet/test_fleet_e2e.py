@@ -68,15 +68,10 @@ def test_each_fault_raises_exactly_its_alert_on_its_node(fleet: Fleet) -> None:
         for text in alert["annotations"].values():
             assert "error expanding template" not in text and "<no value>" not in text, text
     down = {instance for name, instance, _ in expected if name == "NeuronExporterDown"}
-    known = fleet.known_issues()  # raised by the recorded reports themselves (see Fleet.known_issues), listed
-    if known & set(seen):
-        print(f"known issues firing: {sorted(known & set(seen))}")
-    other = {
-        k for k in seen if k not in expected and k not in known and not (k[0] in TIMING_ALERTS and k[1] not in down)
-    }
+    other = {k for k in seen if k not in expected and not (k[0] in TIMING_ALERTS and k[1] not in down)}
     assert not other, f"alerts that no fault explains: {sorted(other)}"
     # the pipeline's timing alerts are exempt above (a loaded machine may delay a replay or a scrape), but say so
-    timing = {k for k in seen if k not in expected and k not in known}
+    timing = {k for k in seen if k not in expected}
     if timing:
         print(f"timing alerts seen (load): {sorted(timing)}")
 

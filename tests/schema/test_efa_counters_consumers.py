@@ -61,3 +61,22 @@ def test_efa_reaches_metrics_det_trace_and_top(tmp_path: Path, capsys: pytest.Ca
     header = next(line for line in screen if line.startswith("dev "))
     assert " efa " in f"{header} ", header
     assert re.search(r"^\s+0 \[.*16\.0MB/s", "\n".join(screen), re.M), screen  # device 0: 80 MB over 5 s
+
+
+def test_a_host_without_adapters_is_not_a_failing_group() -> None:
+    """No EFA adapter (inf2, trn1.2xlarge): the group's empty body and clear error are a fact about the host, so
+    neuron_exporter_group_success stays 1 (NeuronMonitorGroupFailing would otherwise fire on every such node) and
+    no EFA series is made; any other error still counts as a failure."""
+    absent = copy.deepcopy(aws_reports()[-1])
+    absent["system_data"]["efa_counters"] = {
+        "period": 5.0,
+        "error": "no EFA adapters under /sys/class/infiniband (no EFA interface attached, or the efa driver is ...)",
+        "fresh": True,
+    }
+    series = parse(scrape(feed([absent])))
+    assert one(series, "neuron_exporter_group_success", group="efa_counters") == 1.0
+    assert not [k for k in series if k[0].startswith("efa_")]
+    failing = copy.deepcopy(absent)
+    failing["system_data"]["efa_counters"]["error"] = "rdmap16s27 port 1: state: Permission denied"
+    series = parse(scrape(feed([failing])))
+    assert one(series, "neuron_exporter_group_success", group="efa_counters") == 0.0

@@ -74,6 +74,8 @@ class CountResult:
             self.min_period = period if self.min_period <= 0 else min(self.min_period, period)
             self.max_period = max(self.max_period, period)
         if group.error:
+            if group.absent:  # the host has none of this source (no EFA adapter): an empty body, not a failure
+                return False
             self.groups_failed.add(group.name)
             if fresh:
                 self.group_errors[group.name] += 1

@@ -279,10 +279,7 @@ class EfaCounters(SystemGroup):
     def collect(self) -> dict[str, Any]:
         plan = self._current_plan()
         if not plan.ports and not self._seen:
-            raise GroupError(
-                "no EFA adapters under /sys/class/infiniband (no EFA interface attached, or the efa driver is "
-                "not loaded)"
-            )
+            raise GroupError(f"{K.NO_ADAPTERS} (no EFA interface attached, or the efa driver is not loaded)")
         errors = list(plan.errors)
         counts = self._counts(self._values(plan, errors))
         entries: list[dict[str, Any]] = []

@@ -286,12 +286,17 @@ def top(value: EfaCounters, period: float | None) -> Iterator[S.TopCell]:
         yield COL_EFA, (str(d),), _rate(moved / period), "bold red" if d in trouble else ""
 
 
+# the start of the group's error on a host without EFA adapters (inf2, trn1.2xlarge): not a failure
+NO_ADAPTERS: Final = "no EFA adapters under /sys/class/infiniband"
+
+
 SPEC = S.GroupSpec(
     name=NAME,
     placement=S.SYSTEM,
     read=read,
     doc=__doc__ or "",
     partial_errors=True,
+    absent_error=NO_ADAPTERS,
     prometheus=(*FAM_COUNTERS.values(), FAM_LINK_UP, FAM_RATE),
     gauges=gauges,
     counts=counts,
