@@ -1,5 +1,5 @@
 """System group ``neuron_device_health``: a healthy/unhealthy/unknown verdict per Neuron device and for the node,
-with its reasons, and the devices' fault events counted once (rules: neuron/health_rules.py, docs/health.md).
+with its reasons, and the devices' fault events counted once (the rules: rules.py here, docs/health.md).
 
 Reads, per device listed by the driver (every file through the RootFS, inside ``--root``): ``stats/hardware/``
 ``{mem,sram}_ecc_uncorrected``, ``mem_ecc_repairable_uncorrected``, ``health_status/unhealthy_components``,
@@ -12,7 +12,7 @@ listing, and returns True when a verdict, a finding or a fault count changed; th
 group at once and writes a report (the other groups carried over), so a fault reaches the report within one
 watch interval. When nothing changed (the usual case) a watch compares bytes and returns.
 
-Fault events (neuron/fault_events.py) are counted by the watches and handed to the next collection's body, so a
+Fault events (fault_events.py here) are counted by the watches and handed to the next collection's body, so a
 report carries each event once. With a state directory (``neuron-monitor --state-dir``, or systemd's
 ``$STATE_DIRECTORY``) the ledger is saved there whenever it changes, so a restart counts only what happened
 while the daemon was down.
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from neuron_monitor.groups.base import SystemGroup
+from neuron_monitor.groups.neuron_device_health import rules as H
 from neuron_monitor.groups.neuron_device_health import spec as K
+from neuron_monitor.groups.neuron_device_health.fault_events import FaultLedger
 from neuron_monitor.host.rootfs import KeptFile, RootFS
-from neuron_monitor.neuron import health_rules as H
-from neuron_monitor.neuron.fault_events import FaultLedger
 from neuron_monitor.neuron.sysfs import CLASS_DIR, DEVICES_DIR, DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_count, parse_power, parse_unhealthy_components
 from neuron_monitor.util.inputfile import InputFileError, read_regular

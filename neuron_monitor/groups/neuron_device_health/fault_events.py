@@ -1,6 +1,6 @@
 """Device fault events, each counted once: from the driver's cumulative counters and from transitions.
 
-`FaultLedger.observe` takes one device's `DeviceSignals` (health_rules.py) at a wall time and counts what is new
+`FaultLedger.observe` takes one device's `DeviceSignals` (rules.py) at a wall time and counts what is new
 since the previous observation of that device:
 
 - ``ecc_uncorrected``: growth of ``mem_ecc_uncorrected`` + ``sram_ecc_uncorrected``;
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from neuron_monitor.neuron.health_rules import DEVICE_UNREACHABLE, DeviceSignals
+from neuron_monitor.groups.neuron_device_health.rules import DEVICE_UNREACHABLE, DeviceSignals
 
 ECC_UNCORRECTED: Final = "ecc_uncorrected"
 ECC_REPAIRABLE: Final = "ecc_repairable"

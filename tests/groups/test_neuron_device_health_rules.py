@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_monitor.neuron import health_rules as H
-from neuron_monitor.neuron.health_rules import DeviceSignals as Sig
+from neuron_monitor.groups.neuron_device_health import rules as H
+from neuron_monitor.groups.neuron_device_health.rules import DeviceSignals as Sig
 
 HEALTHY_TRN2 = Sig(
     0,

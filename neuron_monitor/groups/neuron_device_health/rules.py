@@ -4,7 +4,7 @@ Pure functions over plain values (no file, no clock): `evaluate` turns one devic
 `Finding`s by the rule table `RULES`, `device_state` folds findings into the three-state verdict and `node_state`
 folds the devices' verdicts into the node's. `track` carries each verdict's and finding's ``since`` from one
 evaluation to the next. The table, each rule's public source and the reasoning behind the choices are in
-docs/health.md; `tests/neuron/test_health_rules.py` walks the table row by row.
+docs/health.md; `tests/groups/test_neuron_device_health_rules.py` walks the table row by row.
 
 Verdicts: ``unhealthy`` when any finding is of severity unhealthy; else ``unknown`` when any is of severity
 unknown (a signal the verdict needs could not be read); else ``healthy``. A ``warning`` finding (repair pending)

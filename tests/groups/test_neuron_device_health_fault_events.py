@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from neuron_monitor.neuron.fault_events import FaultLedger
-from neuron_monitor.neuron.health_rules import DeviceSignals as Sig
+from neuron_monitor.groups.neuron_device_health.fault_events import FaultLedger
+from neuron_monitor.groups.neuron_device_health.rules import DeviceSignals as Sig
 
 
 def sig(index: int = 0, **kw: object) -> Sig:
