@@ -1,23 +1,23 @@
-/* neuron_monitor._native: two hot per-report steps of the daemon in C, each the fast twin of a careful Python
+/* neuron_monitor._native: five hot per-report steps of the daemon in C, each the fast twin of a careful Python
  * function that stays the reference (see docs/performance.md, "The compiled helper").
  *
  *   vcpu_usage(prev: bytes, cur: bytes) -> dict | None
- *       The vcpu_usage group's body from two raw /proc/stat samples (groups/vcpu_usage.py: usage_body_native,
- *       twin usage_body_careful).
+ *       The vcpu_usage group's body from two raw /proc/stat samples (groups/vcpu_usage/collector.py:
+ *       usage_body_native, twin usage_body_careful).
  *   deltas(cur, prev, positions, often: int[, limits, dt]) -> list[int] | int | None
  *       One device's counter deltas for a DeltaTracker (neuron/deltas.py: device_deltas_native, twin
  *       device_deltas_careful). With ``limits`` (array("d"): rate and burst of each position) and ``dt``, the
  *       index of the first delta above rate * dt + burst instead (neuron/plausible.py).
  *   cores(deltas, n, dt, limit, keys, first, group, name0, name1, reuse=None) -> dict | None
- *       neuroncore_counters' ``neuroncores_in_use`` for one Trn2 device (groups/neuroncore_counters.py:
- *       cores_native, twins cores_fast and cores_careful). With ``reuse`` (the previous dict of the same
+ *       neuroncore_counters' ``neuroncores_in_use`` for one Trn2 device, every core busy (groups/neuroncore_counters/
+ *       collector.py: cores_native, twin cores_careful). With ``reuse`` (the previous dict of the same
  *       application) of the same shape, its values are replaced in place and it is returned: no dict is made.
  *   summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values) -> dict | None
- *       execution_stats' body for one device whose every core completed executions and nothing rare changed
- *       (groups/execution_stats.py: summary_native, twins summary_fast and summary_careful).
+ *       execution_stats' body for one device whose every core completed executions, rare counts changed or not
+ *       (groups/execution_stats/collector.py: summary_native, twin summary_careful).
  *   pid_usage(data, utime, stime, dt, ticks) -> (body, utime, stime) | None
  *       neuron_runtime_vcpu_usage's body from one raw /proc/PID/stat sample and the previous times
- *       (groups/neuron_runtime_vcpu_usage.py: usage_native, twin usage_careful). round() as Python's: the
+ *       (groups/neuron_runtime_vcpu_usage/collector.py: usage_native, twin usage_careful). round() as Python's: the
  *       correctly rounded decimal string of the value, read back (what float.__round__ does).
  *
  * Every input is hostile. Nothing is read outside the buffers given; every number is bounds-checked; anything
@@ -476,8 +476,9 @@ static int cores_shape(PyObject *d, PyObject *keys, Py_ssize_t first, Py_ssize_t
 }
 
 /* {key: {"neuroncore_utilization": u, "flops": f, group: {name0: {"neuroncore_utilization": u0}, name1: ...}}}
- * Arguments are checked in full before anything is built or changed; None for anything cores_fast would not
- * take. With `reuse` (the dict an earlier call returned for the same application), its values are replaced in
+ * Arguments are checked in full before anything is built or changed; None outside the usual case (one LNC=2
+ * device, cores in pairs, each busy, a period with a length, deltas up to 2^53, no MAC count above `limit`).
+ * With `reuse` (the dict an earlier call returned for the same application), its values are replaced in
  * place when it has exactly the shape this call would build (the same keys in the same order), and reuse itself
  * is returned: no dict is made or freed. */
 static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -558,7 +559,7 @@ static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t 
 }
 
 /* ---------------------------------------------------------------------------------------------------------- */
-/* execution_stats: one device, every core completed executions, no rare count changed                         */
+/* execution_stats: one device, every core completed executions (rare counts changed or not)                   */
 
 static PyObject *key_errors, *key_execs, *key_latency, *key_total_lat, *key_device_lat;
 

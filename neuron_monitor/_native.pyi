@@ -1,14 +1,16 @@
-# The compiled helper's interface (neuron_monitor/_native.c); see neuron_monitor/native.py.
+# The compiled helper's interface (neuron_monitor/_native.c); see neuron_monitor/native.py. Counter arrays are
+# typed as what callers hold (Sequence[int]); the helper answers only for array("Q") and returns None for the rest.
+from collections.abc import Sequence
 from typing import Any, overload
 
 from typing_extensions import Buffer
 
 def vcpu_usage(prev: bytes, cur: bytes, /) -> dict[str, Any] | None: ...
 @overload
-def deltas(cur: Buffer, prev: Buffer, positions: Buffer, often: int, /) -> list[int] | None: ...
+def deltas(cur: Sequence[int], prev: Sequence[int], positions: Buffer, often: int, /) -> list[int] | None: ...
 @overload
 def deltas(
-    cur: Buffer, prev: Buffer, positions: Buffer, often: int, limits: Buffer, dt: float, /
+    cur: Sequence[int], prev: Sequence[int], positions: Buffer, often: int, limits: Buffer, dt: float, /
 ) -> list[int] | int | None: ...
 def cores(
     deltas: list[int],
@@ -25,7 +27,7 @@ def cores(
 ) -> dict[str, Any] | None: ...
 def summary(
     deltas: list[int],
-    counters: Buffer,
+    counters: Sequence[int],
     positions: Buffer,
     exec_names: tuple[str, ...],
     err_names: tuple[str, ...],

@@ -5,16 +5,28 @@ non-empty value (the daemon then runs only the pure-Python twins: the reference,
 docs/performance.md is measured). Each of its functions is called by exactly one named Python function that sits
 beside its careful twin and falls back to it when the helper is missing or declines (returns None):
 
-- ``vcpu_usage``: `neuron_monitor.groups.vcpu_usage.usage_body_native` (twin: ``usage_body_careful``);
+- ``vcpu_usage``: `neuron_monitor.groups.vcpu_usage.collector.usage_body_native` (twin: ``usage_body_careful``);
 - ``deltas``: `neuron_monitor.neuron.deltas.device_deltas_native` (twin: ``device_deltas_careful``), and
   `neuron_monitor.neuron.deltas.memory_same_native` (twin: ``memory_same_careful``), which asks it for the deltas
-  of the device memory counters with none of them frequent: none at all means none changed.
+  of the device memory counters with none of them frequent: none at all means none changed; with rate limits, the
+  first implausible delta (`neuron_monitor.neuron.plausible`);
+- ``cores``: `neuron_monitor.groups.neuroncore_counters.collector.cores_native` (twin: ``cores_careful``);
+- ``summary``: `neuron_monitor.groups.execution_stats.collector.summary_native` (twin: ``summary_careful``);
+- ``pid_usage``: `neuron_monitor.groups.neuron_runtime_vcpu_usage.collector.usage_native` (twin:
+  ``usage_careful``).
+
+Types: the helper's functions are typed by ``neuron_monitor/_native.pyi``. For mypy ``NATIVE`` is that module, so
+every call's arguments and result are checked against the stub; at run time it may be None, and every caller
+checks that first. The test suite runs the tests that reach these functions in both modes (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import os
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+__all__ = ["NATIVE"]
 
 
 def _load() -> ModuleType | None:
@@ -27,4 +39,7 @@ def _load() -> ModuleType | None:
     return _native
 
 
-NATIVE = _load()
+if TYPE_CHECKING:
+    from neuron_monitor import _native as NATIVE  # the stub's types (see above)
+else:
+    NATIVE = _load()

@@ -1,13 +1,22 @@
-"""Shared test helpers: the repository root, a fake procfs root built from fixture files, and a collection of
-cyclic garbage after each test module."""
+"""Shared test helpers: the repository root, a fake procfs root built from fixture files, a collection of cyclic
+garbage after each test module, and the two modes of the tests that reach a fast path.
+
+Both paths are tested (as msgpack's and markupsafe's suites run with and without their C extensions): every test
+in FAST_PATH_TESTS runs twice, ``[compiled]`` with the compiled helper (neuron_monitor/_native.c) and ``[pure]``
+with ``NEURON_MONITOR_NO_NATIVE=1`` (for subprocesses) and every in-process ``NATIVE`` set to None, so the
+pure-Python twins run. Tests whose name says "native" or "helper" exercise the helper itself: compiled only.
+"""
 
 from __future__ import annotations
 
 import gc
+import importlib
+import re
 import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -19,6 +28,67 @@ GROUPS = REPO / "neuron_monitor" / "groups"
 def group_testdata(group: str, name: str) -> Path:
     """A file of a group's captured test data (``neuron_monitor/groups/<group>/testdata/<name>``)."""
     return GROUPS / group / "testdata" / name
+
+# the tests that reach a fast path: the data-block and host groups, the device layer (deltas), the report
+# assembly, the helper's own tests and the daemon end to end (files, or folders ending in "/")
+FAST_PATH_TESTS = (
+    "tests/groups/test_data_block_group.py",
+    "tests/groups/test_execution_stats.py",
+    "tests/groups/test_host_groups.py",
+    "tests/groups/test_memory_used.py",
+    "tests/groups/test_neuron_hw_counters.py",
+    "tests/groups/test_neuron_runtime_vcpu_usage.py",
+    "tests/groups/test_neuroncore_counters.py",
+    "tests/neuron/test_app_source_truth.py",
+    "tests/neuron/test_equivalence.py",
+    "tests/collection/",
+    "tests/test_native.py",
+    "tests/e2e/test_daemon.py",
+)
+NO_NATIVE_ENV = "NEURON_MONITOR_NO_NATIVE"
+_USES_NATIVE = re.compile(r"^from neuron_monitor\.native import NATIVE$", re.M)
+
+
+def reaches_fast_path(path: Path) -> bool:
+    rel = path.resolve().relative_to(REPO).as_posix()
+    return any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in FAST_PATH_TESTS)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "native_mode" not in metafunc.fixturenames or not reaches_fast_path(metafunc.definition.path):
+        return
+    name = metafunc.definition.originalname
+    modes = ["compiled"] if "native" in name or "helper" in name else ["compiled", "pure"]
+    metafunc.parametrize("native_mode", modes, indirect=True, scope="module")
+
+
+_native_users: list[ModuleType] = []
+
+
+def native_users() -> list[ModuleType]:
+    """Every module of the package that binds ``NATIVE`` (found in the sources, imported once)."""
+    if not _native_users:
+        for path in sorted((REPO / "neuron_monitor").rglob("*.py")):
+            if _USES_NATIVE.search(path.read_text(encoding="utf-8")):
+                name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+                _native_users.append(importlib.import_module(name))
+        assert _native_users, "no module uses the compiled helper: FAST_PATH_TESTS is stale"
+    return _native_users
+
+
+@pytest.fixture(autouse=True, scope="module")
+def native_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """``compiled`` (as installed) or ``pure``: no compiled helper in this process or in the processes it starts.
+    Module-scoped, so hypothesis tests may use it and a module runs all its compiled tests, then its pure ones."""
+    mode: str = getattr(request, "param", "compiled")
+    if mode != "pure":
+        yield mode
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(NO_NATIVE_ENV, "1")
+        for module in native_users():
+            patch.setattr(module, "NATIVE", None)
+        yield mode
 
 
 def daemon_cmd(*args: str) -> list[str]:

@@ -9,6 +9,7 @@ these tests then fail rather than skip, so that an install that silently lost it
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import sysconfig
 from array import array
@@ -39,7 +40,10 @@ HEADERS = (Path(sysconfig.get_paths()["include"]) / "Python.h").exists()
 
 def _helper() -> ModuleType:
     """The built helper; a failure when a compiler and the headers are here (it should have been built), a skip
-    only where it cannot be built."""
+    only where it cannot be built; a skip in the suite's pure-Python mode (tests/conftest.py), where these tests,
+    which call the helper itself, have nothing to add."""
+    if os.environ.get("NEURON_MONITOR_NO_NATIVE"):
+        pytest.skip("pure-Python mode: the helper is not used")
     try:
         return importlib.import_module("neuron_monitor._native")
     except ImportError as e:
@@ -414,3 +418,16 @@ def test_pid_usage_declines_what_it_cannot_match() -> None:
     assert helper.pid_usage(good[:40], 0, 0, 0.1, 100) is None
     with pytest.raises(TypeError):
         helper.pid_usage("text", 0, 0, 0.1, 100)
+
+
+def test_pure_mode_leaves_no_helper_in_use(native_mode: str) -> None:
+    """The suite's ``[pure]`` mode really runs without the helper: no module holds it, subprocesses are told."""
+    from tests.conftest import native_users
+
+    users = native_users()
+    assert {m.__name__.rsplit(".", 1)[-1] for m in users} >= {"deltas", "collector"}
+    if native_mode == "pure":
+        assert os.environ.get("NEURON_MONITOR_NO_NATIVE") == "1"
+        assert all(m.NATIVE is None for m in users)
+    else:
+        assert all(m.NATIVE is users[0].NATIVE for m in users)

@@ -82,8 +82,6 @@ class ExecutionStats(DataBlockGroup):
         body = None
         if len(steps) == 1:
             body = summary_native(steps[0], self._positions(steps[0][3]))
-            if body is None:
-                body = summary_fast(steps[0], self._latencies(steps[0][3]))
         if body is None:
             body = summary_careful(steps, self._latencies)
         period = self._period(steps)
@@ -101,7 +99,7 @@ def summary_native(step: DeviceDelta, positions: array[int]) -> dict[str, Any] |
     """`summary_careful` of one device by the compiled helper (``positions``: `latency_positions` of the step's
     cores) when every core completed executions, whether or not a rare count changed, for counts and latencies up
     to 2^53. None when the helper is not built, that case does not hold, or the reading is not an ``array("Q")``:
-    `summary_fast` and `summary_careful` then decide."""
+    `summary_careful` then decides."""
     if NATIVE is None:
         return None
     _device, dd, _dt, _n, deltas = step
@@ -109,27 +107,6 @@ def summary_native(step: DeviceDelta, positions: array[int]) -> dict[str, Any] |
         deltas, dd.reading.counters, positions, _EXEC_NAMES, _ERR_NAMES, _PERCENTILE_NAMES, _PERCENTILE_VALUES
     )
     return body
-
-
-def summary_fast(step: DeviceDelta, pickers: tuple[Picker, Picker]) -> dict[str, Any] | None:
-    """`summary_careful` for the usual case under load: one device, every core completed executions, and none of
-    the rarely changing outcome and error counts changed (the tracker then stops the deltas after ``completed``).
-    None in any other case (the careful twin then decides)."""
-    _device, dd, _dt, n, deltas = step
-    if len(deltas) != n or not all(deltas):
-        return None
-    pick_device, pick_total = pickers
-    counters = dd.reading.counters
-    device_lat = [v / 1e6 for v in pick_device(counters) if v]
-    total_lat = [v / 1e6 for v in pick_total(counters) if v]
-    return {
-        "error_summary": dict.fromkeys(_ERR_NAMES, 0),
-        "execution_summary": dict(zip(_EXEC_NAMES, (sum(deltas), *_ZEROS[1:_N_EXEC]), strict=True)),
-        "latency_stats": {
-            "total_latency": percentiles(total_lat) if total_lat else None,
-            "device_latency": percentiles(device_lat) if device_lat else None,
-        },
-    }
 
 
 def summary_careful(steps: list[DeviceDelta], latencies: Callable[[int], tuple[Picker, Picker]]) -> dict[str, Any]:

@@ -62,8 +62,6 @@ class NeuroncoreCounters(DataBlockGroup):
         in_use = None
         if len(steps) == 1:
             in_use = cores_native(steps, shape, self._in_use.get(app.pid))
-            if in_use is None:
-                in_use = cores_fast(steps, shape)
         if in_use is None:
             in_use = cores_careful(steps, shape)
         self._in_use[app.pid] = in_use
@@ -75,9 +73,11 @@ class NeuroncoreCounters(DataBlockGroup):
 
 
 def cores_native(steps: list[DeviceDelta], shape: _Shape, reuse: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """`cores_fast` by the compiled helper (the dicts built in C, the floats made from the same IEEE operations in
-    the same order), for deltas up to 2^53 (exact as doubles). None when the helper is not built or cores_fast's
-    usual case does not hold: `cores_fast` then decides.
+    """`cores_careful` by the compiled helper for the usual case on LNC=2 chips (Trn2): one device, its physical
+    cores in pairs, each busy during a period that has a length, no MAC count past what a core can do, deltas up
+    to 2^53 (exact as doubles). The dicts are built in C, the floats made from the same IEEE operations in the
+    same order as the careful twin. None when the helper is not built or that case does not hold: `cores_careful`
+    then decides.
 
     ``reuse``: this application's previous ``neuroncores_in_use``. When it has exactly the shape of the answer
     (the same cores, keys and order: the usual case, one collection after another), its values are replaced in
@@ -90,37 +90,6 @@ def cores_native(steps: list[DeviceDelta], shape: _Shape, reuse: dict[str, Any] 
     cores: dict[str, Any] | None = NATIVE.cores(
         deltas, n, dt, MAX_MACS * dt, _KEYS, device * per_device, group_name, phys_names[0], phys_names[1], reuse
     )
-    return cores
-
-
-def cores_fast(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any] | None:
-    """`cores_careful` for the usual case on LNC=2 chips (Trn2): one device, its physical cores in pairs, each busy
-    during a period that has a length. One loop over the logical cores, keys made in order; None in any other
-    case (the careful twin then decides)."""
-    lnc, per_device, breakdown, group_name, phys_names = shape
-    device, _dd, dt, n, deltas = steps[0]
-    if lnc != 2 or not breakdown or dt <= 0 or n % 2 or not all(deltas[:n]):
-        return None
-    first = device * per_device
-    if first + n // 2 > len(_KEYS):
-        return None
-    if max(deltas[n:]) > MAX_MACS * dt:
-        return None  # a damaged MAC counter: the careful twin leaves that core's flops out
-    scale = dt * 1e4
-    name0, name1 = phys_names[0], phys_names[1]
-    cores: dict[str, Any] = {}
-    for k in range(0, n, 2):
-        u0 = deltas[k] / scale
-        if u0 >= 100.0:
-            u0 = 100.0
-        u1 = deltas[k + 1] / scale
-        if u1 >= 100.0:
-            u1 = 100.0
-        cores[_KEYS[first + (k >> 1)]] = {
-            "neuroncore_utilization": sum((u0, u1)) / 2,  # as the careful twin's sum() of a list: the same float
-            "flops": int(2 * deltas[n + k] / dt) + int(2 * deltas[n + k + 1] / dt),
-            group_name: {name0: {"neuroncore_utilization": u0}, name1: {"neuroncore_utilization": u1}},
-        }
     return cores
 
 
