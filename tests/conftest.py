@@ -29,6 +29,7 @@ def group_testdata(group: str, name: str) -> Path:
     """A file of a group's captured test data (``neuron_monitor/groups/<group>/testdata/<name>``)."""
     return GROUPS / group / "testdata" / name
 
+
 # the tests that reach a fast path: the data-block and host groups, the device layer (deltas), the report
 # assembly, the helper's own tests and the daemon end to end (files, or folders ending in "/")
 FAST_PATH_TESTS = (

@@ -431,3 +431,10 @@ def test_pure_mode_leaves_no_helper_in_use(native_mode: str) -> None:
         assert all(m.NATIVE is None for m in users)
     else:
         assert all(m.NATIVE is users[0].NATIVE for m in users)
+
+
+def test_every_fast_path_test_listed_exists() -> None:
+    """A moved test file must not silently drop out of the pure-Python mode."""
+    from tests.conftest import FAST_PATH_TESTS, REPO
+
+    assert [p for p in FAST_PATH_TESTS if not (REPO / p).exists()] == []
