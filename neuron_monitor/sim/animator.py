@@ -29,7 +29,7 @@ from neuron_monitor.sim.ground_truth import GROUND_TRUTH_FILE, GroundTruthWriter
 from neuron_monitor.sim.shapes import Shape
 from neuron_monitor.sim.tree import DeviceTree, InPlaceFile, driver_tuple, write_host_files
 from neuron_monitor.sim.workers import spawn_worker, stop_worker
-from neuron_monitor.sim.workload import RuntimePlan, plan_runtimes
+from neuron_monitor.sim.workload import Activity, RuntimePlan, plan_runtimes
 
 CONTROL_FILE = "run/neuron-sim/control.jsonl"
 COUNTER_INDEX: dict[str, int] = dict(L.EXECUTION_SUMMARY + L.ERROR_SUMMARY)
@@ -78,6 +78,7 @@ class Runtime:
     macs: dict[tuple[int, int], int] = field(default_factory=dict)
     exec_acc: dict[tuple[int, int], float] = field(default_factory=dict)
     err_acc: dict[str, float] = field(default_factory=dict)
+    activity: float = 1.0  # share of the planned load now (option "vary"; always 1.0 without it)
     host_mem: dict[int, dict[int, int]] = field(default_factory=dict)  # device -> ND counter -> bytes
     core_mem: dict[tuple[int, int], dict[int, int]] = field(default_factory=dict)
 
@@ -100,6 +101,8 @@ class Simulator:
         self.burn = int(options.get("worker_cpu", 1000))
         self.load_time = float(options.get("load_time", 0.5))
         self.slot_policy = str(options.get("slot_policy", "round_robin"))
+        self.vary = bool(options.get("vary", False))  # phases, bursts and idle gaps (workload.Activity)
+        self._activity: dict[int, Activity] = {}
         self.driver = str(options.get("driver") or default_driver(shape))
         self.live_counters = driver_tuple(self.driver) >= (2, 30)
         family_default_lnc = 2 if shape.nc_arch in ("NCv3", "NCv4") else 1
@@ -271,6 +274,9 @@ class Simulator:
         while self.scheduled and self.scheduled[0][0] <= now - self.t0:
             self.apply(self.scheduled.pop(0)[1])
         for rt in self.runtimes:
+            if self.vary:
+                pattern = self._activity.setdefault(rt.plan.index, Activity(self.seed, rt.plan.index))
+                rt.activity = pattern.level(now - self.t0)
             if rt.state == "running" and now >= rt.ready_at:
                 self._advance(rt, min(dt, now - rt.ready_at))
         self._ecc_step(dt)
@@ -298,7 +304,7 @@ class Simulator:
             if dev not in rt.writers:
                 continue
             key = (dev, core)
-            rt.busy[key] += plan.utilization * dt_us
+            rt.busy[key] += plan.utilization * rt.activity * dt_us
             b = int(rt.busy[key])
             inc = b - rt.busy_written[key]
             if inc:
@@ -306,7 +312,7 @@ class Simulator:
                 self._add(rt, dev, core, L.NC_TIME_IN_USE, inc)
                 rt.macs[key] += inc * plan.macs_per_us
                 self._add(rt, dev, core, L.NC_MAC_COUNT, inc * plan.macs_per_us)
-            rt.exec_acc[key] += plan.exec_rate * dt
+            rt.exec_acc[key] += plan.exec_rate * rt.activity * dt
             n = int(rt.exec_acc[key])
             if n:
                 rt.exec_acc[key] -= n
@@ -354,7 +360,7 @@ class Simulator:
         for rt in self.runtimes:
             if rt.state == "running" and now >= rt.ready_at:
                 for dev, owned in rt.plan.cores.items():
-                    busy[dev] = busy.get(dev, 0.0) + rt.plan.utilization * len(owned) / cores
+                    busy[dev] = busy.get(dev, 0.0) + rt.plan.utilization * rt.activity * len(owned) / cores
         return busy
 
     def _orphan_step(self, dt: float) -> None:
@@ -578,7 +584,7 @@ class Simulator:
             if dev in self.power_no_data:
                 line = f"POWER_STATUS_NO_DATA,{minute * 60},0.00,0.00,0.00"
             else:
-                util = sum(rt.plan.utilization * len(rt.plan.cores.get(dev, ())) for rt in self.runtimes
+                util = sum(rt.plan.utilization * rt.activity * len(rt.plan.cores.get(dev, ())) for rt in self.runtimes
                            if rt.state == "running") / max(1, self.shape.phys_cores)  # fmt: skip
                 avg = min(95.0, 10.0 + 70.0 * util)
                 line = f"POWER_STATUS_VALID,{minute * 60},{max(0.0, avg - 5):.2f},{min(100.0, avg + 5):.2f},{avg:.2f}"

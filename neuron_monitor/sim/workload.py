@@ -121,3 +121,50 @@ def _models(plan: RuntimePlan, rng: random.Random) -> dict[int, list[ModelRecord
                     )
                 )
     return out
+
+
+# ---- a workload that varies over time (option "vary": the live demo's; off by default, so seeds keep their output)
+ACTIVITY_KINDS = ("steady", "ramp", "burst", "idle")
+
+
+@dataclass(frozen=True)
+class Segment:
+    start: float  # seconds since the simulator started
+    end: float
+    kind: str  # one of ACTIVITY_KINDS
+    level: float  # activity at the start (0..1)
+    level_end: float  # activity at the end (a ramp moves between them; others hold ``level``)
+
+
+class Activity:
+    """One runtime's activity over time, a factor 0..1 of its planned utilization and execution rate: phases of
+    steady work at different levels, ramps between them, short bursts at full load and idle gaps. The segments
+    come from a generator seeded by (seed, runtime index), so the same seed gives the same curve; only the
+    current segment is kept, so memory stays constant however long the simulator runs."""
+
+    def __init__(self, seed: int, index: int) -> None:
+        self._rng = random.Random(f"activity-{seed}-{index}")
+        self._segment = Segment(0.0, self._rng.uniform(5.0, 20.0), "steady", 1.0, 1.0)
+
+    def _next(self, prev: Segment) -> Segment:
+        rng = self._rng
+        kind = rng.choices(ACTIVITY_KINDS, weights=(4, 3, 2, 2))[0]
+        start = prev.end
+        if kind == "burst":
+            return Segment(start, start + rng.uniform(2.0, 6.0), kind, 1.0, 1.0)
+        if kind == "idle":
+            return Segment(start, start + rng.uniform(3.0, 15.0), kind, 0.0, 0.0)
+        if kind == "ramp":
+            return Segment(start, start + rng.uniform(5.0, 20.0), kind, prev.level_end, rng.uniform(0.1, 1.0))
+        level = rng.uniform(0.3, 1.0)
+        return Segment(start, start + rng.uniform(10.0, 40.0), kind, level, level)
+
+    def level(self, t: float) -> float:
+        """The activity at ``t`` seconds since the start (``t`` never goes back in a simulator)."""
+        seg = self._segment
+        while t >= seg.end:
+            seg = self._segment = self._next(seg)
+        if seg.kind != "ramp" or seg.end <= seg.start:
+            return seg.level
+        f = max(0.0, min(1.0, (t - seg.start) / (seg.end - seg.start)))
+        return seg.level + (seg.level_end - seg.level) * f

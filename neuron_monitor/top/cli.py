@@ -40,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--simulate", metavar="SHAPE", help="collect from a temporary simulated host (e.g. trn2.48xlarge)")
     src.add_argument("--sim-runtimes", type=positive_int, default=None, metavar="N", help="simulated runtimes")
     src.add_argument("--seed", type=int, default=0, help="simulator seed")
+    src.add_argument(
+        "--sim-steady",
+        action="store_true",
+        help="a steady simulated load (the live view's simulator otherwise varies: phases, bursts, idle gaps)",
+    )
     src.add_argument("--no-imds", action="store_true", help="do not query EC2 instance metadata")
     src.add_argument(
         "--imds-endpoint",
@@ -203,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"--filter: {state.notice}", 2)
     if args.root is None:
         args.root = ""
+    args.sim_vary = bool(args.simulate) and not args.once and not args.sim_steady
     try:
         kind = choose_source(args)
         args.root = args.root or "/"
