@@ -1,0 +1,56 @@
+"""The wheel and the sdist (`make dist`: python -m build): built from the sdist, the wheel installs every command
+(each answers --version), ships the Grafana dashboard the exporter serves and, where a compiler is here, the
+compiled helper."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+pytest.importorskip("build")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.e2e
+def test_wheel_and_sdist_install_every_command(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(REPO)],
+                   check=True, capture_output=True, timeout=900)  # fmt: skip
+    (wheel,) = dist.glob("neuron_monitor-*.whl")
+    (sdist,) = dist.glob("neuron_monitor-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {"setup.py", "pyproject.toml", "MANIFEST.in", "dashboards/neuron-monitor.json"} <= names
+    assert {"neuron_monitor/_native.c", "neuron_monitor/_native.pyi"} <= names
+    with zipfile.ZipFile(wheel) as zf:
+        members = set(zf.namelist())
+    assert "neuron_monitor/exporters/prometheus/dashboard.json" in members
+    if sys.platform == "linux" and any(
+        n.startswith("neuron_monitor/_native.") for n in os.listdir(REPO / "neuron_monitor")
+    ):
+        assert any(n.startswith("neuron_monitor/_native.") and n.endswith(".so") for n in members)
+
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target),
+                    str(wheel)], check=True, capture_output=True, timeout=300)  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    version = subprocess.run([sys.executable, "-c", "import neuron_monitor; print(neuron_monitor.__version__)"],
+                             env=env, capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    for name in scripts:
+        got = subprocess.run([str(target / "bin" / name), "--version"], env=env, capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+        assert (got.returncode, got.stdout) == (0, f"{name} {version}\n"), got.stderr
+    where = subprocess.run(
+        [sys.executable, "-c", "import neuron_monitor.exporters.prometheus.app as a; print(a.DASHBOARD)"],
+        env=env, capture_output=True, text=True, check=True, cwd=tmp_path,
+    ).stdout.strip()  # fmt: skip
+    assert Path(where) == target / "neuron_monitor" / "exporters" / "prometheus" / "dashboard.json"
