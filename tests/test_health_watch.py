@@ -114,3 +114,34 @@ def test_a_healthy_device_makes_no_extra_report(tmp_path: Path) -> None:
     assert len(reports) == 12  # the 5 s grid only
     assert all(_health(r)["node"]["state"] == "healthy" for _, r in reports)
     dev.close()
+
+
+def test_a_reload_keeps_the_group_its_baselines_and_pending_events(tmp_path: Path) -> None:
+    """Exactly once across reloads: events seen before a reload that keeps the group reach the next report once."""
+    shape = get_shape("trn1.2xlarge")
+    write_host_files(tmp_path, shape, "2.30.2.0", shape.lnc)
+    dev = DeviceTree(tmp_path, shape, 0, "2.30.2.0")
+    assert dev.power is not None
+    dev.power.write(b"POWER_STATUS_VALID,1789180860,10.00,30.00,20.00\n")
+    clock = StepClock()
+    collector = Collector(
+        RootFS(tmp_path),
+        plan_from_data({"system_metrics": [{"type": "neuron_device_health", "period": "5s"}]}, "a.conf"),
+        NoApps(),
+        lambda: empty_hardware_info("none"),
+        lambda: empty_instance_info("off EC2"),
+        clock=clock,
+    )
+    collector.prime()
+    group = collector.groups.system["neuron_device_health"]
+    dev.ecc["mem_ecc_uncorrected"].write(b"2\n")
+    clock.t += 0.6
+    assert collector.due_units(clock.t)  # the watch saw it: the group is due at once
+    collector.apply_plan(plan_from_data({"system_metrics": [{"type": "neuron_device_health", "period": "2s"}]}, "b"))
+    assert collector.groups.system["neuron_device_health"] is group  # kept, with its ledger
+    counts = []
+    for _ in range(3):
+        body = group.collect()
+        counts.append(body["neuron_devices"][0]["fault_events"].get("ecc_uncorrected", {}).get("count", 0))
+    assert counts == [2, 0, 0]
+    dev.close()
