@@ -6,15 +6,30 @@ screen model (`screen_from_report`, through the schema read layer), the layout o
 and the Rich text a frame becomes, each against the cost of parsing the report line with orjson (the baseline,
 measured in the same run), printed as a ratio.
 
-    python3 bench/bench_top.py [--repeats 200] [--shape trn2.48xlarge] [--runtimes 16]
+``--live S`` measures the whole view instead: the daemon (`neuron-monitor --simulate SHAPE`, every group at 1 s)
+writes its reports into a pipe that `neuron-monitor-top` reads and draws on a 200x60 pseudo-terminal, with the
+history and the simulator's varying load; after a warm-up, the CPU seconds each process used over S seconds (from
+/proc) are printed with the ratio top/daemon (the issue's bar: at most 1.0). The simulator is a third process,
+counted in neither.
+
+    python3 bench/bench_top.py [--repeats 200] [--shape trn2.48xlarge] [--runtimes 16] [--live 30]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
+import json
+import os
+import pty
+import select
 import statistics
+import struct
+import subprocess
 import sys
+import tempfile
+import termios
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +59,64 @@ def one_report(shape: str, runtimes: int) -> bytes:
     return orjson.dumps(report)
 
 
+DAEMON = (sys.executable, "-m", "neuron_monitor.daemon.cli")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (from /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def live_cpu(shape: str, runtimes: int, seconds: float, warmup: float = 10.0) -> tuple[float, float, int]:
+    """(daemon CPU s, top CPU s, bytes drawn) over ``seconds`` of the daemon feeding the live view at 1 s."""
+    config = {"period": "1s"}  # no group keys: every group (as neuron-monitor-top collects)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / "config.json"
+        cfg.write_text(json.dumps(config))
+        daemon = subprocess.Popen(
+            [*DAEMON, "-c", str(cfg), "--simulate", shape, "--sim-runtimes", str(runtimes), "--no-imds"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 200, 0, 0))
+        top = subprocess.Popen(
+            [sys.executable, "-m", "neuron_monitor.top.cli", "--stdin"],
+            stdin=daemon.stdout,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+        )
+        os.close(slave)
+        drawn = 0
+
+        def drain(until: float) -> None:
+            nonlocal drawn
+            while time.monotonic() < until:
+                ready, _, _ = select.select([master], [], [], 0.2)
+                if ready:
+                    try:
+                        drawn += len(os.read(master, 65536))
+                    except OSError:
+                        return
+
+        try:
+            drain(time.monotonic() + warmup)
+            d0, t0, drawn = cpu_seconds(daemon.pid), cpu_seconds(top.pid), 0
+            drain(time.monotonic() + seconds)
+            return cpu_seconds(daemon.pid) - d0, cpu_seconds(top.pid) - t0, drawn
+        finally:
+            for proc in (top, daemon):
+                proc.terminate()
+            for proc in (top, daemon):
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            os.close(master)
+
+
 def median_seconds(fn: Callable[[], Any], repeats: int) -> float:
     times = []
     for _ in range(repeats):
@@ -58,7 +131,17 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=200)
     p.add_argument("--shape", default="trn2.48xlarge")
     p.add_argument("--runtimes", type=int, default=16)
+    p.add_argument("--live", type=float, default=0.0, metavar="S", help="measure the live view vs the daemon")
     a = p.parse_args()
+    if a.live:
+        daemon_s, top_s, drawn = live_cpu(a.shape, a.runtimes, a.live)
+        print(f"{a.shape}, {a.runtimes} runtimes, 1 s reports, 200x60 pty, {a.live:.0f} s measured")
+        print(f"daemon (baseline)      {daemon_s:7.2f} CPU s  = {100 * daemon_s / a.live:5.1f} % of a vCPU")
+        print(
+            f"neuron-monitor-top     {top_s:7.2f} CPU s  = {100 * top_s / a.live:5.1f} % of a vCPU, {drawn} bytes drawn"
+        )
+        print(f"ratio top/daemon       {top_s / daemon_s if daemon_s else float('inf'):7.2f}")
+        return
     line = one_report(a.shape, a.runtimes)
     report = orjson.loads(line)
     screen = screen_from_report(report)

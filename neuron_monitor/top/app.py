@@ -25,7 +25,7 @@ from neuron_monitor.top.model import Screen, screen_from_report
 from neuron_monitor.top.sources import Feed, Replay
 
 MESSAGE_SECONDS = 30.0  # how long a problem stays on screen
-REDRAW_INTERVAL = 0.5  # the age ticks at least this often
+REDRAW_INTERVAL = 1.0  # the age ticks at least this often (each frame costs CPU: bench_top --live)
 MIN_STALE = 5.0  # seconds without a report before it is called stale (or 3 report intervals, if longer)
 
 
