@@ -286,3 +286,31 @@ def test_frames_are_redrawn_in_place_without_clearing_the_screen() -> None:
     assert out.count(b"\x1b[?1049h") == 1 and out.count(b"\x1b[?1049l") == 1  # alternate screen in, then out
     assert b"\x1b[2J" not in out and b"\x1b[2K" not in out  # frames overwrite, never clear
     assert out.rfind(b"\x1b[?25h") > out.rfind(b"\x1b[?25l") >= 0  # the cursor was hidden, and is shown again
+
+
+def test_history_sort_models_and_a_resize_storm(term: Callable[[int, int], Tmux]) -> None:
+    """The live demo's varying load draws history; s cycles the sort, m shows the models; the view survives a
+    storm of resizes between 80x24 and 200x60 and fits each size it ends in."""
+    t = term(200, 60)
+    t.start(top("--simulate", "trn2.48xlarge", "--no-imds", "--sim-runtimes", "4"))
+    t.wait_for("util history", "history (last", "runtimes (4)")
+    t.wait("sparklines with motion", lambda s: re.search("[▁-█]{3,}", s) is not None)
+    for expected in ("util", "memory", "tag", "pid"):
+        t.keys("s")
+        t.wait_for(f"s sort: {expected}")
+    t.keys("s")
+    t.wait("the report's order", lambda s: "s sort:" not in s)
+    t.keys("m")
+    t.wait_for("m Models", "model", ".neff", "job-00")
+    t.keys("d")
+    for i in range(20):
+        w, h = (80, 24) if i % 2 else (200, 60)
+        t.tmux("resize-window", "-t", "0", "-x", str(w), "-y", str(h))
+    t.tmux("resize-window", "-t", "0", "-x", "80", "-y", "24")
+    screen = t.wait(
+        "the 80x24 layout",
+        lambda s: "runtimes (4)" in s and "util history" not in s and all(len(x) <= 80 for x in s.splitlines()),
+    )
+    assert "host CPU" in screen
+    t.keys("q")
+    assert_restored(t)
