@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -131,9 +130,7 @@ def test_a_long_message_is_cut_by_npd_but_the_status_stands(tmp_path: Path) -> N
     for d in devs:
         assert d.health is not None
         d.health.write(b"hbm,sram,link_efa,link_host,axi_fabric\n")
-    started = time.monotonic()
     status, message, _ = run_as_npd(tmp_path / "host")
     assert status == "NonOK" and len(message) <= 80 and message.startswith("unhealthy: neuron_device 0 ")
-    assert time.monotonic() - started < 60
     for d in devs:
         d.close()
