@@ -91,7 +91,7 @@ def test_join_known_shared_and_unknown(tmp_path: Path) -> None:
     add_neuron(other, 0, None)
     body = EfaCounters(RootFS(other)).collect()
     assert _port(body, "rdmap0s0")["neuron_device_indexes"] == []
-    assert "no PCI path for any Neuron device" in body["error"]
+    assert not body.get("error")  # an unknown join is no failure (every real host today): the label stays empty
 
 
 def test_join_needs_a_shared_bridge() -> None:
