@@ -22,6 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from neuron_monitor.schema import names as N
+from neuron_monitor.schema.info import (
+    HardwareInfo,
+    InstanceInfo,
+    K8sInfo,
+    read_hardware_info,
+    read_instance_info,
+    read_k8s_info,
+)
 from neuron_monitor.schema.spec import GroupSpec, Registry, registry
 from neuron_monitor.schema.values import Problems, mapping, number, sequence, text
 
@@ -97,20 +105,53 @@ class RuntimeEntry:
     groups: dict[str, Group]
 
 
+_UNREAD: Any = object()
+
+
 @dataclass(slots=True, eq=False)
 class Report:
-    """A report with its envelope checked. ``problems`` holds the envelope's (count problems, values)."""
+    """A report with its envelope checked. ``problems`` holds the envelope's (count problems, values).
+
+    The info objects are typed (``schema/info.py``) and read on first use, then cached, as group bodies are; each
+    carries its own ``problems``. None when the report has no such object (or a wrong-typed one: see ``problems``)."""
 
     raw: dict[str, Any]
     runtimes: list[RuntimeEntry]
     system: dict[str, Group]
-    instance_info: dict[str, Any] | None
-    hardware_info: dict[str, Any] | None
-    k8s_info: dict[str, Any] | None
+    instance_object: dict[str, Any] | None  # the objects as decoded (checked to be objects), read on first use
+    hardware_object: dict[str, Any] | None
+    k8s_object: dict[str, Any] | None
     monitor: dict[str, Any] | None
     report_time: float | None
     cores_per_device: int  # 0 when the report does not say
     problems: Problems = field(default_factory=Problems)
+    _instance: Any = _UNREAD
+    _hardware: Any = _UNREAD
+    _k8s: Any = _UNREAD
+
+    @property
+    def instance_info(self) -> InstanceInfo | None:
+        """``instance_info``, typed (read once)."""
+        if self._instance is _UNREAD:
+            obj = self.instance_object
+            self._instance = None if obj is None else read_instance_info(obj)
+        return self._instance  # type: ignore[no-any-return]
+
+    @property
+    def hardware_info(self) -> HardwareInfo | None:
+        """``neuron_hardware_info``, typed (read once)."""
+        if self._hardware is _UNREAD:
+            obj = self.hardware_object
+            self._hardware = None if obj is None else read_hardware_info(obj)
+        return self._hardware  # type: ignore[no-any-return]
+
+    @property
+    def k8s_info(self) -> K8sInfo | None:
+        """``neuron_k8s_info``, typed (read once)."""
+        if self._k8s is _UNREAD:
+            obj = self.k8s_object
+            self._k8s = None if obj is None else read_k8s_info(obj)
+        return self._k8s  # type: ignore[no-any-return]
 
 
 def _group(name: str, spec: GroupSpec[Any], obj: Any, where: str, problems: Problems) -> Group | None:
@@ -205,9 +246,9 @@ def read_report(raw: dict[str, Any]) -> Report:
         raw=raw,
         runtimes=runtimes,
         system=system,
-        instance_info=mapping(raw.get(N.INSTANCE_INFO), problems, "report", N.INSTANCE_INFO),
-        hardware_info=hardware,
-        k8s_info=mapping(raw.get(N.NEURON_K8S_INFO), problems, "report", N.NEURON_K8S_INFO),
+        instance_object=mapping(raw.get(N.INSTANCE_INFO), problems, "report", N.INSTANCE_INFO),
+        hardware_object=hardware,
+        k8s_object=mapping(raw.get(N.NEURON_K8S_INFO), problems, "report", N.NEURON_K8S_INFO),
         monitor=mapping(raw.get(N.NEURON_MONITOR), problems, "report", N.NEURON_MONITOR),
         report_time=number(raw.get(N.REPORT_TIME), problems, "report", N.REPORT_TIME, counted=True),
         cores_per_device=int(per_device) if per_device and 0 < per_device < 1e9 else 0,

@@ -201,12 +201,12 @@ def parse_snapshot(report: dict[str, Any], time: float, source: str) -> Snapshot
 
     The report is read through the schema's read layer; wrong-typed values are left out, never raised on."""
     read = read_report(report)
-    info = read.instance_info or {}
+    info = read.instance_info
     per_device = read.cores_per_device or 1
     snap = Snapshot(
         time=time,
-        instance=str(info.get("instance_id") or source),
-        instance_type=str(info.get("instance_type") or ""),
+        instance=(info and info.instance_id) or source,
+        instance_type=(info and info.instance_type) or "",
         cores_per_device=per_device,
         runtimes=[],
     )

@@ -28,6 +28,7 @@ from neuron_monitor.groups.neuron_device_telemetry.spec import NeuronDeviceTelem
 from neuron_monitor.groups.neuroncore_counters.spec import PHYSICAL_SUM, UTILIZATION_SUM
 from neuron_monitor.groups.vcpu_usage.spec import VcpuUsage
 from neuron_monitor.schema import names as N
+from neuron_monitor.schema.info import HardwareInfo, InstanceInfo
 from neuron_monitor.schema.read import Group, Report, RuntimeEntry, read_report
 from neuron_monitor.schema.spec import TOP_DEVICES, TOP_RUNTIMES, RuntimeSum, TopColumn, registry, sum_over_runtimes
 from neuron_monitor.schema.values import index
@@ -40,11 +41,6 @@ MEMORY_CATEGORIES = (
     N.MEMORY_MODEL_SHARED_SCRATCHPAD,
     N.MEMORY_RUNTIME_MEMORY,
 )
-# neuron_hardware_info and instance_info keys (the schema's names cover the groups only)
-DEVICE_COUNT = "neuron_device_count"
-DEVICE_MEMORY_SIZE = "neuron_device_memory_size"
-DEVICE_TYPE = "neuron_device_type"
-LNC = "logical_neuroncore_config"
 MISSING = "-"
 
 Cells = dict[TopColumn, tuple[str, str]]  # column -> (text, style)
@@ -255,6 +251,10 @@ def _num(parent: Any, key: str) -> float | None:
     return float(v)
 
 
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
 def _str(parent: Any, key: str) -> str:
     v = parent.get(key) if isinstance(parent, Mapping) else None
     return v if isinstance(v, str) else ""
@@ -262,13 +262,13 @@ def _str(parent: Any, key: str) -> str:
 
 def _errors(report: Report) -> list[str]:
     out: list[str] = []
-    for key, part in (
-        (N.NEURON_MONITOR, report.monitor),
-        (N.NEURON_HARDWARE_INFO, report.hardware_info),
-        (N.INSTANCE_INFO, report.instance_info),
-        (N.NEURON_K8S_INFO, report.k8s_info),
+    hardware, instance, k8s = report.hardware_info, report.instance_info, report.k8s_info
+    for key, text in (
+        (N.NEURON_MONITOR, _str(report.monitor, N.ERROR)),
+        (N.NEURON_HARDWARE_INFO, hardware.error if hardware else ""),
+        (N.INSTANCE_INFO, instance.error if instance else ""),
+        (N.NEURON_K8S_INFO, k8s.error if k8s else ""),
     ):
-        text = _str(part, N.ERROR)
         if text:
             out.append(f"{key}: {text}")
     if report.problems:
@@ -355,10 +355,10 @@ def _device_rows(
 def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | None = None) -> Screen:
     """Build the screen model of one report; runtimes whose tag does not match ``tag_filter`` are left out."""
     report = read_report(dict(raw))
-    hw = report.hardware_info or {}
+    hw = report.hardware_info or HardwareInfo()
     entries = [e for e in report.runtimes if tag_filter is None or tag_filter.search(e.tag_written)]
     sums = _Sums(entries)
-    device_count = index(hw.get(DEVICE_COUNT)) or 0
+    device_count = index(hw.neuron_device_count) or 0
     per_device = report.cores_per_device
     seen = set(sums.tags) | {c for c, v in sums.by_core(UTILIZATION_SUM).items() if v}
     if not per_device and seen:  # old reports without the count: one device holds every core
@@ -368,19 +368,21 @@ def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | Non
     cores = _core_rows(sums, device_count, per_device)
     device_cells = _cells(report.system, TOP_DEVICES)
     filled = {col for cells in device_cells.values() for col in cells}
-    instance = report.instance_info or {}
-    lnc = _num(hw, LNC)
+    instance = report.instance_info or InstanceInfo()
+    lnc = _float(hw.logical_neuroncore_config)
     skipped = _num(report.monitor, "skipped_collections")
     return Screen(
-        instance_type=_str(instance, "instance_type"),
-        instance_id=_str(instance, "instance_id"),
-        device_type=_str(hw, DEVICE_TYPE),
+        instance_type=instance.instance_type or "",
+        instance_id=instance.instance_id or "",
+        device_type=hw.neuron_device_type or "",
         device_count=device_count,
         cores_per_device=per_device,
         lnc=int(lnc) if lnc is not None else None,
         report_time=report.report_time,
         host=_host(report),
-        devices=_device_rows(cores, sums, device_count, _num(hw, DEVICE_MEMORY_SIZE), device_cells, _powers(report)),
+        devices=_device_rows(
+            cores, sums, device_count, _float(hw.neuron_device_memory_size), device_cells, _powers(report)
+        ),
         cores=cores,
         runtimes=tuple(_runtime(e, (UTILIZATION_SUM, MEMORY_SUM)) for e in entries),
         hidden_runtimes=len(report.runtimes) - len(entries),

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from neuron_monitor.exporters.cloudwatch.datum import Dims
+from neuron_monitor.schema.info import InstanceInfo, K8sEntry, K8sInfo
 
 PRESETS: tuple[str, ...] = ("default", "container-insights")
 MAX_VALUE_CHARS = 1024
@@ -47,27 +47,19 @@ class K8sOwner:
     container: str
 
 
-def k8s_owners(report: dict[str, Any]) -> tuple[dict[str, K8sOwner], dict[str, K8sOwner]]:
-    """NeuronCore index -> owner and Neuron device index -> owner, from ``neuron_k8s_info`` (empty if absent)."""
-    info = report.get("neuron_k8s_info")
-    if not isinstance(info, dict):
+def k8s_owners(info: K8sInfo | None) -> tuple[dict[str, K8sOwner], dict[str, K8sOwner]]:
+    """NeuronCore index -> owner and Neuron device index -> owner, from ``neuron_k8s_info`` (empty if absent); the
+    owner's container is the entry's first."""
+    if info is None:
         return {}, {}
 
-    def owners(key: str) -> dict[str, K8sOwner]:
-        table = info.get(key)
-        out: dict[str, K8sOwner] = {}
-        if isinstance(table, dict):
-            for idx, entry in table.items():
-                if not isinstance(entry, dict):
-                    continue
-                containers = entry.get("container_name")
-                first = containers[0] if isinstance(containers, list) and containers else containers
-                out[str(idx)] = K8sOwner(
-                    str(entry.get("namespace") or ""), str(entry.get("pod_name") or ""), str(first or "")
-                )
-        return out
+    def owners(table: dict[str, K8sEntry]) -> dict[str, K8sOwner]:
+        return {
+            idx: K8sOwner(e.namespace or "", e.pod_name or "", e.containers[0] if e.containers else "")
+            for idx, e in table.items()
+        }
 
-    return owners("neuroncores_k8s_info"), owners("neurondevices_k8s_info")
+    return owners(info.cores), owners(info.devices)
 
 
 @dataclass(frozen=True)
@@ -80,9 +72,10 @@ class DimensionScheme:
     def container_insights(self) -> bool:
         return self.preset == "container-insights"
 
-    def host(self, instance_info: dict[str, Any]) -> Dims:
-        iid, itype = instance_info.get("instance_id"), instance_info.get("instance_type")
-        ultraserver = instance_info.get("ultraserver_id")  # only on UltraServer members: no dimension elsewhere
+    def host(self, instance_info: InstanceInfo | None) -> Dims:
+        info = instance_info or InstanceInfo()
+        iid, itype = info.instance_id, info.instance_type
+        ultraserver = info.ultraserver_id  # only on UltraServer members: no dimension elsewhere
         if self.container_insights:
             return _dims(
                 ("ClusterName", self.cluster_name),

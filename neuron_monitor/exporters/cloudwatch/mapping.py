@@ -166,12 +166,12 @@ class ReportMapper:
         stamp = read.report_time
         timestamp = stamp if stamp is not None else (time.time() if now is None else now)
         emit = _Emitter(timestamp, 1 if self.options.high_resolution else 60)
-        core_owner, device_owner = k8s_owners(report)
+        core_owner, device_owner = k8s_owners(read.k8s_info)
         ctx = _Ctx(
             emit,
             self.scheme,
             self.options,
-            self.scheme.host(read.instance_info or {}),
+            self.scheme.host(read.instance_info),
             read.cores_per_device,
             core_owner,
             device_owner,

@@ -13,26 +13,22 @@ series budget leaves this family out (``budget``); ``--series-detail full`` serv
 
 from __future__ import annotations
 
-from typing import Any
-
 from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.families import INFO
 from neuron_monitor.exporters.prometheus.labels import kept_string
-from neuron_monitor.exporters.prometheus.values import number
+from neuron_monitor.schema.info import HardwareInfo
 
 FAMILY = "neuroncore"  # exposed as neuroncore_info
 MAX_CORES = 4096  # far above any instance (a Trn2 has 128 logical cores at LNC=1); a bigger count is not real
 HELP = "The Neuron device of each NeuronCore (value 1), to join per-core series with device labels"
 
 
-def shape_core_info(ctx: ShapeContext, hardware_info: dict[str, Any] | None) -> None:
+def shape_core_info(ctx: ShapeContext, hardware_info: HardwareInfo | None) -> None:
     """Add one ``neuroncore_info`` sample per logical NeuronCore the hardware info counts (none if it cannot)."""
-    if not hardware_info:
+    if hardware_info is None:
         return
-    devices = number(hardware_info.get("neuron_device_count"), "neuron_hardware_info.neuron_device_count")
-    per_device = number(
-        hardware_info.get("neuroncore_per_device_count"), "neuron_hardware_info.neuroncore_per_device_count"
-    )
+    devices = hardware_info.neuron_device_count
+    per_device = hardware_info.neuroncore_per_device_count
     if not devices or not per_device or devices < 0 or per_device < 0 or devices * per_device > MAX_CORES:
         return
     samples = ctx.fams.family(FAMILY, INFO, HELP, (*ctx.inst_names, "neuroncore", "neuron_device_index")).samples

@@ -97,7 +97,7 @@ def count_report(
     k8s = read.k8s_info  # not a system_data group but a collected one all the same (--k8s-info): its error shows
     if k8s is not None:
         result.groups_seen.add(N.NEURON_K8S_INFO)
-        if k8s.get("error"):
+        if k8s.error:
             result.groups_failed.add(N.NEURON_K8S_INFO)
             result.group_errors[N.NEURON_K8S_INFO] += 1  # each report reads the watcher's current state afresh
     result.runtimes = len(read.runtimes)

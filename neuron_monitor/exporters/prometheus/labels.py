@@ -11,9 +11,8 @@ label is no label to Prometheus, so the series of a pod keep their identity when
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from neuron_monitor.exporters.prometheus.values import mapping, sequence, text
+from neuron_monitor.schema.info import InstanceInfo, K8sInfo
 
 # (label name, instance_info key) as AWS's exporter maps them
 INSTANCE_LABEL_KEYS: tuple[tuple[str, str], ...] = (
@@ -39,6 +38,7 @@ K8S_LABELS: tuple[str, ...] = ("pod_name", "namespace", "container_name")
 DRA_LABELS: tuple[str, ...] = ("dra_claim_name", "dra_claim_namespace")
 DRA_LABEL_MODES: tuple[str, ...] = ("auto", "on", "off")
 _KEPT_STRINGS: dict[str, str] = {}
+_NO_INSTANCE = InstanceInfo()
 KEPT_STRINGS_LIMIT = 16384  # distinct label strings kept (the table starts over beyond this)
 KEPT_STRING_LENGTH = 256  # longer strings are not kept
 NO_POD: tuple[str, ...] = ("", "", "")
@@ -60,25 +60,25 @@ def kept_string(value: str) -> str:
     return value
 
 
-def instance_labels(info: dict[str, Any] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def instance_labels(info: InstanceInfo | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(names, values) of the instance labels; ``ultraserver_id`` is added when the report carries it."""
-    info = info or {}
+    info = info or _NO_INSTANCE
     names = [n for n, _ in INSTANCE_LABEL_KEYS]
-    values = [text(info.get(k), f"instance_info.{k}") for _, k in INSTANCE_LABEL_KEYS]
-    if info.get("ultraserver_id") is not None:
+    values = [info.get(k) or "" for _, k in INSTANCE_LABEL_KEYS]
+    if info.ultraserver_id is not None:
         names.append("ultraserver_id")
-        values.append(text(info["ultraserver_id"], "instance_info.ultraserver_id"))
+        values.append(info.ultraserver_id)
     return tuple(names), tuple(map(kept_string, values))
 
 
-def instance_info_extras(info: dict[str, Any] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def instance_info_extras(info: InstanceInfo | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The additive ``instance_info`` labels; the UltraServer node keys only on UltraServer members."""
-    info = info or {}
+    info = info or _NO_INSTANCE
     keys = INSTANCE_INFO_EXTRA_KEYS
-    if info.get("ultraserver_id") is not None:
+    if info.ultraserver_id is not None:
         keys = keys + ULTRASERVER_INFO_KEYS
     names = tuple(n for n, _ in keys)
-    values = tuple(text(info.get(k), f"instance_info.{k}") for _, k in keys)
+    values = tuple(info.get(k) or "" for _, k in keys)
     return names, values
 
 
@@ -88,31 +88,22 @@ class PodMap:
 
     ``dra``: ``auto`` adds the claim labels when some entry has a ``claim_name``, ``on`` always, ``off`` never."""
 
-    def __init__(self, k8s_info: dict[str, Any] | None, dra: str = "auto") -> None:
+    def __init__(self, k8s_info: K8sInfo | None, dra: str = "auto") -> None:
         self.cores: dict[str, tuple[str, ...]] = {}
         self.dra = dra == "on"
-        if k8s_info:  # an error with maps present: the daemon kept the last good mapping (kubelet outage)
-            cores = mapping(k8s_info.get("neuroncores_k8s_info"), "neuron_k8s_info.neuroncores_k8s_info") or {}
+        if k8s_info is not None:  # an error with maps present: the daemon kept the last good mapping (kubelet outage)
+            cores = k8s_info.cores
             if dra == "auto":
-                self.dra = any(isinstance(e, dict) and e.get("claim_name") for e in cores.values())
+                self.dra = any(e.claim_name for e in cores.values())
             for idx, entry in cores.items():
-                where = f"neuron_k8s_info.neuroncores_k8s_info.{idx}"
-                entry = mapping(entry, where)
-                if entry is None:
-                    continue
-                raw = entry.get("container_name")
-                containers = [raw] if isinstance(raw, str) else sequence(raw, f"{where}.container_name")
                 pod: tuple[str, ...] = (
-                    kept_string(text(entry.get("pod_name"), f"{where}.pod_name")),
-                    kept_string(text(entry.get("namespace"), f"{where}.namespace")),
-                    kept_string(",".join(text(c, f"{where}.container_name") for c in containers or ())),
+                    kept_string(entry.pod_name or ""),
+                    kept_string(entry.namespace or ""),
+                    kept_string(",".join(entry.containers)),
                 )
                 if self.dra:
-                    pod += (
-                        kept_string(text(entry.get("claim_name") or "", f"{where}.claim_name")),
-                        kept_string(text(entry.get("claim_namespace") or "", f"{where}.claim_namespace")),
-                    )
-                self.cores[str(idx)] = pod
+                    pod += (kept_string(entry.claim_name or ""), kept_string(entry.claim_namespace or ""))
+                self.cores[idx] = pod
         self.names: tuple[str, ...] = K8S_LABELS + DRA_LABELS if self.dra else K8S_LABELS
         self.none: tuple[str, ...] = NO_POD_DRA if self.dra else NO_POD
 

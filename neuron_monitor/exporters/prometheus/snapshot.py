@@ -92,6 +92,9 @@ def shape(report: Report, totals: Totals, options: ShapeOptions) -> FamilySet:
     if report.problems:
         raise MalformedReport(report.problems.first())
     instance_info, hardware_info, k8s_info = report.instance_info, report.hardware_info, report.k8s_info
+    for info in (instance_info, hardware_info, k8s_info):
+        if info is not None and info.problems:
+            raise MalformedReport(info.problems.first())
     if options.instance_labels_everywhere:
         inst_names, inst_values = instance_labels(instance_info)
     else:

@@ -7,13 +7,12 @@ exporter.
 
 from __future__ import annotations
 
-from typing import Any
-
 from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.families import INFO
 from neuron_monitor.exporters.prometheus.labels import instance_info_extras, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM
-from neuron_monitor.exporters.prometheus.values import MalformedReport, text
+from neuron_monitor.exporters.prometheus.values import MalformedReport
+from neuron_monitor.schema.info import HardwareInfo, InstanceInfo
 from neuron_monitor.schema.read import Report
 from neuron_monitor.schema.spec import counter_family
 
@@ -44,7 +43,7 @@ def shape_system(ctx: ShapeContext, report: Report) -> None:
             ctx.samples_of(family)[(*inst, *key[1:])] = total
 
 
-def shape_info(ctx: ShapeContext, instance_info: dict[str, Any] | None, hardware_info: dict[str, Any] | None) -> None:
+def shape_info(ctx: ShapeContext, instance_info: InstanceInfo | None, hardware_info: HardwareInfo | None) -> None:
     """``instance_info`` always carries the instance labels; ``neuron_hardware_info`` the hardware fields."""
     if instance_info is not None:
         names, values = instance_labels(instance_info)
@@ -53,8 +52,9 @@ def shape_info(ctx: ShapeContext, instance_info: dict[str, Any] | None, hardware
             (*values, *extra_values)
         ] = 1.0
     if hardware_info is not None:
-        present = [k for k in HARDWARE_LABELS if hardware_info.get(k) is not None]
-        values = tuple(text(hardware_info[k], f"neuron_hardware_info.{k}") for k in present)
+        fields = [(k, hardware_info.get(k)) for k in HARDWARE_LABELS]
+        present = [k for k, v in fields if v is not None]
+        values = tuple(str(v) for _, v in fields if v is not None)
         ctx.fams.family("neuron_hardware", INFO, "Neuron Hardware Information", (*ctx.inst_names, *present)).samples[
             (*ctx.inst_values, *values)
         ] = 1.0

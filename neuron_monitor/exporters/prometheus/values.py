@@ -1,5 +1,5 @@
-"""The Prometheus exporter's policy on the schema's value readers, for the report's info objects (instance,
-hardware, Kubernetes, daemon health) that it shapes directly.
+"""The Prometheus exporter's policy on the schema's value readers, for the parts of a report it shapes directly (the
+daemon's own health object; the info objects are typed by the schema, see schema/info.py).
 
 The readers themselves are the schema's (`neuron_monitor.schema.values`: one set for every consumer); this module
 only applies the exporter's policy to them: a value of the wrong type (a string where a number belongs, a list
