@@ -15,6 +15,7 @@ import os
 from neuron_monitor import __version__
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
 from neuron_monitor.sanitize import html_text
+from neuron_monitor.schema.read import read_report
 
 DOCS = "docs/prometheus.md in the neuron-monitor source tree (also docs/migrating-from-aws.md)"
 
@@ -33,8 +34,8 @@ def landing_page(exporter: ExporterCollector, dashboard: bool) -> str:
         rows.append(_row("newest report", f"{view.age:.1f} s ago (stale after {view.window:.1f} s)"))
         rows.append(_row("report interval", f"{view.interval:.3g} s"))
         rows.append(_row("runtimes", snapshot.runtimes))
-        hardware = snapshot.report.get("neuron_hardware_info")
-        devices = hardware.get("neuron_device_count") if isinstance(hardware, dict) else None
+        hardware = read_report(snapshot.report).hardware_info
+        devices = hardware.neuron_device_count if hardware is not None else None
         rows.append(_row("Neuron devices", devices if devices is not None else "unknown"))
         rows.append(_row("series", view.shaped.series if view.shaped else 0))
     rows.append(_row("input", f"{stats.lines} lines, {state.accepted_reports} reports, {stats.bad_lines} bad lines"))

@@ -32,6 +32,7 @@ from typing import Any
 from neuron_monitor.exporters.prometheus.created import CreatedClock
 from neuron_monitor.exporters.prometheus.snapshot import Shaped, ShapeOptions, Snapshot, SnapshotBuilder
 from neuron_monitor.exporters.prometheus.values import MalformedReport
+from neuron_monitor.schema.read import Report, read_report
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 
@@ -58,11 +59,12 @@ class View:
     changes: int = 0  # the state's change count when this view was taken (see ``ExporterState.changes``)
 
 
-def has_device_data(report: dict[str, Any]) -> bool:
-    """True when ``report`` lists a Neuron device: its hardware info counts one, or a device group lists one."""
-    info = report.get("neuron_hardware_info")
-    count = info.get("neuron_device_count") if isinstance(info, dict) else None
-    if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+def has_device_data(report: dict[str, Any], read: Report | None = None) -> bool:
+    """True when ``report`` lists a Neuron device: its hardware info counts one, or a device group lists one.
+    ``read``: the report as the schema read it, when the caller has it."""
+    hardware = (read if read is not None else read_report(report)).hardware_info
+    count = hardware.neuron_device_count if hardware is not None else None
+    if isinstance(count, int) and count > 0:
         return True
     system = report.get("system_data")
     health = system.get("neuron_device_health") if isinstance(system, dict) else None
@@ -132,7 +134,7 @@ class ExporterState:
             self._snapshot = snapshot
         if bad:
             self._count_bad(bad)
-        if not self.ready and has_device_data(report):
+        if not self.ready and has_device_data(report, snapshot.read):
             self.ready = True
         return True
 
