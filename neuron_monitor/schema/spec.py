@@ -35,9 +35,9 @@ import functools
 import importlib
 import importlib.util
 import pkgutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from neuron_monitor import groups
 from neuron_monitor.schema.values import Problems
@@ -267,6 +267,7 @@ DetFinding = tuple[DetRule, tuple[str, ...], float, Mapping[str, Any]]
 # ---- neuron-monitor-top ---------------------------------------------------------------------------------------
 TOP_RUNTIMES = "runtimes"  # the runtimes table: one cell per runtime, key ()
 TOP_DEVICES = "devices"  # the devices table: one cell per device, key (device index,)
+TOP_HOST = "host"  # the host line: one bar per column
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,10 +286,30 @@ class TopColumn:
     min_width: int = 0
     gap: int = 0
     always: bool = False
+    missing: str = "-"  # the text of a missing cell (host bars: the text after an empty bar)
+    history: str = ""  # host bars: the label of the bar's full-width history graph ("": none)
 
 
 # (column, key, text, style): one cell. Style is a Rich style string ("" for none).
 TopCell = tuple[TopColumn, tuple[str, ...], str, str]
+# (column, label, percent, text): one bar of the host line: its label (the column's header when the group is
+# absent), how full the bar is (None: empty), the text after it.
+TopBar = tuple[TopColumn, str, float | None, str]
+
+
+class TopModel(NamedTuple):
+    """One model a runtime has loaded, for neuron-monitor-top's models view."""
+
+    name: str
+    model_id: str
+    running: bool
+    device_bytes: int
+    host_bytes: int
+    cores: tuple[int, ...]  # NeuronCores (within their device) its subgraphs run on
+
+
+def _no_models(_: Any) -> Sequence[TopModel] | None:
+    return None
 
 
 # ---- the spec -------------------------------------------------------------------------------------------------
@@ -326,6 +347,9 @@ class GroupSpec(Generic[T]):
     # neuron-monitor-top: the group's columns, and its cells of one report ((value, the group's period))
     top_columns: tuple[TopColumn, ...] = ()
     top: Callable[[T, float | None], Iterable[TopCell]] = _none
+    top_bars: Callable[[T], Iterable[TopBar]] = _none  # the group's bars of the host line (TOP_HOST columns)
+    # the models a runtime has loaded (the models view); None when the group lists none
+    top_models: Callable[[T], Sequence[TopModel] | None] = _no_models
     families_by_name: dict[str, PromFamily] = field(default_factory=dict, compare=False)
     dropping: tuple[PromFamily, ...] = field(default=(), compare=False)  # the counters with ``drops_unlisted``
 

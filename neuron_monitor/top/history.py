@@ -27,7 +27,7 @@ UTIL = "util"
 MEMORY = "mem"
 POWER = "power"
 
-Key = tuple[str, int, str]  # ("dev" | "core", index, UTIL | MEMORY | POWER)
+Key = tuple[str, int, str]  # ("dev" | "core" | "all", index, UTIL | MEMORY | POWER), ("host", 0, a host bar's history)
 
 
 class History:
@@ -69,7 +69,9 @@ class History:
         self._append(("all", 0, MEMORY), 100.0 * used / total if total else None)
         powers = [d.power for d in screen.devices if d.power is not None]
         self._append(("all", 0, POWER), sum(powers) / len(powers) if powers else None)
-        self._append(("host", 0, UTIL), screen.host.vcpu_busy)
+        for bar in screen.host:  # the host line's bars that declare a history graph (the CPU busy share)
+            if bar.history:
+                self._append(("host", 0, bar.history), bar.percent)
 
     def _append(self, key: Key, value: float | None) -> None:
         ring = self._series.get(key)

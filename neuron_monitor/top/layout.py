@@ -201,15 +201,13 @@ def _title(frame: Frame, width: int) -> list[Line]:
 
 
 def _host(s: Screen, width: int) -> Line:
-    h = s.host
-    cpu_label = f"host CPU ({h.vcpu_count} vCPU) " if h.vcpu_count else "host CPU "
-    mem_text = f" {human_bytes(h.memory_used)}/{human_bytes(h.memory_total)}"
-    swap = f"  swap {human_bytes(h.swap_used)}" if h.swap_total else ""
-    fixed = len(cpu_label) + 7 + len("  mem ") + len(mem_text) + len(swap)
-    bw = max(6, min(30, (width - fixed) // 2))
-    mem_pct = 100.0 * h.memory_used / h.memory_total if h.memory_used is not None and h.memory_total else None
-    line: Line = [(cpu_label, "bold"), *bar(h.vcpu_busy, bw), (" " + percent_text(h.vcpu_busy), "")]
-    line += [("  mem ", "bold"), *bar(mem_pct, bw), (mem_text, ""), (swap, "")]
+    """The host line: each spec bar (CPU, memory) with its label and text, the bars sharing the room left."""
+    parts = [(("  " if i else "") + b.label + " ", b) for i, b in enumerate(s.host)]
+    fixed = sum(len(label) + len(b.text) for label, b in parts)
+    bw = max(6, min(30, (width - fixed) // max(1, len(parts))))
+    line: Line = []
+    for label, b in parts:
+        line += [(label, "bold"), *bar(b.percent, bw), (b.text, "")]
     return _clip(line, width)
 
 
@@ -298,7 +296,7 @@ def _history_lines(s: Screen, width: int, history: History, period: float) -> li
         ("devices utilization", ("all", 0, UTIL), "green"),
         ("devices memory", ("all", 0, MEMORY), "cyan"),
         ("devices power", ("all", 0, POWER), "yellow"),
-        ("host CPU", ("host", 0, UTIL), "magenta"),
+        *((b.history, ("host", 0, b.history), "magenta") for b in s.host if b.history),
     )
     for label, (kind, index, what), style in rows:
         points = history.series(kind, index, what)

@@ -11,7 +11,8 @@ runtime table's columns and the device table's extra columns (`GroupSpec.top`), 
 runtimes come from the specs' `sums` (`RuntimeSum`): a core's utilization is the sum over the runtimes using it
 (capped at 100 %), its physical cores' likewise; a device's utilization is the mean over all of its logical cores
 (cores no runtime reports count as idle); device memory is the sum of the runtimes' memory by category over the
-device's cores, against `neuron_device_memory_size` when the report has it. The host line reads the host groups.
+device's cores, against `neuron_device_memory_size` when the report has it. The host line's bars are the system
+groups' `top_bars` (CPU busy share, memory used).
 """
 
 from __future__ import annotations
@@ -21,16 +22,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuron_monitor.groups.memory_info.spec import MemoryInfo
-from neuron_monitor.groups.memory_used.spec import MEMORY_SUM, MemoryUsed
+from neuron_monitor.groups.memory_used.spec import MEMORY_SUM
 from neuron_monitor.groups.neuron_device_telemetry.spec import NAME as TELEMETRY
 from neuron_monitor.groups.neuron_device_telemetry.spec import NeuronDeviceTelemetry
 from neuron_monitor.groups.neuroncore_counters.spec import PHYSICAL_SUM, UTILIZATION_SUM
-from neuron_monitor.groups.vcpu_usage.spec import VcpuUsage
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema.info import HardwareInfo, InstanceInfo
 from neuron_monitor.schema.read import Group, Report, RuntimeEntry, read_report
-from neuron_monitor.schema.spec import TOP_DEVICES, TOP_RUNTIMES, RuntimeSum, TopColumn, registry, sum_over_runtimes
+from neuron_monitor.schema.spec import (
+    TOP_DEVICES,
+    TOP_HOST,
+    TOP_RUNTIMES,
+    RuntimeSum,
+    TopColumn,
+    registry,
+    sum_over_runtimes,
+)
 from neuron_monitor.schema.values import index
 
 # the order of the memory bar's runs; categories a newer report adds follow these
@@ -47,15 +54,13 @@ Cells = dict[TopColumn, tuple[str, str]]  # column -> (text, style)
 
 
 @dataclass(frozen=True)
-class Host:
-    vcpu_count: int = 0
-    vcpu_busy: float | None = None  # percent of all vCPU time that was not idle
-    vcpu_user: float | None = None
-    vcpu_system: float | None = None
-    memory_used: int | None = None
-    memory_total: int | None = None
-    swap_used: int | None = None
-    swap_total: int | None = None
+class HostBar:
+    """One bar of the host line (a spec's ``top_bars``): its label, how full (None: empty), the text after it."""
+
+    label: str
+    percent: float | None
+    text: str
+    history: str = ""  # the label of its full-width history graph ("": none; the column's ``history``)
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,7 @@ class Screen:
     cores_per_device: int = 0
     lnc: int | None = None
     report_time: float | None = None
-    host: Host = field(default_factory=Host)
+    host: tuple[HostBar, ...] = ()
     devices: tuple[Device, ...] = ()
     cores: tuple[Core, ...] = ()
     runtimes: tuple[Runtime, ...] = ()
@@ -157,26 +162,16 @@ def _data(groups: Mapping[str, Group], name: str, cls: type[Any]) -> Any:
     return group.data_as(cls) if group is not None else None
 
 
-def _host(report: Report) -> Host:
-    cpu = _data(report.system, N.VCPU_USAGE, VcpuUsage)
-    avg = (cpu.average if cpu is not None else None) or {}
-    idle = avg.get(N.CPU_IDLE)
-    mem_data = _data(report.system, N.MEMORY_INFO, MemoryInfo)
-    mem = mem_data.fields if mem_data is not None else {}
-
-    def whole(key: str) -> int | None:
-        v = mem.get(key)
-        return None if v is None else int(v)
-
-    return Host(
-        vcpu_count=(cpu.vcpu_count or 0) if cpu is not None else 0,
-        vcpu_busy=None if idle is None else max(0.0, 100.0 - idle),
-        vcpu_user=avg.get(N.CPU_USER),
-        vcpu_system=avg.get(N.CPU_SYSTEM),
-        memory_used=whole(N.MEMORY_USED_BYTES),
-        memory_total=whole(N.MEMORY_TOTAL_BYTES),
-        swap_used=whole(N.SWAP_USED_BYTES),
-        swap_total=whole(N.SWAP_TOTAL_BYTES),
+def _host(report: Report) -> tuple[HostBar, ...]:
+    """The host line's bars, from the system groups' specs (an ``always`` bar of an absent group stays empty)."""
+    found: dict[TopColumn, HostBar] = {}
+    for group in report.system.values():
+        for column, label, percent, text in group.spec.top_bars(group.data()):
+            found[column] = HostBar(label, percent, text, column.history)
+    return tuple(
+        found.get(c) or HostBar(c.header, None, c.missing, c.history)
+        for c in columns(TOP_HOST)
+        if c.always or c in found
     )
 
 
@@ -207,20 +202,12 @@ class _Sums:
 
 
 def _models(entry: RuntimeEntry) -> tuple[Model, ...] | None:
-    data = _data(entry.groups, N.MEMORY_USED, MemoryUsed)
-    if data is None or data.models is None:
-        return None
-    return tuple(
-        Model(
-            name=m.name,
-            model_id=m.model_id,
-            running=m.running,
-            device_bytes=int(m.memory.get(N.LOCATION_NEURON_DEVICE, 0)),
-            host_bytes=int(m.memory.get(N.LOCATION_HOST, 0)),
-            cores=tuple(sorted({nc for _, nc in m.placement})),
-        )
-        for m in data.models
-    )
+    """The runtime's loaded models, from the first of its groups whose spec lists them (``top_models``)."""
+    for group in entry.groups.values():
+        listed = group.spec.top_models(group.data())
+        if listed is not None:
+            return tuple(Model(*m) for m in listed)
+    return None
 
 
 def _runtime(entry: RuntimeEntry, sums: Iterable[RuntimeSum]) -> Runtime:

@@ -94,7 +94,8 @@ def test_trn1_report_latency_and_errors() -> None:
     out = text(wandb(0), width=100)
     row = next(line for line in out.splitlines() if line.startswith("1337 "))
     assert "0.10ms" in row and "0.13ms" in row and "23654" in row and "260.2" in row
-    assert s.host.vcpu_count == 8 and s.host.memory_total == 33117732864
+    assert [b.label for b in s.host] == ["host CPU (8 vCPU)", "mem"]
+    assert s.host[1].text.endswith(f"/{human_bytes(33117732864)}")
 
 
 def test_tag_filter_keeps_matching_runtimes_and_their_cores() -> None:
@@ -122,7 +123,7 @@ def test_malformed_report_parts_read_as_absent_and_are_named() -> None:
     report["neuron_runtime_data"][1]["report"]["memory_used"]["neuron_runtime_used_bytes"]["host"] = "lots"
     report["neuron_hardware_info"]["neuron_device_count"] = "sixteen"
     s = screen_from_report(report)
-    assert s.host.vcpu_busy is None
+    assert (s.host[0].label, s.host[0].percent) == ("host CPU", None)  # the CPU bar stays, empty
     assert s.runtimes[0].cell("exec/s") == "-"
     assert s.runtimes[1].cell("host") == "-"
     assert len(s.cores) == 32  # the device count is derived from the cores seen

@@ -8,7 +8,7 @@ from typing import Any
 
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
-from neuron_monitor.schema.display import count, finite
+from neuron_monitor.schema.display import count, finite, human_bytes
 from neuron_monitor.schema.values import Problems, number
 
 
@@ -66,6 +66,23 @@ def timeline(value: MemoryInfo) -> Iterator[S.TimelineSample]:
         yield TRACK_MEMORY, (), {name: known[key] for name, key in _TRACK_SERIES.items() if key in known}
 
 
+# neuron-monitor-top: the host line's memory bar (used of total, as `free` counts used; swap when there is some)
+BAR_MEMORY = S.TopColumn(S.TOP_HOST, "mem", 0, order=20, always=True, missing=" -/-")
+
+
+def top_bars(value: MemoryInfo) -> Iterator[S.TopBar]:
+    def whole(key: str) -> int | None:
+        v = value.fields.get(key)
+        return None if v is None else int(v)
+
+    used, total = whole(N.MEMORY_USED_BYTES), whole(N.MEMORY_TOTAL_BYTES)
+    percent = 100.0 * used / total if used is not None and total else None
+    text = f" {human_bytes(used)}/{human_bytes(total)}"
+    if whole(N.SWAP_TOTAL_BYTES):
+        text += f"  swap {human_bytes(whole(N.SWAP_USED_BYTES))}"
+    yield BAR_MEMORY, "mem", percent, text
+
+
 SPEC = S.GroupSpec(
     name=N.MEMORY_INFO,
     placement=S.SYSTEM,
@@ -78,4 +95,6 @@ SPEC = S.GroupSpec(
     tracks=(TRACK_MEMORY,),
     timeline=timeline,
     timeline_order=20,
+    top_columns=(BAR_MEMORY,),
+    top_bars=top_bars,
 )

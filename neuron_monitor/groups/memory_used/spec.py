@@ -213,6 +213,23 @@ def top(value: MemoryUsed, period: float | None) -> Iterator[S.TopCell]:
     yield COL_DEVICE, (), human_bytes(device), ""
 
 
+def top_models(value: MemoryUsed) -> list[S.TopModel] | None:
+    """neuron-monitor-top's models view: each loaded model's name, id, state, bytes and cores (None: none listed)."""
+    if value.models is None:
+        return None
+    return [
+        S.TopModel(
+            name=m.name,
+            model_id=m.model_id,
+            running=m.running,
+            device_bytes=int(m.memory.get(N.LOCATION_NEURON_DEVICE, 0)),
+            host_bytes=int(m.memory.get(N.LOCATION_HOST, 0)),
+            cores=tuple(sorted({nc for _, nc in m.placement})),
+        )
+        for m in value.models
+    ]
+
+
 SPEC = S.GroupSpec(
     name=N.MEMORY_USED,
     placement=S.RUNTIME,
@@ -231,4 +248,5 @@ SPEC = S.GroupSpec(
     sums=(MEMORY_SUM,),
     top_columns=(COL_HOST, COL_DEVICE),
     top=top,
+    top_models=top_models,
 )

@@ -124,6 +124,17 @@ def timeline(value: VcpuUsage) -> Iterator[S.TimelineSample]:
         yield TRACK_VCPU, (), {k: v for k, v in average.items() if k != N.CPU_IDLE}
 
 
+# neuron-monitor-top: the host line's CPU bar (busy share of all vCPUs: 100 % minus idle)
+BAR_CPU = S.TopColumn(S.TOP_HOST, "host CPU", 0, order=10, always=True, missing="    -  ", history="host CPU")
+
+
+def top_bars(value: VcpuUsage) -> Iterator[S.TopBar]:
+    idle = (value.average or {}).get(N.CPU_IDLE)
+    busy = None if idle is None else max(0.0, 100.0 - idle)
+    label = f"host CPU ({value.vcpu_count} vCPU)" if value.vcpu_count else "host CPU"
+    yield BAR_CPU, label, busy, "    -  " if busy is None else f" {busy:5.1f}%"
+
+
 SPEC = S.GroupSpec(
     name=N.VCPU_USAGE,
     placement=S.SYSTEM,
@@ -138,4 +149,6 @@ SPEC = S.GroupSpec(
     tracks=(TRACK_VCPU,),
     timeline=timeline,
     timeline_order=10,
+    top_columns=(BAR_CPU,),
+    top_bars=top_bars,
 )
