@@ -312,6 +312,10 @@ def _no_models(_: Any) -> Sequence[TopModel] | None:
     return None
 
 
+def _no_power(_: Any) -> Mapping[int, float]:
+    return {}
+
+
 # ---- the spec -------------------------------------------------------------------------------------------------
 def _none(*_: Any) -> Iterable[Any]:
     return ()
@@ -350,6 +354,8 @@ class GroupSpec(Generic[T]):
     top_bars: Callable[[T], Iterable[TopBar]] = _none  # the group's bars of the host line (TOP_HOST columns)
     # the models a runtime has loaded (the models view); None when the group lists none
     top_models: Callable[[T], Sequence[TopModel] | None] = _no_models
+    # device index -> the period's average power (percent of the device's maximum): the devices' power history
+    top_device_power: Callable[[T], Mapping[int, float]] = _no_power
     families_by_name: dict[str, PromFamily] = field(default_factory=dict, compare=False)
     dropping: tuple[PromFamily, ...] = field(default=(), compare=False)  # the counters with ``drops_unlisted``
 

@@ -12,7 +12,7 @@ runtimes come from the specs' `sums` (`RuntimeSum`): a core's utilization is the
 (capped at 100 %), its physical cores' likewise; a device's utilization is the mean over all of its logical cores
 (cores no runtime reports count as idle); device memory is the sum of the runtimes' memory by category over the
 device's cores, against `neuron_device_memory_size` when the report has it. The host line's bars are the system
-groups' `top_bars` (CPU busy share, memory used).
+groups' `top_bars` (CPU busy share, memory used); the models view is `top_models`, device power `top_device_power`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuron_monitor.groups.memory_used.spec import MEMORY_SUM
-from neuron_monitor.groups.neuron_device_telemetry.spec import NAME as TELEMETRY
-from neuron_monitor.groups.neuron_device_telemetry.spec import NeuronDeviceTelemetry
 from neuron_monitor.groups.neuroncore_counters.spec import PHYSICAL_SUM, UTILIZATION_SUM
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema.info import HardwareInfo, InstanceInfo
@@ -155,11 +153,6 @@ def _cells(groups: Mapping[str, Group], panel: str) -> dict[tuple[str, ...], Cel
                 if column.panel == panel:
                     out.setdefault(key, {})[column] = (text, style)
     return out
-
-
-def _data(groups: Mapping[str, Group], name: str, cls: type[Any]) -> Any:
-    group = groups.get(name)
-    return group.data_as(cls) if group is not None else None
 
 
 def _host(report: Report) -> tuple[HostBar, ...]:
@@ -298,13 +291,10 @@ def _core_rows(sums: _Sums, device_count: int, per_device: int) -> tuple[Core, .
 
 
 def _powers(report: Report) -> dict[int, float]:
-    """device index -> average power of the period (percent), from a valid power roll-up."""
-    telemetry = _data(report.system, TELEMETRY, NeuronDeviceTelemetry)
+    """device index -> average power of the period (percent), from the system groups' ``top_device_power``."""
     out: dict[int, float] = {}
-    for dev in telemetry.devices if telemetry is not None else ():
-        avg = dev.power.get("avg")
-        if dev.index is not None and avg is not None and dev.power_status in (None, "VALID"):
-            out[dev.index] = avg
+    for group in report.system.values():
+        out.update(group.spec.top_device_power(group.data()))
     return out
 
 

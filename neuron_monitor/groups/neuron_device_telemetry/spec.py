@@ -359,6 +359,16 @@ def top(value: NeuronDeviceTelemetry, period: float | None) -> Iterator[S.TopCel
             yield COL_HEALTH, key, text if len(text) <= 40 else text[:39] + "…", "bold red"
 
 
+def top_device_power(value: NeuronDeviceTelemetry) -> dict[int, float]:
+    """neuron-monitor-top's power history: device index -> average power (percent), from a valid roll-up only."""
+    out: dict[int, float] = {}
+    for dev in value.devices:
+        avg = dev.power.get("avg")
+        if dev.index is not None and avg is not None and dev.power_status in (None, "VALID"):
+            out[dev.index] = avg
+    return out
+
+
 SPEC = S.GroupSpec(
     name=NAME,
     placement=S.SYSTEM,
@@ -386,4 +396,5 @@ SPEC = S.GroupSpec(
     findings=findings,
     top_columns=(COL_POWER, COL_HEALTH),
     top=top,
+    top_device_power=top_device_power,
 )
