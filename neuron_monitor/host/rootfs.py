@@ -36,6 +36,8 @@ _SYS_OPENAT2 = 437  # the same number on x86_64 and aarch64 (the unified syscall
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_IN_ROOT = 0x10
 _MAX_SYMLINKS = 40
+_OPENAT2_TRIES = 8  # openat2 RESOLVE_IN_ROOT fails with EAGAIN when any rename or mount on the host raced a
+# ".." step of the resolution (sysfs class links are relative: ../../devices/...); the man page says to retry
 _PSEUDO_TOPS = ("proc", "sys", "dev")  # host pseudo-filesystems a root may link in (see RootFS.open_fd)
 
 
@@ -48,16 +50,23 @@ _openat2_works: bool | None = None  # unknown until tried once
 
 
 def _openat2_in_root(dirfd: int, rel: str, flags: int) -> int | None:
-    """openat2(dirfd, rel, RESOLVE_IN_ROOT); None when the kernel has no openat2."""
+    """openat2(dirfd, rel, RESOLVE_IN_ROOT); None when the kernel has no openat2, or when renames or mounts elsewhere
+    on the host made it answer EAGAIN at every try (the caller then resolves the path itself)."""
     global _openat2_works
     if _openat2_works is False:
         return None
     how = _OpenHow(flags, 0, _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
-    fd = int(_libc.syscall(_SYS_OPENAT2, dirfd, os.fsencode(rel), ctypes.byref(how), ctypes.sizeof(how)))
-    if fd >= 0:
-        _openat2_works = True
-        return fd
-    err = ctypes.get_errno()
+    path = os.fsencode(rel)
+    for _ in range(_OPENAT2_TRIES):
+        fd = int(_libc.syscall(_SYS_OPENAT2, dirfd, path, ctypes.byref(how), ctypes.sizeof(how)))
+        if fd >= 0:
+            _openat2_works = True
+            return fd
+        err = ctypes.get_errno()
+        if err != errno.EAGAIN:
+            break
+    else:  # a rename or mount somewhere on the host raced every try: the caller resolves it as without openat2
+        return None
     if err in (errno.ENOSYS, errno.EPERM) and _openat2_works is None:  # no openat2, or a seccomp filter refuses it
         _openat2_works = False
         return None

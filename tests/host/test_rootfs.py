@@ -115,3 +115,53 @@ def test_a_kept_listing_error_and_forget_listing(tmp_path: Path) -> None:
     root.begin_collection(5.6)
     assert root.listdir("d", max_age=1.0) == []
     root.end_collection()
+
+
+def _class_link_root(tmp_path: Path) -> RootFS:
+    """A root whose sys/class link is relative and climbs with "..", as the driver's sysfs class links do."""
+    dev = tmp_path / "sys/devices/virtual/neuron_device/neuron0/stats/hardware"
+    dev.mkdir(parents=True)
+    (dev / "mem_ecc_uncorrected").write_text("3\n")
+    (tmp_path / "sys/class/neuron_device").mkdir(parents=True)
+    (tmp_path / "sys/class/neuron_device/neuron0").symlink_to("../../devices/virtual/neuron_device/neuron0")
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/hosts").write_text("inside\n")
+    (tmp_path / "sys/escape").symlink_to("../../../../../../../etc/hosts")
+    return RootFS(tmp_path)
+
+
+class _EagainSyscall:
+    """libc whose openat2 answers EAGAIN (a rename elsewhere on the host raced a ".." step) ``times`` times."""
+
+    def __init__(self, real: object, times: int) -> None:
+        self.real, self.times, self.calls = real, times, 0
+
+    def syscall(self, *args: object) -> int:
+        self.calls += 1
+        if self.calls <= self.times:
+            import ctypes
+            import errno
+
+            ctypes.set_errno(errno.EAGAIN)
+            return -1
+        return int(self.real.syscall(*args))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("times", [1, 7, 10_000])
+def test_openat2_eagain_is_retried_then_resolved_in_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: int
+) -> None:
+    """openat2's EAGAIN is no missing file: it is tried again, and when renames elsewhere keep racing it the path is
+    resolved as on a kernel without openat2 (still inside the root). It made neuron_hw_counters' careful path name a
+    present counter file 'not exposed' whenever another process renamed something (a flaky hypothesis test)."""
+    from neuron_monitor.host import rootfs
+
+    root = _class_link_root(tmp_path)
+    if rootfs._openat2_in_root(os.open(tmp_path, os.O_PATH), ".", os.O_PATH) is None:
+        pytest.skip("no openat2 here")
+    fake = _EagainSyscall(rootfs._libc, times)
+    monkeypatch.setattr(rootfs, "_libc", fake)
+    assert root.read_bytes("sys/class/neuron_device/neuron0/stats/hardware/mem_ecc_uncorrected") == b"3\n"
+    assert root.exists("sys/class/neuron_device/neuron0/stats/hardware/mem_ecc_uncorrected")
+    assert root.read_bytes("sys/escape") == b"inside\n"  # the fallback resolution stays inside the root too
+    assert rootfs._openat2_works is True  # EAGAIN never turns openat2 off
