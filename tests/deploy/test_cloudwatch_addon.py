@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from neuron_monitor.daemon.config import plan_from_data
-from neuron_monitor.daemon.entrypoint import parse_args
+from neuron_monitor.daemon.entrypoint import build_pipeline, parse_args
 from tests.deploy.cloudwatch_agent import NAMESPACE, SERVICE_LABEL, SERVICE_NAME
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,6 +126,15 @@ def test_the_host_is_read_through_root_and_probes_use_https() -> None:
     res = container()["resources"]
     assert set(res["requests"]) == set(res["limits"]) == {"cpu", "memory"}
     assert int(res["limits"]["memory"].removesuffix("Mi")) <= 256
+
+
+def test_the_daemon_keeps_its_fault_event_ledger_in_a_writable_volume() -> None:
+    """--state-dir reaches the daemon through the entrypoint and names a volume the non-root user can write."""
+    env = {e["name"]: e.get("value") for e in container()["env"]}
+    args = build_pipeline(parse_args([]), {"NEURON_MONITOR_DAEMON_ARGS": env["NEURON_MONITOR_DAEMON_ARGS"]}).daemon
+    state_dir = args[args.index("--state-dir") + 1]
+    volume, inside = mounted_file(f"{state_dir}/fault-events.json")
+    assert inside == "fault-events.json" and "emptyDir" in volume
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) not installed: make test-tools")
