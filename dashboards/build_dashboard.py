@@ -7,136 +7,18 @@ instance-label mode) and runtime panels on ``$runtime``; the data source is the 
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from panels import DS, Layout, datasource_variable, panel, series, settings, stat, target, to_json, variable
+
 OUT = Path(__file__).resolve().parent / "neuron-monitor.json"
-DS = {"type": "prometheus", "uid": "${datasource}"}
 I = 'instance=~"$instance"'  # noqa: E741 - short on purpose, used in every query
 R = f'{I},runtime_tag=~"$runtime"'
 RATE = "$__rate_interval"
-
-
-class Layout:
-    """Places panels left to right in rows of 24 grid units."""
-
-    def __init__(self) -> None:
-        self.panels: list[dict[str, Any]] = []
-        self.x = 0
-        self.y = 0
-        self.row_h = 0
-        self.next_id = 1
-
-    def _id(self) -> int:
-        self.next_id += 1
-        return self.next_id - 1
-
-    def row(self, title: str) -> None:
-        self.y += self.row_h
-        self.x, self.row_h = 0, 0
-        self.panels.append(
-            {
-                "type": "row",
-                "title": title,
-                "id": self._id(),
-                "collapsed": False,
-                "panels": [],
-                "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y},
-            }
-        )
-        self.y += 1
-
-    def add(self, panel: dict[str, Any], w: int, h: int) -> None:
-        if self.x + w > 24:
-            self.y += self.row_h
-            self.x, self.row_h = 0, 0
-        panel["id"] = self._id()
-        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
-        self.panels.append(panel)
-        self.x += w
-        self.row_h = max(self.row_h, h)
-
-
-def target(expr: str, legend: str = "", ref: str = "A", instant: bool = False, table: bool = False) -> dict[str, Any]:
-    t: dict[str, Any] = {
-        "datasource": DS,
-        "refId": ref,
-        "expr": expr,
-        "legendFormat": legend or "__auto",
-        "range": not instant,
-        "instant": instant,
-    }
-    if table:
-        t["format"] = "table"
-    return t
-
-
-def panel(
-    kind: str, title: str, targets: list[dict[str, Any]], unit: str = "short", description: str = "", **extra: Any
-) -> dict[str, Any]:
-    defaults: dict[str, Any] = {"unit": unit}
-    defaults.update(extra.pop("defaults", {}))
-    p: dict[str, Any] = {
-        "type": kind,
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "targets": targets,
-        "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": extra.pop("options", {}),
-    }
-    p.update(extra)
-    return p
-
-
-def stat(
-    title: str, expr: str, unit: str = "short", description: str = "", thresholds: list[Any] | None = None
-) -> dict[str, Any]:
-    steps = [{"color": "green", "value": None}] + [{"color": c, "value": v} for v, c in (thresholds or [])]
-    return panel(
-        "stat",
-        title,
-        [target(expr, instant=True)],
-        unit,
-        description,
-        defaults={"thresholds": {"mode": "absolute", "steps": steps}},
-        options={
-            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            "colorMode": "value",
-            "graphMode": "area",
-        },
-    )
-
-
-def series(
-    title: str,
-    exprs: list[tuple[str, str]],
-    unit: str = "short",
-    description: str = "",
-    stacked: bool = False,
-    max_value: float | None = None,
-) -> dict[str, Any]:
-    custom: dict[str, Any] = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never"}
-    if stacked:
-        custom["stacking"] = {"mode": "normal", "group": "A"}
-        custom["fillOpacity"] = 40
-    defaults: dict[str, Any] = {"custom": custom, "min": 0}
-    if max_value is not None:
-        defaults["max"] = max_value
-    refs = "ABCDEFGH"
-    return panel(
-        "timeseries",
-        title,
-        [target(e, legend, refs[i]) for i, (e, legend) in enumerate(exprs)],
-        unit,
-        description,
-        defaults=defaults,
-        options={
-            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-            "tooltip": {"mode": "multi", "sort": "desc"},
-        },
-    )
 
 
 # neuron-monitor's alerts (deploy/prometheus/neuron-monitor.rules.yml) as Prometheus records them in ALERTS.
@@ -804,71 +686,19 @@ def build() -> dict[str, Any]:
         "tags": ["neuron", "trainium", "inferentia", "aws"],
         "templating": {
             "list": [
-                {
-                    "name": "datasource",
-                    "label": "Data source",
-                    "type": "datasource",
-                    "query": "prometheus",
-                    "current": {},
-                    "hide": 0,
-                    "refresh": 1,
-                    "regex": "",
-                    "options": [],
-                },
-                {
-                    "name": "instance",
-                    "label": "Instance",
-                    "type": "query",
-                    "datasource": DS,
-                    "definition": "label_values(neuron_exporter_up, instance)",
-                    "query": {
-                        "query": "label_values(neuron_exporter_up, instance)",
-                        "refId": "PrometheusVariableQueryEditor-VariableQuery",
-                    },
-                    "includeAll": True,
-                    "multi": True,
-                    "allValue": ".*",
-                    "current": {},
-                    "hide": 0,
-                    "refresh": 2,
-                    "regex": "",
-                    "sort": 1,
-                    "options": [],
-                },
-                {
-                    "name": "runtime",
-                    "label": "Runtime tag",
-                    "type": "query",
-                    "datasource": DS,
-                    "definition": 'label_values(neuron_runtime_info{instance=~"$instance"}, runtime_tag)',
-                    "query": {
-                        "query": 'label_values(neuron_runtime_info{instance=~"$instance"}, runtime_tag)',
-                        "refId": "PrometheusVariableQueryEditor-VariableQuery",
-                    },
-                    "includeAll": True,
-                    "multi": True,
-                    "allValue": ".*",
-                    "current": {},
-                    "hide": 0,
-                    "refresh": 2,
-                    "regex": "",
-                    "sort": 1,
-                    "options": [],
-                },
+                datasource_variable(),
+                variable("instance", "Instance", "label_values(neuron_exporter_up, instance)"),
+                variable(
+                    "runtime", "Runtime tag", 'label_values(neuron_runtime_info{instance=~"$instance"}, runtime_tag)'
+                ),
             ]
         },
-        "time": {"from": "now-1h", "to": "now"},
-        "timepicker": {},
-        "timezone": "",
-        "title": "neuron-monitor",
-        "uid": "neuron-monitor-prom",
-        "version": 1,
-        "weekStart": "",
+        **settings("neuron-monitor", "neuron-monitor-prom", "now-1h"),
     }
 
 
 def render() -> str:
-    return json.dumps(build(), indent=2) + "\n"
+    return to_json(build())
 
 
 if __name__ == "__main__":

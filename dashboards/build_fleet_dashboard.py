@@ -10,14 +10,13 @@ so the central Prometheus (or Mimir, AMP, Thanos ruler) must evaluate those rule
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from build_dashboard import DS, Layout, panel, series, stat, target
+from panels import Layout, datasource_variable, panel, series, settings, stat, target, to_json, variable
 
 OUT = Path(__file__).resolve().parent / "neuron-fleet.json"
 NODE_DASHBOARD = "/d/neuron-monitor-prom/neuron-monitor"
@@ -58,26 +57,6 @@ def table(
     )
     p["fieldConfig"]["overrides"] = overrides
     return p
-
-
-def variable(name: str, label: str, query: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "label": label,
-        "type": "query",
-        "datasource": DS,
-        "definition": query,
-        "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
-        "includeAll": True,
-        "multi": True,
-        "allValue": ".*",
-        "current": {},
-        "hide": 0,
-        "refresh": 2,
-        "regex": "",
-        "sort": 1,
-        "options": [],
-    }
 
 
 def build() -> dict[str, Any]:
@@ -293,33 +272,17 @@ def build() -> dict[str, Any]:
         "tags": ["neuron", "trainium", "inferentia", "aws", "fleet"],
         "templating": {
             "list": [
-                {
-                    "name": "datasource",
-                    "label": "Data source",
-                    "type": "datasource",
-                    "query": "prometheus",
-                    "current": {},
-                    "hide": 0,
-                    "refresh": 1,
-                    "regex": "",
-                    "options": [],
-                },
+                datasource_variable(),
                 variable("node_group", "Node group", "label_values(instance:neuron_node:info, node_group)"),
                 variable("instance_type", "Instance type", "label_values(instance:neuron_node:info, instance_type)"),
             ]
         },
-        "time": {"from": "now-6h", "to": "now"},
-        "timepicker": {},
-        "timezone": "",
-        "title": "neuron-monitor fleet",
-        "uid": "neuron-monitor-fleet",
-        "version": 1,
-        "weekStart": "",
+        **settings("neuron-monitor fleet", "neuron-monitor-fleet", "now-6h"),
     }
 
 
 def render() -> str:
-    return json.dumps(build(), indent=2) + "\n"
+    return to_json(build())
 
 
 if __name__ == "__main__":
