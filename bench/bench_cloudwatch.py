@@ -16,10 +16,7 @@ import json
 import os
 import platform
 import resource
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections import deque
 from pathlib import Path
@@ -29,6 +26,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.daemon_run import daemon_report_line
+from bench.inprocess import median_cpu_ms
 from neuron_monitor.exporters.cloudwatch.batching import pack
 from neuron_monitor.exporters.cloudwatch.emf import encode_events
 from neuron_monitor.exporters.cloudwatch.limits import DatumFilter
@@ -54,21 +53,9 @@ CONF = {
 
 
 def simulated_report_line(shape: str, runtimes: int) -> bytes:
-    with tempfile.TemporaryDirectory() as tmp, TemporarySimulator(shape, runtimes=runtimes, seed=1) as sim:
-        conf = Path(tmp) / "monitor.conf"
-        conf.write_text(json.dumps(CONF))
-        daemon = subprocess.Popen(
-            [sys.executable, "-m", "neuron_monitor.daemon.cli", "--root", str(sim.root), "-c", str(conf), "--no-imds"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        assert daemon.stdout is not None
-        try:
-            lines = [daemon.stdout.readline() for _ in range(3)]
-        finally:
-            daemon.terminate()
-            daemon.wait(20)
-    report = orjson.loads(lines[-1])
+    with TemporarySimulator(shape, runtimes=runtimes, seed=1) as sim:
+        line = daemon_report_line(CONF, ["--root", str(sim.root), "--no-imds"])
+    report = orjson.loads(line)
     report["instance_info"].update(instance_id="i-0123456789abcdef0", instance_type=shape, error="")
     return orjson.dumps(report)
 
@@ -85,15 +72,6 @@ def body_bytes(batch: list[Any]) -> int:
     return len(json.dumps({"Namespace": "neuron_monitor", "MetricData": [d.to_api() for d in batch]}))
 
 
-def cpu_median(fn: Any, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        t0 = time.process_time()
-        fn()
-        samples.append(time.process_time() - t0)
-    return statistics.median(samples)
-
-
 def bench_shape(shape: str, repeats: int) -> None:
     line = simulated_report_line(shape, RUNTIMES.get(shape, 4))
     report = orjson.loads(line)
@@ -108,9 +86,9 @@ def bench_shape(shape: str, repeats: int) -> None:
         for batch in requests_for(keep.keep_valid(mapper.map(report))):
             [d.to_api() for d in batch]
 
-    parse = cpu_median(lambda: orjson.loads(line), repeats)
-    work = cpu_median(per_report, repeats)
-    emf_cpu = cpu_median(lambda: encode_events(keep.keep_valid(mapper.map(report)), "ns"), repeats)
+    parse = median_cpu_ms(lambda: orjson.loads(line), repeats)
+    work = median_cpu_ms(per_report, repeats)
+    emf_cpu = median_cpu_ms(lambda: encode_events(keep.keep_valid(mapper.map(report)), "ns"), repeats)
 
     backlog = []
     now = time.time()
@@ -126,9 +104,9 @@ def bench_shape(shape: str, repeats: int) -> None:
     print(f"datums per call              {[len(r) for r in requests]}")
     print(f"bytes per call (JSON body)   {sizes}  (limit 1,000,000)")
     print(f"EMF events / bytes           {len(emf)} / {sum(len(x) for x in emf)}")
-    print(f"CPU per report, api path     {work * 1e3:.2f} ms  (median of {repeats}; parse alone {parse * 1e3:.2f} ms,")
+    print(f"CPU per report, api path     {work:.2f} ms  (median of {repeats}; parse alone {parse:.2f} ms,")
     print(f"                             ratio to parse {work / parse:.1f}x)")
-    print(f"CPU per report, emf path     {emf_cpu * 1e3:.2f} ms")
+    print(f"CPU per report, emf path     {emf_cpu:.2f} ms")
     print(
         f"12-report backlog (1 min)    {len(backlog)} samples -> {len(backlog_requests)} calls, "
         f"{[len(r) for r in backlog_requests]} datums, {[body_bytes(r) for r in backlog_requests]} bytes"

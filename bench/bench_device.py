@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.daemon_run import RunFigures, run_daemon, speed_reference  # noqa: E402
+from bench.inprocess import cpu_ms, median_cpu_ms, timed  # noqa: E402
 from neuron_monitor.daemon import report as rpt  # noqa: E402
 from neuron_monitor.groups.registry import load_runtime_group, load_system_group  # noqa: E402
 from neuron_monitor.host.procfs import parse_stat  # noqa: E402
@@ -45,6 +47,23 @@ from neuron_monitor.sim.temporary import TemporarySimulator  # noqa: E402
 RUNTIME = ("neuroncore_counters", "execution_stats", "memory_used", "neuron_runtime_vcpu_usage")
 NEURON = ("snapshot", "neuroncore_counters", "execution_stats", "memory_used", "neuron_hw_counters")
 SYSTEM = ("vcpu_usage", "memory_info", "neuron_hw_counters")
+
+
+def system_object(group: Any, cadence: float) -> dict[str, Any]:
+    """One collection of a system group, as the report's group object."""
+    return rpt.group_object(group.collect(), cadence, "", True)
+
+
+def assemble_encode(
+    apps: Any, bodies: dict[str, dict[int, Any]], sysdata: dict[str, Any], hw_info: Any, cadence: float
+) -> bytes:
+    """The report line of one collection: the runtime entries, the system groups, the hardware info, encoded."""
+    entries = [
+        rpt.runtime_entry(a.pid, a.tag, a.error,
+                          {n: rpt.group_object(bodies[n].get(a.pid, {}), cadence, "", True) for n in RUNTIME})
+        for a in apps
+    ]  # fmt: skip
+    return rpt.encode(rpt.build_report(entries, sysdata, rpt.empty_instance_info(""), hw_info, time.time()))
 
 
 def in_process(root: Path, cadence: float, reports: int) -> dict[str, Any]:
@@ -59,39 +78,23 @@ def in_process(root: Path, cadence: float, reports: int) -> dict[str, Any]:
     for i in range(reports + 2):
         time.sleep(cadence)
         t0 = time.thread_time()
-        apps = backend.apps.snapshot()
-        t1 = time.thread_time()
-        times = {"snapshot": t1 - t0}
+        times: dict[str, float] = {}
+        apps, times["snapshot"] = timed(backend.apps.snapshot)
         bodies: dict[str, dict[int, Any]] = {}
         for name, g in runtime.items():
-            s = time.thread_time()
-            bodies[name] = g.collect(apps, [])
-            times[name] = time.thread_time() - s
+            bodies[name], times[name] = timed(partial(g.collect, apps, []))
         sysdata = {}
         for name, g in system.items():
-            s = time.thread_time()
-            sysdata[name] = rpt.group_object(g.collect(), cadence, "", True)
-            times[name] = time.thread_time() - s
-        s = time.thread_time()
-        entries = [
-            rpt.runtime_entry(a.pid, a.tag, a.error,
-                              {n: rpt.group_object(bodies[n].get(a.pid, {}), cadence, "", True) for n in RUNTIME})
-            for a in apps
-        ]  # fmt: skip
-        line = rpt.encode(rpt.build_report(entries, sysdata, rpt.empty_instance_info(""), hw_info, time.time()))
-        times["assemble+encode"] = time.thread_time() - s
-        times["total"] = time.thread_time() - t0
+            sysdata[name], times[name] = timed(partial(system_object, g, cadence))
+        line, times["assemble+encode"] = timed(partial(assemble_encode, apps, bodies, sysdata, hw_info, cadence))
+        times["total"] = (time.thread_time() - t0) * 1000
         if i >= 2:  # the first collections have no previous sample
             for k, v in times.items():
-                parts[k].append(v * 1000)
-    baseline = []
-    for _ in range(50):
-        s = time.thread_time()
-        parse_stat(fs.read_bytes("proc/stat"))
-        baseline.append((time.thread_time() - s) * 1000)
+                parts[k].append(v)
+    baseline = median_cpu_ms(lambda: parse_stat(fs.read_bytes("proc/stat")), 50)
     backend.close()
     med = {k: statistics.median(v) for k, v in parts.items()}
-    return {"apps": len(apps), "report_bytes": len(line), "median_ms": med, "baseline_ms": statistics.median(baseline)}
+    return {"apps": len(apps), "report_bytes": len(line), "median_ms": med, "baseline_ms": baseline}
 
 
 class NeuronSide:
@@ -106,19 +109,15 @@ class NeuronSide:
 
     def run(self, keep: bool) -> None:
         t0 = time.thread_time()
-        apps = self.source.snapshot()
-        t = {"snapshot": time.thread_time() - t0}
+        t: dict[str, float] = {}
+        apps, t["snapshot"] = timed(self.source.snapshot)
         for name, g in self.runtime.items():
-            s = time.thread_time()
-            g.collect(apps, [])
-            t[name] = time.thread_time() - s
-        s = time.thread_time()
-        self.hw.collect()
-        t["neuron_hw_counters"] = time.thread_time() - s
-        t["total"] = time.thread_time() - t0
+            t[name] = cpu_ms(partial(g.collect, apps, []))
+        t["neuron_hw_counters"] = cpu_ms(self.hw.collect)
+        t["total"] = (time.thread_time() - t0) * 1000
         if keep:
             for k, v in t.items():
-                self.times[k].append(v * 1000)
+                self.times[k].append(v)
 
     def close(self) -> None:
         self.source.close()

@@ -11,29 +11,19 @@ ratios, not the absolute figures, across runs.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.inprocess import cpu_ms, pread_floor, simulated_host  # noqa: E402
 from neuron_monitor.groups.neuron_device_telemetry.collector import NeuronDeviceTelemetry  # noqa: E402
 from neuron_monitor.groups.neuron_hw_counters.collector import NeuronHwCounters  # noqa: E402
 from neuron_monitor.host.rootfs import RootFS  # noqa: E402
-from neuron_monitor.sim.shapes import get_shape  # noqa: E402
-from neuron_monitor.sim.tree import DeviceTree, write_host_files  # noqa: E402
 
-
-def cpu_ms(fn: Callable[[], object]) -> float:
-    time.sleep(0.01)
-    t = time.thread_time()
-    fn()
-    return (time.thread_time() - t) * 1000
+SETTLE = 0.01  # seconds of sleep before each timed call (as the daemon sleeps between collections)
 
 
 def main() -> None:
@@ -41,30 +31,22 @@ def main() -> None:
     ap.add_argument("--shape", default="trn2.48xlarge")
     ap.add_argument("--collections", type=int, default=40)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        shape = get_shape(args.shape)
-        write_host_files(root, shape, "2.30.2.0", shape.lnc)
-        trees = [DeviceTree(root, shape, i, "2.30.2.0") for i in range(shape.devices)]
-        group = NeuronDeviceTelemetry(RootFS(root))
-        ecc = NeuronHwCounters(RootFS(root))
+    with simulated_host(args.shape) as host:
+        group = NeuronDeviceTelemetry(RootFS(host.root))
+        ecc = NeuronHwCounters(RootFS(host.root))
         group.prime()
         ecc.prime()
         group.collect()
         plan = group._plan
         assert plan is not None
         fds = [f.fileno() for f in (*plan.files, *plan.power.values(), *plan.health.values())]
-
-        def floor() -> None:
-            pread = os.pread
-            for fd in fds:
-                pread(fd, 64, 0)
+        floor = pread_floor(fds)
 
         figures: dict[str, list[float]] = {"group": [], "floor": [], "ecc": []}
         for i in range(args.collections):
             runs = [("group", group.collect), ("floor", floor), ("ecc", ecc.collect)]
             for name, fn in runs if i % 2 else runs[::-1]:
-                figures[name].append(cpu_ms(fn))
+                figures[name].append(cpu_ms(fn, SETTLE))
         med = {k: statistics.median(v) for k, v in figures.items()}
         print(f"{args.shape}: {len(fds)} files per collection")
         for name in ("group", "floor", "ecc"):
@@ -73,8 +55,6 @@ def main() -> None:
         print(f"  group / neuron_hw_counters: {med['group'] / med['ecc']:.2f}")
         group.close()
         ecc.close()
-        for t in trees:
-            t.close()
 
 
 if __name__ == "__main__":

@@ -12,31 +12,20 @@ Compare the ratio, not the absolute figures, across runs.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.inprocess import cpu_ms, pread_floor, simulated_host  # noqa: E402
 from neuron_monitor.groups.efa_counters.collector import EfaCounters  # noqa: E402
 from neuron_monitor.host.rootfs import RootFS  # noqa: E402
 from neuron_monitor.sim.efa import EfaTree  # noqa: E402
-from neuron_monitor.sim.shapes import get_shape  # noqa: E402
-from neuron_monitor.sim.tree import DeviceTree, write_host_files  # noqa: E402
 
-READ_SIZE = 64
-
-
-def cpu_ms(fn: Callable[[], object]) -> float:
-    time.sleep(0.005)
-    t = time.thread_time()
-    fn()
-    return (time.thread_time() - t) * 1000
+SETTLE = 0.005  # seconds of sleep before each timed call
 
 
 def main() -> None:
@@ -44,14 +33,11 @@ def main() -> None:
     ap.add_argument("--shape", default="trn2.48xlarge")
     ap.add_argument("--collections", type=int, default=60)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        shape = get_shape(args.shape)
-        write_host_files(root, shape, "2.30.2.0", shape.lnc)
-        trees = [DeviceTree(root, shape, i, "2.30.2.0") for i in range(shape.devices)]
-        efa = EfaTree(root, shape, {"neuron_pci_parent": True})
+    with simulated_host(args.shape) as host:
+        shape = host.shape
+        efa = EfaTree(host.root, shape, {"neuron_pci_parent": True})
         busy = dict.fromkeys(range(shape.devices), 0.7)
-        rootfs = RootFS(root)
+        rootfs = RootFS(host.root)
         group = EfaCounters(rootfs)
 
         def collect() -> object:
@@ -66,19 +52,15 @@ def main() -> None:
         plan = group._plan
         assert plan is not None
         fds = [*plan.fds, *(f.fileno() for f in (*plan.state_files, *plan.rate_files) if f is not None)]
-
-        def floor() -> None:
-            pread = os.pread
-            for fd in fds:
-                pread(fd, READ_SIZE, 0)
+        floor = pread_floor(fds)
 
         ours: list[float] = []
         base: list[float] = []
         for _ in range(args.collections):
             efa.step(1.0, busy)
             efa.write()
-            base.append(cpu_ms(floor))
-            ours.append(cpu_ms(collect))
+            base.append(cpu_ms(floor, SETTLE))
+            ours.append(cpu_ms(collect, SETTLE))
         body = collect()
         assert isinstance(body, dict) and "error" not in body, body.get("error") if isinstance(body, dict) else body
         mo, mb = statistics.median(ours), statistics.median(base)
@@ -89,8 +71,6 @@ def main() -> None:
         print(f"  floor: one pread of each file, nothing else: {mb:.3f} ms CPU")
         print(f"  ratio collection / floor: {mo / mb:.2f}x (target <= 2x)")
         group.close()
-        for t in trees:
-            t.close()
 
 
 if __name__ == "__main__":

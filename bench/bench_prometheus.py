@@ -26,6 +26,7 @@ import statistics
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ sys.path.insert(0, str(REPO))
 from prometheus_client.exposition import generate_latest  # noqa: E402
 
 from bench.aws_style_exporter import AwsStyleBaseline  # noqa: E402
+from bench.inprocess import cpu_ms, median_cpu_ms  # noqa: E402
 from bench.prometheus_load import vs_aws_style, vs_node_exporter  # noqa: E402
 from neuron_monitor.exporters.prometheus.app import ExporterApp  # noqa: E402
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector  # noqa: E402
@@ -66,13 +68,12 @@ def report_lines(n: int) -> list[bytes]:
 
 def cpu_per_call(fn: Any, args: list[Any], repeats: int = 5) -> float:
     """Median over ``repeats`` runs of the CPU seconds per call of ``fn`` over ``args``."""
-    runs = []
-    for _ in range(repeats):
-        t = time.process_time()
+
+    def run() -> None:
         for a in args:
             fn(a)
-        runs.append((time.process_time() - t) / len(args))
-    return statistics.median(runs)
+
+    return median_cpu_ms(run, repeats) / 1000 / len(args)
 
 
 def http_latencies(port: int, n: int) -> list[float]:
@@ -125,9 +126,7 @@ def main() -> int:
         cpu = 0.0
         for d in parsed:
             ours.apply(d)
-            t = time.process_time()
-            collector.scrape([], False)
-            cpu += time.process_time() - t
+            cpu += cpu_ms(partial(collector.scrape, [], False)) / 1000
         scrape_runs.append(cpu / len(parsed))
     ours_scrape_cpu = statistics.median(scrape_runs)
     ours_rescrape_cpu = cpu_per_call(lambda _: collector.scrape([], False), list(range(args.scrapes // 5 or 1)))

@@ -33,6 +33,8 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.daemon_run import daemon_report_line  # noqa: E402
+from bench.inprocess import cpu_ms  # noqa: E402
 from neuron_monitor.timeline.recording import Recorder  # noqa: E402
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC
@@ -52,19 +54,8 @@ def real_report() -> dict[str, Any]:
             "neuroncore_counters", "memory_used", "execution_stats", "neuron_runtime_vcpu_usage")]}],
         "system_metrics": [{"type": t} for t in ("vcpu_usage", "memory_info", "neuron_hw_counters")],
     }  # fmt: skip
-    with tempfile.TemporaryDirectory() as d:
-        cf = Path(d) / "monitor.conf"
-        cf.write_bytes(orjson.dumps(conf))
-        cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(cf), "--simulate", "trn2.48xlarge",
-               "--sim-runtimes", "16", "--no-imds"]  # fmt: skip
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env())
-        assert p.stdout is not None
-        try:
-            lines = [p.stdout.readline() for _ in range(3)]
-        finally:
-            p.terminate()
-            p.wait(30)
-    rep = orjson.loads(lines[-1])
+    args = ["--simulate", "trn2.48xlarge", "--sim-runtimes", "16", "--no-imds"]
+    rep = orjson.loads(daemon_report_line(conf, args))
     assert len(rep["neuron_runtime_data"]) == 16, "expected 16 runtimes"
     return rep
 
@@ -76,15 +67,12 @@ def bench_recorder(line: bytes, rounds: int = 7, per_round: int = 300) -> tuple[
     with tempfile.TemporaryDirectory() as d:
         for _ in range(rounds):
             with Recorder(Path(d) / "r.gz", max_bytes=1 << 40) as r:
-                t = time.process_time()
-                for _ in range(per_round):
-                    r.append(line)
-                appends.append((time.process_time() - t) / per_round)
-            t = time.process_time()
-            for _ in range(per_round):
-                orjson.dumps(rep, option=orjson.OPT_APPEND_NEWLINE)
-            encodes.append((time.process_time() - t) / per_round)
-    return statistics.median(appends) * 1e6, statistics.median(encodes) * 1e6
+                appends.append(cpu_ms(lambda r=r: [r.append(line) for _ in range(per_round)]) / per_round)
+            encodes.append(
+                cpu_ms(lambda: [orjson.dumps(rep, option=orjson.OPT_APPEND_NEWLINE) for _ in range(per_round)])
+                / per_round
+            )
+    return statistics.median(appends) * 1e3, statistics.median(encodes) * 1e3
 
 
 def vary(rep: dict[str, Any], i: int, rng: random.Random, bursts: dict[int, int], ecc_at: int) -> bytes:

@@ -1,13 +1,19 @@
 """Run the daemon as a subprocess and measure it from the OS: CPU time (the scheduler's per-thread run time from
-/proc/PID/task/*/schedstat) between its first and last report, and peak RSS (VmHWM from /proc/PID/status)."""
+/proc/PID/task/*/schedstat) between its first and last report, and peak RSS (VmHWM from /proc/PID/status); or take
+one of its report lines as a benchmark's input."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from bench.inprocess import cpu_ms
 
 REPO = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -51,14 +57,34 @@ def speed_reference() -> float:
     """Milliseconds of CPU for ``sum(range(10**7))`` in this process, best of 3: printed beside the figures, so
     that runs on a shared VM whose speed drifts (by a third within an hour on the development VM) can be told apart
     from changes in the code."""
-    import time
+    return min(cpu_ms(lambda: sum(range(10**7))) for _ in range(3))
 
-    best = float("inf")
-    for _ in range(3):
-        t = time.process_time()
-        sum(range(10**7))
-        best = min(best, time.process_time() - t)
-    return best * 1000
+
+def daemon_report_line(config: dict[str, Any], args: list[str], nth: int = 3) -> bytes:
+    """The ``nth`` report line (the third by default: the first with every rate and latency filled in) of the daemon
+    run with ``config`` (written to a temporary file) and ``args``; the daemon is stopped after it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp) / "monitor.conf"
+        conf.write_text(json.dumps(config))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        assert proc.stdout is not None
+        try:
+            lines: list[bytes] = []
+            while len(lines) < nth:
+                line = proc.stdout.readline()
+                if not line:
+                    raise RuntimeError("daemon stopped early")
+                if line != b"\n":  # the resync newline before the first report
+                    lines.append(line)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    return lines[-1]
 
 
 def run_daemon(args: list[str], reports: int) -> RunFigures:
