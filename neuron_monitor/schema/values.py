@@ -10,7 +10,10 @@ missing keys are normal and no problem. The path of a bad value is built only wh
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 MAX_PROBLEMS = 20  # per Problems object: a hostile report cannot make the reader build megabytes of messages
 
@@ -118,3 +121,26 @@ def index(value: Any) -> int | None:
     if isinstance(value, float) and value.is_integer() and value >= 0:
         return int(value)
     return None
+
+
+def entries(
+    body: dict[str, Any], key: str, problems: Problems, where: str, read_entry: Callable[[Any, Problems, str], T | None]
+) -> list[T]:
+    """The array ``body[key]`` (a count problem when it is not one), each element read by ``read_entry(element,
+    problems, path)`` with the element's path ``where.key[i]``; elements it returns None for are left out."""
+    listed = sequence(body.get(key), problems, where, key, counted=True) or ()
+    out: list[T] = []
+    for i, raw in enumerate(listed):
+        entry = read_entry(raw, problems, f"{where}.{key}[{i}]")
+        if entry is not None:
+            out.append(entry)
+    return out
+
+
+def indexed(raw: Any, problems: Problems, where: str, key: str) -> tuple[dict[str, Any], str, int | None]:
+    """An array element that names itself by an index under ``key`` (a device by ``neuron_device_index``): the
+    object (``{}`` when it is not one, a count problem), the index as a label (``text``, counted) and as a number
+    (``index``)."""
+    obj = mapping(raw, problems, where, "", counted=True) or {}
+    raw_index = obj.get(key)
+    return obj, text(raw_index, problems, where, key, counted=True), index(raw_index)

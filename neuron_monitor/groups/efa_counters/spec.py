@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from neuron_monitor.schema import spec as S
-from neuron_monitor.schema.values import Problems, mapping, number, sequence, text
+from neuron_monitor.schema.values import Problems, entries, mapping, number, sequence, text
 
 # ---- the body's keys ------------------------------------------------------------------------------------------
 NAME: Final = "efa_counters"
@@ -118,9 +118,7 @@ def _port(raw: Any, problems: Problems, where: str) -> EfaPort | None:
 
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> EfaCounters:
-    listed = sequence(body.get(EFA_PORTS), problems, where, EFA_PORTS, counted=True) or ()
-    ports = [_port(p, problems, f"{where}.{EFA_PORTS}[{i}]") for i, p in enumerate(listed)]
-    return EfaCounters([p for p in ports if p is not None])
+    return EfaCounters(entries(body, EFA_PORTS, problems, where, _port))
 
 
 # ---- Prometheus -----------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
-from neuron_monitor.schema.values import Problems, index, mapping, number, sequence, text
+from neuron_monitor.schema.values import Problems, entries, indexed, mapping, number, sequence, text
 
 # ---- the body's keys ------------------------------------------------------------------------------------------
 NAME: Final = "neuron_device_health"
@@ -87,16 +87,18 @@ def _reason(raw: Any, problems: Problems, where: str) -> Reason | None:
     )
 
 
+def _state(obj: dict[str, Any], problems: Problems, where: str) -> tuple[str | None, float | None]:
+    """A verdict's ``state`` (None unless a known one) and ``since``."""
+    state = obj.get(STATE)
+    return state if state in STATES else None, number(obj.get(SINCE), problems, where, SINCE)
+
+
 def _device(raw: Any, problems: Problems, where: str) -> DeviceHealth:
-    d = mapping(raw, problems, where, "", counted=True) or {}
-    raw_index = d.get(DEVICE_INDEX)
-    dev = DeviceHealth(text(raw_index, problems, where, DEVICE_INDEX, counted=True), index(raw_index))
-    health = mapping(d.get(HEALTH), problems, where, HEALTH) if d.get(HEALTH) is not None else None
+    d, label, device_index = indexed(raw, problems, where, DEVICE_INDEX)
+    dev = DeviceHealth(label, device_index)
+    health = mapping(d.get(HEALTH), problems, where, HEALTH)
     if health:
-        state = health.get(STATE)
-        dev.state = state if state in STATES else None
-        if health.get(SINCE) is not None:
-            dev.since = number(health[SINCE], problems, f"{where}.{HEALTH}", SINCE)
+        dev.state, dev.since = _state(health, problems, f"{where}.{HEALTH}")
         for i, r in enumerate(sequence(health.get(REASONS), problems, f"{where}.{HEALTH}", REASONS) or ()):
             reason = _reason(r, problems, f"{where}.{HEALTH}.{REASONS}[{i}]")
             if reason is not None:
@@ -121,14 +123,10 @@ def _device(raw: Any, problems: Problems, where: str) -> DeviceHealth:
 
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> NeuronDeviceHealth:
-    listed = sequence(body.get(NEURON_DEVICES), problems, where, NEURON_DEVICES, counted=True) or ()
-    value = NeuronDeviceHealth([_device(d, problems, f"{where}.{NEURON_DEVICES}[{i}]") for i, d in enumerate(listed)])
-    node = mapping(body.get(NODE), problems, where, NODE) if body.get(NODE) is not None else None
+    value = NeuronDeviceHealth(entries(body, NEURON_DEVICES, problems, where, _device))
+    node = mapping(body.get(NODE), problems, where, NODE)
     if node:
-        state = node.get(STATE)
-        value.node_state = state if state in STATES else None
-        if node.get(SINCE) is not None:
-            value.node_since = number(node[SINCE], problems, f"{where}.{NODE}", SINCE)
+        value.node_state, value.node_since = _state(node, problems, f"{where}.{NODE}")
     if body.get(WATCH_INTERVAL) is not None:
         value.watch_interval = number(body[WATCH_INTERVAL], problems, where, WATCH_INTERVAL)
     return value

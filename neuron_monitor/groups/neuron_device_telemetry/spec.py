@@ -16,7 +16,7 @@ from typing import Any, Final
 from neuron_monitor.groups.neuron_hw_counters.spec import CW_EVENT, FAM_ECC
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
-from neuron_monitor.schema.values import Problems, index, mapping, number, sequence, text
+from neuron_monitor.schema.values import Problems, entries, indexed, mapping, number, sequence
 
 # ---- the body's keys ------------------------------------------------------------------------------------------
 NAME: Final = "neuron_device_telemetry"
@@ -95,10 +95,9 @@ def _counts(obj: Any, problems: Problems, where: str) -> dict[str, float]:
 
 
 def _device(raw: Any, problems: Problems, where: str) -> DeviceTelemetry:
-    d = mapping(raw, problems, where, "", counted=True) or {}
-    raw_index = d.get(DEVICE_INDEX)
-    dev = DeviceTelemetry(text(raw_index, problems, where, DEVICE_INDEX, counted=True), index(raw_index))
-    power = mapping(d.get(POWER), problems, where, POWER) if d.get(POWER) is not None else None
+    d, label, device_index = indexed(raw, problems, where, DEVICE_INDEX)
+    dev = DeviceTelemetry(label, device_index)
+    power = mapping(d.get(POWER), problems, where, POWER)
     if power:
         status = power.get(STATUS)
         dev.power_status = status if status in POWER_STATUSES else None
@@ -133,8 +132,7 @@ def _device(raw: Any, problems: Problems, where: str) -> DeviceTelemetry:
 
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> NeuronDeviceTelemetry:
-    listed = sequence(body.get(NEURON_DEVICES), problems, where, NEURON_DEVICES, counted=True) or ()
-    return NeuronDeviceTelemetry([_device(d, problems, f"{where}.{NEURON_DEVICES}[{i}]") for i, d in enumerate(listed)])
+    return NeuronDeviceTelemetry(entries(body, NEURON_DEVICES, problems, where, _device))
 
 
 # ---- Prometheus -----------------------------------------------------------------------------------------------
