@@ -16,7 +16,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuron_monitor.k8s.wire import WireError, iter_fields, message, text
+from neuron_monitor.k8s.wire import WireError, field_values, last_text, message, text
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 SERVICE = "/v1.PodResourcesLister"
@@ -70,79 +70,44 @@ class PodResources:
 
 
 def decode_container_devices(data: memoryview) -> ContainerDevices:
-    resource_name = ""
-    ids: list[str] = []
-    for number, _wt, value in iter_fields(data):
-        if number == 1:
-            resource_name = text(value)
-        elif number == 2:
-            ids.append(text(value))
-    return ContainerDevices(resource_name, tuple(ids))
+    """ContainerDevices: resource_name=1, device_ids=2 (topology=3 is skipped)."""
+    f = field_values(data, (1, 2))
+    return ContainerDevices(last_text(f[1]), tuple(text(v) for v in f[2]))
 
 
 def decode_claim_resource(data: memoryview) -> ClaimResource:
     """ClaimResource: driver_name=2, pool_name=3, device_name=4 (cdi_devices=1 and share_id=5 are skipped)."""
-    driver = pool = device = ""
-    for number, _wt, value in iter_fields(data):
-        if number == 2:
-            driver = text(value)
-        elif number == 3:
-            pool = text(value)
-        elif number == 4:
-            device = text(value)
-    return ClaimResource(driver, pool, device)
+    f = field_values(data, (2, 3, 4))
+    return ClaimResource(last_text(f[2]), last_text(f[3]), last_text(f[4]))
 
 
 def decode_dynamic_resource(data: memoryview) -> DynamicResource:
     """DynamicResource: claim_name=2, claim_namespace=3, claim_resources=4 (field 1 was removed in 1.31)."""
-    name = namespace = ""
-    resources: list[ClaimResource] = []
-    for number, _wt, value in iter_fields(data):
-        if number == 2:
-            name = text(value)
-        elif number == 3:
-            namespace = text(value)
-        elif number == 4:
-            resources.append(decode_claim_resource(message(value)))
-    return DynamicResource(name, namespace, tuple(resources))
+    f = field_values(data, (2, 3, 4))
+    return DynamicResource(last_text(f[2]), last_text(f[3]), tuple(decode_claim_resource(message(v)) for v in f[4]))
 
 
 def decode_container(data: memoryview) -> ContainerResources:
     """ContainerResources: name=1, devices=2, dynamic_resources=5 (cpu_ids=3 and memory=4 are skipped)."""
-    name = ""
-    devices: list[ContainerDevices] = []
-    dynamic: list[DynamicResource] = []
-    for number, _wt, value in iter_fields(data):
-        if number == 1:
-            name = text(value)
-        elif number == 2:
-            devices.append(decode_container_devices(message(value)))
-        elif number == 5:
-            dynamic.append(decode_dynamic_resource(message(value)))
-    return ContainerResources(name, tuple(devices), tuple(dynamic))
+    f = field_values(data, (1, 2, 5))
+    devices = tuple(decode_container_devices(message(v)) for v in f[2])
+    return ContainerResources(last_text(f[1]), devices, tuple(decode_dynamic_resource(message(v)) for v in f[5]))
 
 
 def decode_pod(data: memoryview) -> PodResources:
-    name = namespace = ""
-    containers: list[ContainerResources] = []
-    for number, _wt, value in iter_fields(data):
-        if number == 1:
-            name = text(value)
-        elif number == 2:
-            namespace = text(value)
-        elif number == 3:
-            containers.append(decode_container(message(value)))
-    return PodResources(name, namespace, tuple(containers))
+    """PodResources: name=1, namespace=2, containers=3."""
+    f = field_values(data, (1, 2, 3))
+    return PodResources(last_text(f[1]), last_text(f[2]), tuple(decode_container(message(v)) for v in f[3]))
 
 
 def decode_list_response(data: bytes) -> list[PodResources]:
     """ListPodResourcesResponse -> pods (field 1, repeated PodResources)."""
-    return [decode_pod(message(v)) for n, _wt, v in iter_fields(data) if n == 1]
+    return [decode_pod(message(v)) for v in field_values(data, (1,))[1]]
 
 
 def decode_allocatable_response(data: bytes) -> list[ContainerDevices]:
     """AllocatableResourcesResponse -> the node's devices (field 1, repeated ContainerDevices)."""
-    return [decode_container_devices(message(v)) for n, _wt, v in iter_fields(data) if n == 1]
+    return [decode_container_devices(message(v)) for v in field_values(data, (1,))[1]]
 
 
 def check_socket(path: str) -> None:

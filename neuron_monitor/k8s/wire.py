@@ -2,12 +2,13 @@
 
 Reads a serialized message (bytes) and yields ``(field_number, wire_type, value)``: an int for varint and
 fixed-width fields, a ``memoryview`` for length-delimited ones (strings, bytes, sub-messages, packed arrays).
-Unknown fields are therefore skipped for free, as protobuf requires. Malformed input raises ``WireError``.
+Unknown fields are therefore skipped for free, as protobuf requires. ``field_values`` gathers the fields a decoder
+wants by number, ``text``/``last_text``/``message`` check their types. Malformed input raises ``WireError``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 VARINT = 0
 FIXED64 = 1
@@ -81,3 +82,23 @@ def message(value: int | memoryview) -> memoryview:
     if not isinstance(value, memoryview):
         raise WireError("expected a length-delimited sub-message")
     return value
+
+
+def field_values(data: bytes | memoryview, numbers: Collection[int]) -> dict[int, list[int | memoryview]]:
+    """The values of the fields ``numbers`` of one message, by field number, each field's in wire order (a repeated
+    field has them all; every other field is skipped)."""
+    out: dict[int, list[int | memoryview]] = {n: [] for n in numbers}
+    for number, _wt, value in iter_fields(data):
+        values = out.get(number)
+        if values is not None:
+            values.append(value)
+    return out
+
+
+def last_text(values: list[int | memoryview]) -> str:
+    """A singular string field from its values: the last one wins, as protobuf parsers do ("" when absent); each is
+    checked to be a string."""
+    out = ""
+    for value in values:
+        out = text(value)
+    return out

@@ -137,3 +137,12 @@ def test_malformed_bytes_raise_wire_error(raw: bytes) -> None:
 def test_wrong_wire_type_for_a_message_field_is_an_error() -> None:
     with pytest.raises(WireError):
         decode_list_response(b"\x08\x01")  # field 1 as a varint where a PodResources message belongs
+
+
+def test_a_repeated_singular_string_keeps_the_last_and_checks_every_one() -> None:
+    # ContainerDevices with resource_name (field 1) twice and one device id (field 2)
+    raw = b"\x0a\x01a" + b"\x12\x01x" + b"\x0a\x01b"
+    assert decode_allocatable_response(b"\x0a" + bytes([len(raw)]) + raw) == [ContainerDevices("b", ("x",))]
+    bad = b"\x08\x01" + b"\x0a\x01b"  # the first resource_name a varint
+    with pytest.raises(WireError):
+        decode_allocatable_response(b"\x0a" + bytes([len(bad)]) + bad)
