@@ -18,6 +18,9 @@ body is read into a typed value (``read``), and what each consumer makes of that
   used alike by the Prometheus exporter, the timeline and ``neuron-monitor-top``.
 * neuron-monitor-det: the problems the group shows (``DetRule``: type, scope, severity, message, episode kind)
   and ``findings(value)``, what one fresh group object says for them.
+* What a runtime group tells about its runtime (``RuntimeFacts``: the cores it works on, its loaded models, its
+  NeuronCores' utilization, its executions), from ``runtime_facts(value, fresh_period, cores_per_device)``:
+  neuron-monitor-det's own inferences (a hang, a vanished runtime) and the trace's runtime slices use them.
 * neuron-monitor-top: its columns (``TopColumn``: table, header, width, order) and ``top(value, period)``, the
   cells of one report.
 
@@ -36,7 +39,7 @@ import importlib
 import importlib.util
 import pkgutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from neuron_monitor import groups
@@ -228,6 +231,47 @@ class RuntimeSum:
     integer: bool = False  # whole numbers (bytes): summed as ints
 
 
+# ---- what a runtime group tells about its runtime -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class RuntimeFacts:
+    """What one runtime group object says about its runtime, for what no single group shows: neuron-monitor-det's
+    own inferences (a hang: models loaded, every NeuronCore at 0 %, no execution; a runtime that vanished) and the
+    trace's runtime slices. A field the group does not know stays None; the timeline takes each field from the
+    first of a runtime's groups (in timeline order) that knows it. NeuronCore indexes are global (device x cores
+    per device + core)."""
+
+    cores_in_use: frozenset[int] | None = None  # the NeuronCores the runtime reports activity for
+    memory_cores: frozenset[int] | None = None  # the NeuronCores on which it holds any memory
+    model_cores: frozenset[int] | None = None  # the NeuronCores its loaded models run on
+    models: int | None = None  # how many models it has loaded
+    utilization: Mapping[int, float] | None = None  # NeuronCore -> percent (the latest, fresh or carried over)
+    utilization_period: float | None = None  # the utilization's period (seconds) when the object is fresh
+    executions: int | None = None  # executions that ended in the period, when the object is fresh
+
+    def cores(self) -> tuple[int, ...]:
+        """The NeuronCores the runtime works on: where its models run; else where it holds memory; else in use."""
+        chosen = self.model_cores or self.memory_cores or self.cores_in_use or ()
+        return tuple(sorted(chosen))
+
+
+NO_FACTS = RuntimeFacts()
+_FACT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RuntimeFacts))
+
+
+def merge_facts(facts: Iterable[RuntimeFacts]) -> RuntimeFacts:
+    """Each field from the first of ``facts`` that knows it (is not None)."""
+    merged: dict[str, Any] = {}
+    for one in facts:
+        for name in _FACT_FIELDS:
+            if name not in merged and getattr(one, name) is not None:
+                merged[name] = getattr(one, name)
+    return RuntimeFacts(**merged) if merged else NO_FACTS
+
+
+def _no_facts(*_: Any) -> RuntimeFacts:
+    return NO_FACTS
+
+
 # ---- neuron-monitor-det -----------------------------------------------------------------------------------------
 ERROR = "error"
 WARNING = "warning"
@@ -345,6 +389,9 @@ class GroupSpec(Generic[T]):
     timeline: Callable[[T], Iterable[TimelineSample]] | None = None
     timeline_order: int = 100  # where the group's samples come among those of one place (lower first, then name)
     sums: tuple[RuntimeSum, ...] = ()  # values derived across runtimes (runtime groups)
+    # runtime groups: what the object says about its runtime ((value, its period when fresh else None, NeuronCores
+    # per device)): its cores, models, utilization, executions (``RuntimeFacts``)
+    runtime_facts: Callable[[T, float | None, int], RuntimeFacts] = _no_facts
     # neuron-monitor-det: the problems the group can show, and what one fresh group object says for them
     det_rules: tuple[DetRule, ...] = ()
     findings: Callable[[T], Iterable[DetFinding]] = _none

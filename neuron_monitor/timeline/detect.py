@@ -347,13 +347,15 @@ class Detector:
 
     def _hang(self, snap: Snapshot, state: _RuntimeState) -> None:
         rt = state.runtime
-        if rt.core_period is None or not rt.utilization:
+        facts = rt.facts
+        utilization, period = facts.utilization, facts.utilization_period
+        if period is None or not utilization:
             return
-        utils = [rt.utilization[c] for c in rt.cores if c in rt.utilization] or list(rt.utilization.values())
-        executed = rt.execution is not None and rt.execution.executions > 0
+        utils = [utilization[c] for c in rt.cores if c in utilization] or list(utilization.values())
+        executed = facts.executions is not None and facts.executions > 0
         idle = all(u <= 0.0 for u in utils) and not executed
         loaded = rt.models is None or rt.models > 0
-        start = snap.time - rt.core_period
+        start = snap.time - period
         if not idle or not loaded:
             if not idle:
                 state.active_before = True

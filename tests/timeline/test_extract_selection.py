@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor.timeline.extract import GroupPart, Snapshot, parse_snapshot
+from neuron_monitor.timeline.extract import GroupPart, Runtime, Snapshot, parse_snapshot
 from neuron_monitor.timeline.selection import (
     ALL_TYPES,
     ERROR_TYPES,
@@ -44,11 +44,20 @@ def test_real_trn1n_report_maps_model_cores_to_global_indices() -> None:
         for sg in m["subgraphs"].values()
     ]
     assert rt.cores == tuple(sorted({d * 2 + c for d, c in subgraphs}))
-    assert rt.utilization is not None and rt.utilization[6] == pytest.approx(41.4)
-    assert rt.execution is not None and rt.execution.errors == {"generic_error": 2}
-    assert rt.execution.latency_p50 is None  # null latency in the real report
+    assert rt.facts.utilization is not None and rt.facts.utilization[6] == pytest.approx(41.4)
+    assert _errors(rt) == {"generic_error": 2}
+    assert not [s for s in _runtime_part(rt, "execution_stats").samples if s[0].category == "latency"]  # null
     ecc = {f[1]: f[3] for f in _system(snap, "neuron_hw_counters").findings()}
     assert ecc[("14",)] == {"mem_ecc_uncorrected": 1, "sram_ecc_uncorrected": 1}
+
+
+def _runtime_part(rt: Runtime, name: str) -> GroupPart:
+    return next(part for part in rt.groups if part.spec.name == name)
+
+
+def _errors(rt: Runtime) -> dict[str, float]:
+    """The runtime's det findings of the period, by problem type."""
+    return {f[0].kind: f[2] for part in rt.groups for f in part.findings()}
 
 
 def _system(snap: Snapshot, name: str) -> GroupPart:
@@ -62,8 +71,10 @@ def _has_system(snap: Snapshot, name: str) -> bool:
 def test_real_trn1_reports_parse() -> None:
     snaps = [parse_snapshot(r, float(i), "x") for i, r in enumerate(real_reports()[:3])]
     assert [rt.pid for s in snaps for rt in s.runtimes] == [1337, 16851, 16851]
-    ex = snaps[0].runtimes[0].execution
-    assert ex is not None and ex.completed == 260 and ex.latency_p50 == pytest.approx(9.5367431640625e-05)
+    rt = snaps[0].runtimes[0]
+    assert rt.facts.executions == 260 and rt.facts.utilization_period is not None
+    executions, latency = (s[2] for s in _runtime_part(rt, "execution_stats").samples)
+    assert executions["completed"] == 260 and latency["p50"] == pytest.approx(9.5367431640625e-02)
     assert snaps[0].runtimes[0].models == 2 and _system(snaps[0], "memory_info").samples
 
 
@@ -71,9 +82,9 @@ def test_carried_over_counters_are_not_seen_twice() -> None:
     rep = report(T0, [Rt(1, "a", [0], errors={"numerical": 3}, fresh=False)], system_fresh=False, ecc={0: (1, 0)})
     snap = parse_snapshot(rep, T0, "x")
     rt = snap.runtimes[0]
-    assert rt.execution is None and rt.core_period is None
+    assert rt.facts.executions is None and rt.facts.utilization_period is None
     assert not any(part.fresh or part.findings() for part in rt.groups)
-    assert rt.utilization == {0: 50.0}  # the latest value is still known (gauges)
+    assert rt.facts.utilization == {0: 50.0}  # the latest value is still known (gauges)
     assert _system(snap, "neuron_hw_counters").findings() == [] and not _system(snap, "vcpu_usage").fresh
 
 
@@ -83,9 +94,8 @@ def test_error_types_do_not_double_count_execution_outcomes() -> None:
         [Rt(1, "a", [0], errors={"numerical": 2, "hardware": 1},
             outcomes={"completed_with_num_err": 2, "completed_with_err": 4, "failed_to_queue": 5})],
     )  # fmt: skip
-    ex = parse_snapshot(rep, T0, "x").runtimes[0].execution
-    assert ex is not None
-    assert ex.errors == {"numerical_error": 2, "hardware_error": 1, "failed_to_queue": 5, "execution_error": 3}
+    rt = parse_snapshot(rep, T0, "x").runtimes[0]
+    assert _errors(rt) == {"numerical_error": 2, "hardware_error": 1, "failed_to_queue": 5, "execution_error": 3}
 
 
 def test_group_errors_and_missing_parts_leave_fields_empty() -> None:
@@ -94,7 +104,7 @@ def test_group_errors_and_missing_parts_leave_fields_empty() -> None:
     del rep["system_data"]["vcpu_usage"]
     rep["neuron_runtime_data"].append({"pid": "not a number"})
     snap = parse_snapshot(rep, T0, "rec.gz")
-    assert snap.runtimes[0].utilization is None and not _has_system(snap, "vcpu_usage")
+    assert snap.runtimes[0].facts.utilization is None and not _has_system(snap, "vcpu_usage")
     assert "neuroncore_counters" not in [part.spec.name for part in snap.runtimes[0].groups]
     assert snap.problems == ["a runtime entry without a numeric pid"]
     assert parse_snapshot({"neuron_runtime_data": []}, T0, "rec.gz").instance == "rec.gz"

@@ -179,6 +179,11 @@ def executions(value: ExecutionStats) -> tuple[int, int]:
     return completed, completed + sum(count(xs.get(k)) for k in _ENDED)
 
 
+def runtime_facts(value: ExecutionStats, fresh_period: float | None, per_device: int) -> S.RuntimeFacts:
+    """The executions that ended in a fresh period (a runtime that executes is not hung)."""
+    return S.RuntimeFacts(executions=executions(value)[1]) if fresh_period is not None else S.NO_FACTS
+
+
 def findings(value: ExecutionStats) -> Iterator[S.DetFinding]:
     for kind, n in period_errors(value).items():
         yield DET_RULES[kind], (), n, {}
@@ -236,6 +241,7 @@ SPEC = S.GroupSpec(
     timeline_order=10,
     det_rules=tuple(DET_RULES.values()),
     findings=findings,
+    runtime_facts=runtime_facts,
     top_columns=(COL_RATE, COL_ERRORS, COL_P50, COL_P99),
     top=top,
 )

@@ -206,6 +206,21 @@ def memory_by_core(value: MemoryUsed) -> dict[str, dict[str, float]]:
 MEMORY_SUM = S.RuntimeSum("neuroncore_memory", memory_by_core, track=TRACK_DEVICE, integer=True)
 
 
+def runtime_facts(value: MemoryUsed, fresh_period: float | None, per_device: int) -> S.RuntimeFacts:
+    """The NeuronCores holding the runtime's memory, those its loaded models run on, and how many it has loaded."""
+    memory_cores: frozenset[int] | None = None
+    if value.per_core is not None:
+        memory_cores = frozenset(
+            core
+            for key, cats in value.per_core.items()
+            if (core := index(key)) is not None and any(count(cats.get(c)) for c in N.MEMORY_CATEGORIES)
+        )
+    if value.models is None:
+        return S.RuntimeFacts(memory_cores=memory_cores)
+    model_cores = frozenset(nd * per_device + nc for m in value.models for nd, nc in m.placement)
+    return S.RuntimeFacts(memory_cores=memory_cores, model_cores=model_cores, models=value.model_count)
+
+
 def top(value: MemoryUsed, period: float | None) -> Iterator[S.TopCell]:
     """Host and device memory of the runtime."""
     yield COL_HOST, (), human_bytes(int(value.host) if value.host is not None else None), ""
@@ -249,4 +264,5 @@ SPEC = S.GroupSpec(
     top_columns=(COL_HOST, COL_DEVICE),
     top=top,
     top_models=top_models,
+    runtime_facts=runtime_facts,
 )

@@ -216,6 +216,15 @@ def physical_by_core(value: NeuroncoreCounters) -> dict[str, dict[str, float]]:
     return {str(core): phys for key, phys in value.physical().items() if (core := index(key)) is not None and phys}
 
 
+def runtime_facts(value: NeuroncoreCounters, fresh_period: float | None, per_device: int) -> S.RuntimeFacts:
+    """The NeuronCores in use and their utilization (the period's when fresh) -- det's hang inference reads them."""
+    return S.RuntimeFacts(
+        cores_in_use=frozenset(core for core in (index(key) for key in value.cores) if core is not None),
+        utilization=_by_index(value.utilization()),
+        utilization_period=fresh_period,
+    )
+
+
 FAM_UTIL_TOTAL = S.PromFamily(
     "neuroncore_utilization_total_ratio",
     S.GAUGE,
@@ -246,4 +255,5 @@ SPEC = S.GroupSpec(
     timeline=timeline,
     timeline_order=40,
     sums=(UTILIZATION_SUM, PHYSICAL_SUM),
+    runtime_facts=runtime_facts,
 )
