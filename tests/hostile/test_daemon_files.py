@@ -158,3 +158,25 @@ def test_fallback_resolution_without_openat2_stays_in_root(tmp_path: Path) -> No
     assert resolve_in_root(str(root), "/../../etc/x") == str(root / "etc" / "x")
     with pytest.raises(OSError):
         resolve_in_root(str(root), "sys/id/loop")
+
+
+def test_a_link_the_root_cannot_follow_keeps_its_own_error(tmp_path: Path) -> None:
+    """A host-absolute link in the root's ``sys`` that lands inside the root by the host's path (not by the root's)
+    is the confined open's "missing file", not "resolves outside --root"; a link to the host's other trees is."""
+    import errno
+
+    from neuron_monitor.host.rootfs import RootFS
+
+    root = tmp_path / "root"
+    (root / "sys").mkdir(parents=True)
+    (root / "sys" / "real").write_text("x\n")
+    (root / "sys" / "hostpath").symlink_to(root / "sys" / "real")
+    (root / "sys" / "etc").symlink_to("/etc/hostname")
+    fs = RootFS(root)
+    with pytest.raises(OSError) as missing:
+        fs.open_regular("sys/hostpath")
+    assert missing.value.errno == errno.ENOENT
+    if Path("/etc/hostname").is_file():
+        with pytest.raises(OSError) as outside:
+            fs.open_regular("sys/etc")
+        assert outside.value.errno == errno.EXDEV
