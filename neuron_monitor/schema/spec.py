@@ -229,6 +229,11 @@ class RuntimeSum:
     total: PromFamily | None = None  # the summed family (instance scope, label ``neuroncore``)
     track: Track | None = None
     integer: bool = False  # whole numbers (bytes): summed as ints
+    # the default Prometheus series budget serves ``total`` only for the cores more than one runtime reports in
+    # ``source`` (for a core one runtime holds, the total equals that runtime's own series)
+    shared_only: bool = False
+    top: str = ""  # what neuron-monitor-top draws from it: TOP_CORE_UTILIZATION, TOP_CORE_PHYSICAL, TOP_CORE_MEMORY
+    series: tuple[str, ...] = ()  # the known series in the order a consumer shows them (top's memory bar runs)
 
 
 # ---- what a runtime group tells about its runtime -------------------------------------------------------------
@@ -312,6 +317,11 @@ DetFinding = tuple[DetRule, tuple[str, ...], float, Mapping[str, Any]]
 TOP_RUNTIMES = "runtimes"  # the runtimes table: one cell per runtime, key ()
 TOP_DEVICES = "devices"  # the devices table: one cell per device, key (device index,)
 TOP_HOST = "host"  # the host line: one bar per column
+# what neuron-monitor-top draws from a RuntimeSum (``RuntimeSum.top``): the core/device utilization bars (the sum's
+# "percent" series), the physical cores' bars, the core/device memory (every series, bytes)
+TOP_CORE_UTILIZATION = "core_utilization"
+TOP_CORE_PHYSICAL = "core_physical"
+TOP_CORE_MEMORY = "core_memory"
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,6 +413,9 @@ class GroupSpec(Generic[T]):
     top_models: Callable[[T], Sequence[TopModel] | None] = _no_models
     # device index -> the period's average power (percent of the device's maximum): the devices' power history
     top_device_power: Callable[[T], Mapping[int, float]] = _no_power
+    # system groups: how many Neuron devices the object lists (the Prometheus exporter's readiness on a host whose
+    # hardware info gives no device count); None: the group lists none
+    device_count: Callable[[T], int] | None = None
     families_by_name: dict[str, PromFamily] = field(default_factory=dict, compare=False)
     dropping: tuple[PromFamily, ...] = field(default=(), compare=False)  # the counters with ``drops_unlisted``
 

@@ -22,12 +22,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuron_monitor.groups.memory_used.spec import MEMORY_SUM
-from neuron_monitor.groups.neuroncore_counters.spec import PHYSICAL_SUM, UTILIZATION_SUM
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema.info import HardwareInfo, InstanceInfo
 from neuron_monitor.schema.read import Group, Report, RuntimeEntry, read_report
 from neuron_monitor.schema.spec import (
+    TOP_CORE_MEMORY,
+    TOP_CORE_PHYSICAL,
+    TOP_CORE_UTILIZATION,
     TOP_DEVICES,
     TOP_HOST,
     TOP_RUNTIMES,
@@ -38,14 +39,6 @@ from neuron_monitor.schema.spec import (
 )
 from neuron_monitor.schema.values import index
 
-# the order of the memory bar's runs; categories a newer report adds follow these
-MEMORY_CATEGORIES = (
-    N.MEMORY_MODEL_CODE,
-    N.MEMORY_TENSORS,
-    N.MEMORY_CONSTANTS,
-    N.MEMORY_MODEL_SHARED_SCRATCHPAD,
-    N.MEMORY_RUNTIME_MEMORY,
-)
 MISSING = "-"
 
 Cells = dict[TopColumn, tuple[str, str]]  # column -> (text, style)
@@ -166,6 +159,23 @@ def _host(report: Report) -> tuple[HostBar, ...]:
         for c in columns(TOP_HOST)
         if c.always or c in found
     )
+
+
+def _no_values(_: Any) -> Mapping[str, Mapping[str, float]]:
+    return {}
+
+
+def _drawn(role: str) -> RuntimeSum:
+    """The spec sum top draws for ``role`` (``RuntimeSum.top``); an empty one when no spec declares it."""
+    found = next((s for spec in registry().all() for s in spec.sums if s.top == role), None)
+    return found or RuntimeSum(role, _no_values)
+
+
+UTILIZATION_SUM = _drawn(TOP_CORE_UTILIZATION)  # its "percent" series: core and device utilization
+PHYSICAL_SUM = _drawn(TOP_CORE_PHYSICAL)
+MEMORY_SUM = _drawn(TOP_CORE_MEMORY)
+# the order of the memory bar's runs (the memory sum's series); categories a newer report adds follow these
+MEMORY_CATEGORIES = MEMORY_SUM.series
 
 
 def _per_runtime(entry: RuntimeEntry, wanted: RuntimeSum) -> Mapping[str, Mapping[str, float]]:

@@ -7,8 +7,9 @@ only with full detail (per-core outcome counters, memory high-water marks, per-m
 values (device latency p50 and p99), or a series only from the first report in which it is not zero (a memory
 category the device never used). Two families the exporter itself adds are thinned here: ``neuroncore_info``
 (per-core series carry ``neuron_device_index`` under ``--core-labels device``, the default, so the join table is
-served only under ``--core-labels aws``) and ``neuroncore_utilization_total_ratio``, served for the cores that more
-than one runtime reports (for a core one runtime holds it equals that runtime's ``neuroncore_utilization_ratio``).
+served only under ``--core-labels aws``) and the per-core totals across runtimes whose ``RuntimeSum`` says
+``shared_only`` (``neuroncore_utilization_total_ratio``), served for the cores that more than one runtime reports
+(for a core one runtime holds it equals that runtime's ``neuroncore_utilization_ratio``).
 
 AWS's families (those AWS's ``neuron-monitor-prometheus.py`` serves) are never thinned: their names, labels and
 series stay as AWS's exporter serves them. ``--series-detail full`` skips this module: the families are served
@@ -19,8 +20,7 @@ from __future__ import annotations
 
 from neuron_monitor.exporters.prometheus.core_info import FAMILY as CORE_INFO_FAMILY
 from neuron_monitor.exporters.prometheus.families import FamilySet
-from neuron_monitor.groups.neuroncore_counters.spec import FAM_UTIL, FAM_UTIL_TOTAL
-from neuron_monitor.schema.spec import family_budgets
+from neuron_monitor.schema.spec import PromFamily, family_budgets, registry
 
 BUDGET = "budget"
 FULL = "full"
@@ -67,14 +67,24 @@ class SeriesBudget:
 
     @staticmethod
     def _shared_cores_only(fams: FamilySet) -> None:
-        """``neuroncore_utilization_total_ratio`` for the cores more than one runtime reports."""
-        totals, per_runtime = fams.by_name.get(FAM_UTIL_TOTAL.name), fams.by_name.get(FAM_UTIL.name)
-        if totals is None:
-            return
-        runtimes: dict[str, int] = {}
-        if per_runtime is not None:
-            at = per_runtime.labelnames.index("neuroncore")
-            for labels in per_runtime.samples:
-                runtimes[labels[at]] = runtimes.get(labels[at], 0) + 1
-        at = totals.labelnames.index("neuroncore")
-        totals.samples = {labels: v for labels, v in totals.samples.items() if runtimes.get(labels[at], 0) > 1}
+        """Each ``shared_only`` total (``RuntimeSum``) for the cores more than one runtime reports."""
+        for total_family, source_family in _SHARED_ONLY:
+            totals, per_runtime = fams.by_name.get(total_family.name), fams.by_name.get(source_family.name)
+            if totals is None:
+                continue
+            runtimes: dict[str, int] = {}
+            if per_runtime is not None:
+                at = per_runtime.labelnames.index("neuroncore")
+                for labels in per_runtime.samples:
+                    runtimes[labels[at]] = runtimes.get(labels[at], 0) + 1
+            at = totals.labelnames.index("neuroncore")
+            totals.samples = {labels: v for labels, v in totals.samples.items() if runtimes.get(labels[at], 0) > 1}
+
+
+# (total, source) of each cross-runtime sum the budget serves only for shared cores
+_SHARED_ONLY: tuple[tuple[PromFamily, PromFamily], ...] = tuple(
+    (s.total, s.source)
+    for spec in registry().all()
+    for s in spec.sums
+    if s.shared_only and s.total is not None and s.source is not None
+)

@@ -12,11 +12,8 @@ from neuron_monitor.exporters.prometheus.families import INFO
 from neuron_monitor.exporters.prometheus.labels import kept_string
 from neuron_monitor.exporters.prometheus.ledger import Subject
 from neuron_monitor.exporters.prometheus.values import MalformedReport
-from neuron_monitor.groups.memory_used.spec import MemoryUsed
-from neuron_monitor.groups.neuroncore_counters.spec import NeuroncoreCounters
-from neuron_monitor.schema import names as N
 from neuron_monitor.schema.read import RuntimeEntry
-from neuron_monitor.schema.spec import CORE_SCOPE, counter_family
+from neuron_monitor.schema.spec import CORE_SCOPE, counter_family, merge_facts
 
 
 class RuntimeShaper:
@@ -32,16 +29,14 @@ class RuntimeShaper:
 
     # -- labels -------------------------------------------------------------------------------------------
     def _cores_used(self) -> list[str]:
-        """The cores the runtime works on: those in ``neuroncore_counters``, else those holding its memory."""
-        groups = self.entry.groups
-        counters = groups.get(N.NEURONCORE_COUNTERS)
-        if counters is not None:
-            data = counters.data_as(NeuroncoreCounters)
-            if data is not None:
-                return list(data.cores)
-        memory = groups.get(N.MEMORY_USED)
-        used = memory.data_as(MemoryUsed) if memory is not None else None
-        return used.cores_holding_memory() if used is not None else []
+        """The cores the runtime works on (its pod labels): those it reports activity for, else those holding its
+        memory (``RuntimeFacts.cores_in_use``, ``memory_cores``; a group with an ``error`` still tells its own)."""
+        ctx = self.ctx
+        facts = merge_facts(
+            g.spec.runtime_facts(g.data(), None, ctx.cores_per_device) for g in self.entry.groups.values()
+        )
+        cores = facts.cores_in_use if facts.cores_in_use is not None else facts.memory_cores
+        return [str(core) for core in sorted(cores or ())]
 
     def core_labels(self, core: str) -> tuple[str, ...]:
         labels = self._core_labels.get(core)

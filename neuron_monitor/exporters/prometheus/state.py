@@ -60,16 +60,18 @@ class View:
 
 
 def has_device_data(report: dict[str, Any], read: Report | None = None) -> bool:
-    """True when ``report`` lists a Neuron device: its hardware info counts one, or a device group lists one.
-    ``read``: the report as the schema read it, when the caller has it."""
-    hardware = (read if read is not None else read_report(report)).hardware_info
+    """True when ``report`` lists a Neuron device: its hardware info counts one, or a system group's spec counts one
+    in its object (``GroupSpec.device_count``). ``read``: the report as the schema read it, when the caller has it."""
+    read = read if read is not None else read_report(report)
+    hardware = read.hardware_info
     count = hardware.neuron_device_count if hardware is not None else None
     if isinstance(count, int) and count > 0:
         return True
-    system = report.get("system_data")
-    health = system.get("neuron_device_health") if isinstance(system, dict) else None
-    devices = health.get("neuron_devices") if isinstance(health, dict) else None
-    return isinstance(devices, list) and len(devices) > 0
+    for group in read.system.values():
+        counted = group.spec.device_count
+        if counted is not None and counted(group.data()) > 0:
+            return True
+    return False
 
 
 class ExporterState:

@@ -203,7 +203,17 @@ def memory_by_core(value: MemoryUsed) -> dict[str, dict[str, float]]:
 
 
 # a NeuronCore's device memory by category, summed over the runtimes (neuron-monitor-top's memory bars)
-MEMORY_SUM = S.RuntimeSum("neuroncore_memory", memory_by_core, track=TRACK_DEVICE, integer=True)
+# the order of neuron-monitor-top's memory bar runs; categories a newer report adds follow these
+BAR_ORDER = (
+    N.MEMORY_MODEL_CODE,
+    N.MEMORY_TENSORS,
+    N.MEMORY_CONSTANTS,
+    N.MEMORY_MODEL_SHARED_SCRATCHPAD,
+    N.MEMORY_RUNTIME_MEMORY,
+)
+MEMORY_SUM = S.RuntimeSum(
+    "neuroncore_memory", memory_by_core, track=TRACK_DEVICE, integer=True, top=S.TOP_CORE_MEMORY, series=BAR_ORDER
+)
 
 
 def runtime_facts(value: MemoryUsed, fresh_period: float | None, per_device: int) -> S.RuntimeFacts:

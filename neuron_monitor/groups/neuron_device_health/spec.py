@@ -302,6 +302,11 @@ def top(value: NeuronDeviceHealth, period: float | None) -> Iterator[S.TopCell]:
         yield COL_VERDICT, key, text if len(text) <= 40 else text[:39] + "…", STYLES[dev.state]
 
 
+def device_count(value: NeuronDeviceHealth) -> int:
+    """The devices the watch lists (one entry per device it found)."""
+    return len(value.devices)
+
+
 SPEC = S.GroupSpec(
     name=NAME,
     placement=S.SYSTEM,
@@ -319,4 +324,5 @@ SPEC = S.GroupSpec(
     findings=findings,
     top_columns=(COL_VERDICT,),
     top=top,
+    device_count=device_count,
 )

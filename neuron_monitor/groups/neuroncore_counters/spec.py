@@ -235,9 +235,17 @@ FAM_UTIL_TOTAL = S.PromFamily(
 # a NeuronCore's utilization summed over the runtimes on it: neuroncore_utilization_total_ratio, the timeline's
 # core utilization, neuron-monitor-top's core and device bars
 UTILIZATION_SUM = S.RuntimeSum(
-    "neuroncore_utilization", utilization_by_core, source=FAM_UTIL, total=FAM_UTIL_TOTAL, track=TRACK_UTIL
+    "neuroncore_utilization",
+    utilization_by_core,
+    source=FAM_UTIL,
+    total=FAM_UTIL_TOTAL,
+    track=TRACK_UTIL,
+    shared_only=True,
+    top=S.TOP_CORE_UTILIZATION,
 )
-PHYSICAL_SUM = S.RuntimeSum("neuroncore_physical_utilization", physical_by_core, track=TRACK_PHYSICAL)
+PHYSICAL_SUM = S.RuntimeSum(
+    "neuroncore_physical_utilization", physical_by_core, track=TRACK_PHYSICAL, top=S.TOP_CORE_PHYSICAL
+)
 
 
 SPEC = S.GroupSpec(
