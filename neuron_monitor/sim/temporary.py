@@ -114,7 +114,9 @@ class TemporarySimulator:
     ) -> None:
         self.close()
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 120.0) -> None:
+        """Start the simulator and wait until its tree is ready. The wait ends early when the simulator exits; the
+        deadline only guards a wedged one: a trn3 tree on a starved, disk-backed machine takes tens of seconds."""
         try:
             self._start(timeout)
         except BaseException:  # Ctrl-C while it builds included: no simulator or tree is left behind
