@@ -29,16 +29,7 @@ from typing import Any
 
 import orjson
 
-INSTANCE_INFO_KEYS: tuple[str, ...] = (
-    "instance_name",
-    "instance_id",
-    "instance_type",
-    "instance_availability_zone",
-    "instance_availability_zone_id",
-    "instance_region",
-    "ami_id",
-    "subnet_id",
-)
+from neuron_monitor.schema.names import INSTANCE_INFO_KEYS
 
 
 def encoded_values(body: dict[str, Any]) -> dict[str, Any]:

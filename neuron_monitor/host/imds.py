@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import urllib.parse
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from neuron_monitor.host.rootfs import RootFS
@@ -37,7 +37,7 @@ _FIELDS: tuple[tuple[str, str, bool], ...] = (
 
 @dataclass(frozen=True)
 class InstanceInfo:
-    """The ``instance_info`` object, typed; fields in AWS's key order (see report.INSTANCE_INFO_KEYS)."""
+    """The ``instance_info`` object, typed; fields in AWS's key order (see schema.names.INSTANCE_INFO_KEYS)."""
 
     instance_name: str = ""
     instance_id: str = ""
@@ -50,18 +50,8 @@ class InstanceInfo:
     error: str = ""
 
     def as_report(self) -> dict[str, Any]:
-        """The report's ``instance_info`` object (a new dict)."""
-        return {
-            "instance_name": self.instance_name,
-            "instance_id": self.instance_id,
-            "instance_type": self.instance_type,
-            "instance_availability_zone": self.instance_availability_zone,
-            "instance_availability_zone_id": self.instance_availability_zone_id,
-            "instance_region": self.instance_region,
-            "ami_id": self.ami_id,
-            "subnet_id": self.subnet_id,
-            "error": self.error,
-        }
+        """The report's ``instance_info`` object (a new dict, the fields in order)."""
+        return asdict(self)
 
 
 class _ImdsError(Exception):

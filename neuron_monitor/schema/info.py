@@ -71,14 +71,7 @@ class InstanceInfo:
 
 
 INSTANCE_KEYS: tuple[str, ...] = (
-    "instance_name",
-    "instance_id",
-    "instance_type",
-    "instance_availability_zone",
-    "instance_availability_zone_id",
-    "instance_region",
-    "ami_id",
-    "subnet_id",
+    *N.INSTANCE_INFO_KEYS,
     "ultraserver_id",
     "ultraserver_node_id",
     "ultraserver_node_count",

@@ -18,6 +18,18 @@ NEURON_K8S_INFO: Final = "neuron_k8s_info"  # additive, when Kubernetes attribut
 REPORT_TIME: Final = "report_time"  # additive
 NEURON_MONITOR: Final = "neuron_monitor"  # additive: the daemon's own health
 
+# ---- instance_info: AWS's keys in its order (the daemon writes each, "" when unknown, beside ``error``) ---------
+INSTANCE_INFO_KEYS: Final = (
+    "instance_name",
+    "instance_id",
+    "instance_type",
+    "instance_availability_zone",
+    "instance_availability_zone_id",
+    "instance_region",
+    "ami_id",
+    "subnet_id",
+)
+
 # ---- a runtime entry ----------------------------------------------------------------------------------------
 PID: Final = "pid"
 RUNTIME_TAG: Final = "neuron_runtime_tag"

@@ -12,19 +12,9 @@ from neuron_monitor.exporters.prometheus.families import INFO
 from neuron_monitor.exporters.prometheus.labels import instance_info_extras, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM
 from neuron_monitor.exporters.prometheus.values import MalformedReport
-from neuron_monitor.schema.info import HardwareInfo, InstanceInfo
+from neuron_monitor.schema.info import HARDWARE_KEYS, HardwareInfo, InstanceInfo
 from neuron_monitor.schema.read import Report
 from neuron_monitor.schema.spec import counter_family
-
-HARDWARE_LABELS: tuple[str, ...] = (
-    "neuron_device_count",
-    "neuroncore_per_device_count",
-    "neuron_device_memory_size",
-    "neuron_device_type",
-    "neuron_device_version",
-    "neuroncore_version",
-    "logical_neuroncore_config",
-)
 
 
 def shape_system(ctx: ShapeContext, report: Report) -> None:
@@ -52,7 +42,7 @@ def shape_info(ctx: ShapeContext, instance_info: InstanceInfo | None, hardware_i
             (*values, *extra_values)
         ] = 1.0
     if hardware_info is not None:
-        fields = [(k, hardware_info.get(k)) for k in HARDWARE_LABELS]
+        fields = [(k, hardware_info.get(k)) for k in HARDWARE_KEYS]  # the info metric labels are the keys
         present = [k for k, v in fields if v is not None]
         values = tuple(str(v) for _, v in fields if v is not None)
         ctx.fams.family("neuron_hardware", INFO, "Neuron Hardware Information", (*ctx.inst_names, *present)).samples[
