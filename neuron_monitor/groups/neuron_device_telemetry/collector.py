@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
 from neuron_monitor.groups.neuron_device_telemetry import spec as K
@@ -36,6 +37,8 @@ from neuron_monitor.neuron.hardware import read_topology
 from neuron_monitor.neuron.plausible import BURST, MAX_BYTES, delta_bound
 from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_counter, parse_counters, parse_power, parse_unhealthy_components
+
+T = TypeVar("T")
 
 _WRAP16 = 1 << 16
 _READ_SIZE = 64
@@ -70,6 +73,24 @@ def _listdir(root: RootFS, rel: str) -> list[str]:
         return sorted(root.listdir(rel))
     except OSError:
         return []
+
+
+def _parse_each(
+    files: dict[int, KeptFile], parse: Callable[[bytes], T], what: str, errors: list[str]
+) -> tuple[dict[int, T], bool]:
+    """Each device's file read and parsed: (device -> value, False when a file could not be read). A file that
+    cannot be read or parsed is named in ``errors`` (as ``what`` of ``neuron_device N``) and left out."""
+    out: dict[int, T] = {}
+    read = True
+    for device, f in files.items():
+        try:
+            out[device] = parse(f.read())
+        except OSError as e:
+            errors.append(f"{what} of neuron_device {device}: {e.strerror}")
+            read = False
+        except ValueError as e:
+            errors.append(f"{what} of neuron_device {device}: {e}")
+    return out, read
 
 
 class NeuronDeviceTelemetry(SystemGroup):
@@ -240,34 +261,17 @@ class NeuronDeviceTelemetry(SystemGroup):
     @staticmethod
     def _power_and_health(plan: _Plan, entries: dict[int, dict[str, Any]], errors: list[str]) -> bool:
         """Power and health of each device; False when a file could not be read (look for the files again)."""
-        gone = False
-        for device, f in plan.power.items():
-            try:
-                p = parse_power(f.read())
-            except OSError as e:
-                errors.append(f"power/utilization of neuron_device {device}: {e.strerror}")
-                gone = True
-                continue
-            except ValueError as e:
-                errors.append(f"power/utilization of neuron_device {device}: {e}")
-                continue
+        powers, power_read = _parse_each(plan.power, parse_power, "power/utilization", errors)
+        for device, p in powers.items():
             power: dict[str, Any] = {K.STATUS: p.status, K.SAMPLE_TIME: p.sample_time}
             if p.avg_percent is not None:
                 power.update({K.MIN: p.min_percent, K.MAX: p.max_percent, K.AVG: p.avg_percent})
             entries[device][K.POWER] = power
-        for device, f in plan.health.items():
-            try:
-                components = parse_unhealthy_components(f.read())
-            except OSError as e:
-                errors.append(f"unhealthy_components of neuron_device {device}: {e.strerror}")
-                gone = True
-                continue
-            except ValueError as e:
-                errors.append(f"unhealthy_components of neuron_device {device}: {e}")
-                continue
+        healths, health_read = _parse_each(plan.health, parse_unhealthy_components, "unhealthy_components", errors)
+        for device, components in healths.items():
             entries[device][K.HEALTHY] = not components
             entries[device][K.UNHEALTHY_COMPONENTS] = components
-        return not gone
+        return power_read and health_read
 
     def _numbers(
         self, plan: _Plan, values: list[int | None], entries: dict[int, dict[str, Any]], errors: list[str]
