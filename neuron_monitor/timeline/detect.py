@@ -134,6 +134,14 @@ def runtime_subject(rt: Runtime) -> str:
     return f"NC {format_cores(rt.cores)}" if rt.cores else f"runtime {rt.name}"
 
 
+def _runtime_problem(kind: str, instance: str, rt: Runtime, start: float, end: float, **extra: Any) -> Problem:
+    """A problem of a runtime (a suspected hang, a runtime gone): its tag, pid, ``extra`` and loaded models."""
+    details: dict[str, Any] = {"runtime_tag": rt.tag, "pid": rt.pid, **extra}
+    if rt.models is not None:
+        details["loaded_models"] = rt.models
+    return Problem(kind, instance, runtime_subject(rt), start, end, details, rt.cores, runtime=rt.key)
+
+
 @dataclass
 class _Episode:
     problem: Problem
@@ -373,18 +381,8 @@ class Detector:
             state.hang.problem.end = snap.time
             state.hang.problem.details["periods"] = state.idle_periods
         elif state.idle_periods >= self.hang_periods and self.selection.wants_type(HANG_SUSPECTED):
-            details: dict[str, Any] = {"runtime_tag": rt.tag, "pid": rt.pid, "periods": state.idle_periods}
-            if rt.models is not None:
-                details["loaded_models"] = rt.models
-            problem = Problem(
-                kind=HANG_SUSPECTED,
-                instance=snap.instance,
-                subject=runtime_subject(rt),
-                start=state.idle_start,
-                end=snap.time,
-                details=details,
-                cores=rt.cores,
-                runtime=rt.key,
+            problem = _runtime_problem(
+                HANG_SUSPECTED, snap.instance, rt, state.idle_start, snap.time, periods=state.idle_periods
             )
             state.hang = _Episode(problem)
 
@@ -395,21 +393,7 @@ class Detector:
             self.problems.append(gone.hang.problem)
         if not self.selection.wants_type(RUNTIME_VANISHED):
             return
-        details: dict[str, Any] = {"runtime_tag": rt.tag, "pid": rt.pid}
-        if rt.models is not None:
-            details["loaded_models"] = rt.models
-        self.problems.append(
-            Problem(
-                kind=RUNTIME_VANISHED,
-                instance=snap.instance,
-                subject=runtime_subject(rt),
-                start=inst.last_time,
-                end=snap.time,
-                details=details,
-                cores=rt.cores,
-                runtime=rt.key,
-            )
-        )
+        self.problems.append(_runtime_problem(RUNTIME_VANISHED, snap.instance, rt, inst.last_time, snap.time))
 
     def finish(self) -> list[Problem]:
         """Close what is still open (marked ``ongoing``) and return every problem, in time order."""
