@@ -26,7 +26,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.daemon_run import daemon_report_line
+from bench.daemon_run import aws_groups_config, daemon_report_line
 from bench.inprocess import median_cpu_ms
 from neuron_monitor.exporters.cloudwatch.batching import pack
 from neuron_monitor.exporters.cloudwatch.emf import encode_events
@@ -35,26 +35,11 @@ from neuron_monitor.exporters.cloudwatch.mapping import ReportMapper
 from neuron_monitor.sim.temporary import TemporarySimulator
 
 RUNTIMES = {"trn1.32xlarge": 2, "trn2.48xlarge": 16}
-CONF = {
-    "period": "1s",
-    "neuron_runtimes": [
-        {
-            "tag_filter": ".*",
-            "metrics": [
-                {"type": "neuroncore_counters"},
-                {"type": "memory_used"},
-                {"type": "neuron_runtime_vcpu_usage"},
-                {"type": "execution_stats"},
-            ],
-        }
-    ],
-    "system_metrics": [{"type": "vcpu_usage"}, {"type": "memory_info"}, {"type": "neuron_hw_counters"}],
-}
 
 
 def simulated_report_line(shape: str, runtimes: int) -> bytes:
     with TemporarySimulator(shape, runtimes=runtimes, seed=1) as sim:
-        line = daemon_report_line(CONF, ["--root", str(sim.root), "--no-imds"])
+        line = daemon_report_line(aws_groups_config("1s"), ["--root", str(sim.root), "--no-imds"])
     report = orjson.loads(line)
     report["instance_info"].update(instance_id="i-0123456789abcdef0", instance_type=shape, error="")
     return orjson.dumps(report)

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -35,7 +33,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.daemon_run import RunFigures, run_daemon, speed_reference  # noqa: E402
+from bench.daemon_run import RUNTIME_GROUPS as RUNTIME  # noqa: E402
+from bench.daemon_run import SYSTEM_GROUPS as SYSTEM  # noqa: E402
+from bench.daemon_run import RunFigures, aws_groups_config, run_daemon, speed_reference, write_config  # noqa: E402
 from bench.inprocess import cpu_ms, median_cpu_ms, timed  # noqa: E402
 from neuron_monitor.daemon import report as rpt  # noqa: E402
 from neuron_monitor.groups.registry import load_runtime_group, load_system_group  # noqa: E402
@@ -44,9 +44,7 @@ from neuron_monitor.host.rootfs import RootFS  # noqa: E402
 from neuron_monitor.neuron.backend import open_backend  # noqa: E402
 from neuron_monitor.sim.temporary import TemporarySimulator  # noqa: E402
 
-RUNTIME = ("neuroncore_counters", "execution_stats", "memory_used", "neuron_runtime_vcpu_usage")
 NEURON = ("snapshot", "neuroncore_counters", "execution_stats", "memory_used", "neuron_hw_counters")
-SYSTEM = ("vcpu_usage", "memory_info", "neuron_hw_counters")
 
 
 def system_object(group: Any, cadence: float) -> dict[str, Any]:
@@ -150,12 +148,7 @@ def before_after(root: Path, cadence: float, reports: int) -> dict[str, dict[str
 
 def daemon_runs(root: Path, period: str, reports: int, repeat: int) -> list[RunFigures]:
     """``repeat`` runs of the real daemon with every group at ``period``, ``reports`` reports each."""
-    conf = Path(tempfile.mkstemp(suffix=".conf")[1])
-    conf.write_text(json.dumps({
-        "period": period,
-        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME]}],
-        "system_metrics": [{"type": t} for t in SYSTEM],
-    }))  # fmt: skip
+    conf = write_config(aws_groups_config(period))
     try:
         return [run_daemon(["-c", str(conf), "--root", str(root), "--no-imds"], reports) for _ in range(repeat)]
     finally:

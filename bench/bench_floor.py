@@ -41,10 +41,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.daemon_run import RunFigures, run_command, speed_reference  # noqa: E402
+from bench.daemon_run import RunFigures, aws_groups_config, run_command, speed_reference, write_config  # noqa: E402
 
-RUNTIME = ("neuroncore_counters", "execution_stats", "memory_used", "neuron_runtime_vcpu_usage")
-SYSTEM = ("vcpu_usage", "memory_info", "neuron_hw_counters")
 ECC = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_uncorrected", "sram_ecc_corrected")
 
 
@@ -96,22 +94,12 @@ def floor_loop(root: Path, period: float, sample: Path) -> None:
         out.flush()
 
 
-def write_config(period: str, extra_system: tuple[dict[str, str], ...] = ()) -> Path:
-    conf = Path(tempfile.mkstemp(suffix=".conf")[1])
-    conf.write_text(json.dumps({
-        "period": period,
-        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME]}],
-        "system_metrics": [{"type": t} for t in SYSTEM] + list(extra_system),
-    }))  # fmt: skip
-    return conf
-
-
 def health_watch_ab(daemon: list[str], floor: list[str], reports: int, rounds: int) -> None:
     """Rounds of the daemon with the health group and its watch (A) and without the watch (B), beside the floor."""
     ratios: list[float] = []
     # the health group at the default 5 s, so its watch does the work (at 0.1 s its collections would make the
     # watch skip: they read the same files)
-    conf = write_config("100ms", ({"type": "neuron_device_health", "period": "5s"},))
+    conf = write_config(aws_groups_config("100ms", ({"type": "neuron_device_health", "period": "5s"},)))
     with_group = [*daemon[:4], str(conf), *daemon[5:]]
     watch, no_watch = with_group, [*with_group, "--health-watch-interval", "0"]
     print(f"\nthe health watch: with it (A) and without it (B), neuron_device_health at 5 s in both, {rounds} rounds "
@@ -219,7 +207,7 @@ def main() -> int:
     print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}; speed "
           f"reference: sum(range(10**7)) takes {speed_reference():.0f} ms CPU; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")  # fmt: skip
-    conf = write_config("100ms")
+    conf = write_config(aws_groups_config("100ms"))
     sample = Path(tempfile.mkstemp(suffix=".json")[1])
     try:
         with TemporarySimulator(args.shape, runtimes=args.runtimes, seed=1, load_time=0.0) as sim:

@@ -33,7 +33,7 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.daemon_run import daemon_report_line  # noqa: E402
+from bench.daemon_run import aws_groups_config, daemon_report_line  # noqa: E402
 from bench.inprocess import cpu_ms  # noqa: E402
 from neuron_monitor.timeline.recording import Recorder  # noqa: E402
 
@@ -48,14 +48,8 @@ def env() -> dict[str, str]:
 
 def real_report() -> dict[str, Any]:
     """The third report of the daemon on a simulated trn2.48xlarge with 16 runtimes, every group at 1 s."""
-    conf = {
-        "period": "1s",
-        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in (
-            "neuroncore_counters", "memory_used", "execution_stats", "neuron_runtime_vcpu_usage")]}],
-        "system_metrics": [{"type": t} for t in ("vcpu_usage", "memory_info", "neuron_hw_counters")],
-    }  # fmt: skip
     args = ["--simulate", "trn2.48xlarge", "--sim-runtimes", "16", "--no-imds"]
-    rep = orjson.loads(daemon_report_line(conf, args))
+    rep = orjson.loads(daemon_report_line(aws_groups_config("1s"), args))
     assert len(rep["neuron_runtime_data"]) == 16, "expected 16 runtimes"
     return rep
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,27 @@ from bench.inprocess import cpu_ms
 
 REPO = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
+# AWS's seven groups: four per runtime, three for the host
+RUNTIME_GROUPS = ("neuroncore_counters", "execution_stats", "memory_used", "neuron_runtime_vcpu_usage")
+SYSTEM_GROUPS = ("vcpu_usage", "memory_info", "neuron_hw_counters")
+
+
+def aws_groups_config(period: str, extra_system: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
+    """A daemon config: AWS's seven groups every ``period`` (the runtime groups for every runtime tag), then the
+    system groups of ``extra_system``."""
+    return {
+        "period": period,
+        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME_GROUPS]}],
+        "system_metrics": [*({"type": t} for t in SYSTEM_GROUPS), *extra_system],
+    }
+
+
+def write_config(config: dict[str, Any]) -> Path:
+    """``config`` in a new temporary file (the caller removes it)."""
+    fd, name = tempfile.mkstemp(suffix=".conf")
+    with os.fdopen(fd, "w") as f:
+        json.dump(config, f)
+    return Path(name)
 
 
 @dataclass
@@ -63,27 +85,26 @@ def speed_reference() -> float:
 def daemon_report_line(config: dict[str, Any], args: list[str], nth: int = 3) -> bytes:
     """The ``nth`` report line (the third by default: the first with every rate and latency filled in) of the daemon
     run with ``config`` (written to a temporary file) and ``args``; the daemon is stopped after it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        conf = Path(tmp) / "monitor.conf"
-        conf.write_text(json.dumps(config))
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        assert proc.stdout is not None
-        try:
-            lines: list[bytes] = []
-            while len(lines) < nth:
-                line = proc.stdout.readline()
-                if not line:
-                    raise RuntimeError("daemon stopped early")
-                if line != b"\n":  # the resync newline before the first report
-                    lines.append(line)
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    conf = write_config(config)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.stdout is not None
+    try:
+        lines: list[bytes] = []
+        while len(lines) < nth:
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError("daemon stopped early")
+            if line != b"\n":  # the resync newline before the first report
+                lines.append(line)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        conf.unlink()
     return lines[-1]
 
 
