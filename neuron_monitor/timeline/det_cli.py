@@ -14,11 +14,11 @@ import logging
 import sys
 
 from neuron_monitor import __version__
-from neuron_monitor.sanitize import sanitize
 from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
 from neuron_monitor.timeline.detect import DEFAULT_HANG_PERIODS, DEFAULT_MERGE_GAP, INFERRED_RULES, Detector, clock
 from neuron_monitor.timeline.selection import det_rules
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.util.sanitize import sanitize
 
 
 def build_parser() -> argparse.ArgumentParser:

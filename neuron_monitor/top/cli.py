@@ -20,13 +20,13 @@ from typing import Any
 from neuron_monitor.daemon.cli import host_root
 from neuron_monitor.daemon.config_values import ConfigError
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT
-from neuron_monitor.sanitize import sanitize
 from neuron_monitor.top.controls import ViewState
 from neuron_monitor.top.history import CAPACITY
 from neuron_monitor.top.layout import Frame, plain, render
 from neuron_monitor.top.model import screen_from_report
 from neuron_monitor.top.sources import CollectSource, Replay, StreamSource, top_plan
 from neuron_monitor.util.cli_common import ArgumentParser, positive_int
+from neuron_monitor.util.sanitize import sanitize
 
 PROG = "neuron-monitor-top"
 ONCE_WIDTH = 120  # columns of a --once snapshot written to a pipe or file (COLUMNS overrides)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from neuron_monitor.sanitize import sanitize
 from neuron_monitor.schema.display import human_bytes
 from neuron_monitor.schema.spec import TopColumn
 from neuron_monitor.top.history import MEMORY, POWER, UTIL, History, sparkline
 from neuron_monitor.top.model import MEMORY_CATEGORIES, MISSING, Core, Device, Runtime, Screen
+from neuron_monitor.util.sanitize import sanitize
 
 __all__ = ["Frame", "bar", "core_ranges", "human_bytes", "memory_bar", "percent_text", "plain", "render"]
 
@@ -73,7 +73,7 @@ class Frame:
 
 def plain(lines: list[Line]) -> str:
     """The text of rendered lines, without styles (for --once on a pipe and for tests), sanitized where it leaves
-    for the terminal or file (`neuron_monitor.sanitize`)."""
+    for the terminal or file (`neuron_monitor.util.sanitize`)."""
     return "\n".join(sanitize("".join(t for t, _ in line)).rstrip() for line in lines) + "\n"
 
 

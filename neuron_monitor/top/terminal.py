@@ -20,13 +20,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from neuron_monitor.sanitize import sanitize
 from neuron_monitor.top.layout import Line
+from neuron_monitor.util.sanitize import sanitize
 
 
 def to_text(lines: list[Line]) -> Text:
     """Styled lines -> one Rich Text, never wrapped (the layout already fits the width). Every string is
-    sanitized here, where it reaches the terminal (`neuron_monitor.sanitize`: tags, names and errors come from
+    sanitized here, where it reaches the terminal (`neuron_monitor.util.sanitize`: tags, names and errors come from
     the workload and the reports)."""
     text = Text(no_wrap=True, overflow="crop", end="")
     for n, line in enumerate(lines):

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from neuron_monitor.sanitize import SafeFormatter
+from neuron_monitor.util.sanitize import SafeFormatter
 
 VERBOSITY_LEVELS = {0: logging.CRITICAL + 1, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
 VERBOSITY_NAMES = {"off": 0, "critical": 0, "error": 1, "warning": 2, "info": 3, "debug": 4}

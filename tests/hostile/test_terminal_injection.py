@@ -2,7 +2,7 @@
 
 Before (issue 32): neuron-monitor-top printed runtime tags (the workload's NEURON_PROCESS_TAG), instance names,
 error strings raw, interactive and --once: OSC 52 clipboard writes, ESC[2J, cursor moves, OSC 8 links, C1
-controls, bidi overrides all reached the terminal. After: `neuron_monitor.sanitize` at every place text leaves:
+controls, bidi overrides all reached the terminal. After: `neuron_monitor.util.sanitize` at every place text leaves:
 the top view's terminal writer and plain text, its stderr lines, the exporter's landing page (also HTML-escaped),
 every command's log formatter, neuron-monitor-det's finding lines.
 """
@@ -20,10 +20,10 @@ import orjson
 import pytest
 from rich.console import Console
 
-from neuron_monitor.sanitize import SafeFormatter, html_text, sanitize
 from neuron_monitor.top.layout import Frame, plain, render
 from neuron_monitor.top.model import screen_from_report
 from neuron_monitor.top.terminal import to_text
+from neuron_monitor.util.sanitize import SafeFormatter, html_text, sanitize
 from tests.conftest import REPO
 
 REPORT = REPO / "tests" / "fixtures" / "reports" / "cwagent-test_trn1n32xl_report_line.json"

@@ -4,7 +4,7 @@ Shows the health verdict, the version and pid (so that `make run` knows its own 
 report's age against the staleness window, the runtimes and Neuron devices it describes, per-group status (error in
 the newest report, errors since start), the input counters, and links to ``/metrics``, ``/healthz``, the Grafana
 dashboard JSON (shipped in the package) and the docs. Every text on it goes through
-`neuron_monitor.sanitize.html_text` (control and bidi characters made visible, HTML escaped): group names come from
+`neuron_monitor.util.sanitize.html_text` (control and bidi characters made visible, HTML escaped): group names come from
 the reports.
 """
 
@@ -14,8 +14,8 @@ import os
 
 from neuron_monitor import __version__
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
-from neuron_monitor.sanitize import html_text
 from neuron_monitor.schema.read import read_report
+from neuron_monitor.util.sanitize import html_text
 
 DOCS = "docs/prometheus.md in the neuron-monitor source tree (also docs/migrating-from-aws.md)"
 
