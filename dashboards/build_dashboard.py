@@ -385,14 +385,20 @@ def build() -> dict[str, Any]:
             "Device fault events",
             [
                 (
+                    # a kind's series is served from its first event on (the series budget), so its first
+                    # appearance is counted too: increase() alone would miss it
                     f"sum by (instance, neuron_device_index, kind) "
-                    f"(increase(neuron_device_fault_events_total{{{I}}}[$__rate_interval])) > 0",
+                    f"(increase(neuron_device_fault_events_total{{{I}}}[$__rate_interval])) > 0 "
+                    f"or sum by (instance, neuron_device_index, kind) "
+                    f"(neuron_device_fault_events_total{{{I}}} "
+                    f"unless neuron_device_fault_events_total{{{I}}} offset $__rate_interval)",
                     "{{instance}} nd{{neuron_device_index}} {{kind}}",
                 )
             ],
             "short",
             "Fault events per device and kind (uncorrected and repairable ECC, hardware error events, components "
-            "turning unhealthy, devices lost), each counted once by the daemon.",
+            "turning unhealthy, devices lost), each counted once by the daemon. A kind is served from its first "
+            "event on, so a series that appears counts as its events.",
         ),
         3,
         8,

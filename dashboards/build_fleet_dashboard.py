@@ -82,7 +82,7 @@ def build() -> dict[str, Any]:
         stat(
             "Unhealthy devices",
             f"sum(instance_type:neuron_devices_unhealthy:count{{{T}}}) or vector(0)",
-            description="Neuron devices the driver reports unhealthy.",
+            description="Neuron devices whose health verdict is unhealthy (the NeuronDeviceUnhealthy alert's).",
             thresholds=[(1, "red")],
         ),
         4,
@@ -235,8 +235,9 @@ def build() -> dict[str, Any]:
     lay.add(
         table(
             "Unhealthy devices",
-            [target(f"neuron_device_healthy{{{GT}}} == 0", instant=True, table=True)],
-            "Neuron devices the driver reports unhealthy (see the node dashboard's health panel for the component).",
+            [target(f'neuron_device_health_state{{{GT},state="unhealthy"}} == 1', instant=True, table=True)],
+            "Neuron devices whose health verdict is unhealthy: a component the driver reports unhealthy, uncorrected "
+            "ECC, hardware error events or a lost device (the node dashboard's health panel says which).",
         ),
         12,
         8,

@@ -73,7 +73,9 @@ class Budget:
     """What a family keeps under the Prometheus exporter's default series budget (``--series-detail budget``;
     ``--series-detail full`` serves every series). ``FULL`` keeps all; ``DETAIL`` serves the family only with full
     detail; ``only`` keeps the samples whose label ``label`` has one of these values; ``nonzero`` serves a series
-    from the first report in which it is not zero on (a category that never held memory stays out)."""
+    from the first report in which it is not zero on (a category that never held memory stays out; a counter of a
+    kind that never counted). A counter served so is born at its first count: ``increase()`` over it misses that
+    first count, so whatever reads one counts a series' first appearance too (docs/fleet.md)."""
 
     served: bool = True
     label: str = ""

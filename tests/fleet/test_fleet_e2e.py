@@ -80,10 +80,11 @@ def test_fleet_rollups_show_the_faults(fleet: Fleet) -> None:
     central = fleet.central
     assert central is not None
     checks = {
-        'instance_type:neuron_devices_unhealthy:count{instance_type="inf2.24xlarge"}': 1,
+        # the unhealthy device and the one with uncorrected ECC (its verdict is unhealthy too)
+        'instance_type:neuron_devices_unhealthy:count{instance_type="inf2.24xlarge"}': 2,
         'instance_type:neuron_devices_unhealthy:count{instance_type="inf2.xlarge"}': 0,
         'instance_type:neuron_devices_unhealthy:count{instance_type="trn1.2xlarge"}': 0,
-        'node_group:neuron_devices_unhealthy:count{node_group="train"}': 1,
+        'node_group:neuron_devices_unhealthy:count{node_group="train"}': 2,
         'node_group:neuron_exporters_down:count{node_group="serve"}': 1,
         'node_group:neuron_exporters_down:count{node_group="train"}': 0,
         'instance_type:neuron_nodes:count{instance_type="inf2.xlarge"}': 2,  # three, one of them down

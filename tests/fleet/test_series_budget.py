@@ -1,13 +1,14 @@
-"""The exporter's series budget (``--series-detail``, docs/fleet.md): a trn2.48xlarge with 16 runtimes stays at or
-under 1,500 series by default, plus 7 per EFA adapter port (efa_counters: 112 on its 16 adapters); every dashboard
-panel, alert and recording rule still finds its series; AWS's families are never thinned; ``--series-detail full``
-serves everything."""
+"""The exporter's series budget (``--series-detail``, docs/fleet.md): a trn2.48xlarge with 16 runtimes (and its 16
+EFA ports) stays at or under 1,500 series by default; every dashboard panel, alert and recording rule still finds its
+series; AWS's families are never thinned; a counter served from its first count is still counted by the dashboard
+(promtool); ``--series-detail full`` serves everything."""
 
 from __future__ import annotations
 
 import copy
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,9 +29,8 @@ from tests.exporters.prometheus.prom_helpers import Series, parse
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "neuron-monitor.rules.yml"
-# the node's Neuron and host series, plus what the budget serves per EFA adapter port (the efa_counters families
-# its alerts and dashboard row read: 6 counters and efa_link_up) on the trn2.48xlarge's 16 adapters
-BUDGET_LIMIT = 1500 + 7 * 16
+# every series of the scrape: Neuron, host, EFA (16 ports), the exporter's own and the process's
+BUDGET_LIMIT = 1500
 # AWS's neuron-monitor-prometheus.py families (by sample name): the budget never touches them
 AWS_SAMPLES = (
     "neuroncore_utilization_ratio",
@@ -132,6 +132,52 @@ def test_core_info_is_served_where_per_core_series_lack_the_device(trn2_report: 
     assert sum(1 for n, _ in aws if n == "neuroncore_info") == 64
 
 
+def test_a_fault_kind_is_served_from_its_first_event_on(trn2_report: dict[str, Any]) -> None:
+    budget, full = parse(scrape([trn2_report], "budget")), parse(scrape([trn2_report], "full"))
+    faults = "neuron_device_fault_events_total"
+    assert sum(1 for n, _ in full if n == faults) == 16 * 5  # every kind of every device, at 0 but one
+    served = [(dict(lab)["neuron_device_index"], dict(lab)["kind"], v) for (n, lab), v in budget.items() if n == faults]
+    assert served == [("0", "health_component", 1.0)], served
+    assert not [n for n, _ in budget if n == "neuron_device_healthy"]  # the verdict carries it
+
+
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+
+
+@pytest.mark.skipif(not Path(PROMTOOL).exists(), reason="promtool (Debian package prometheus) missing")
+def test_the_fault_panel_counts_a_kind_s_first_event(tmp_path: Path) -> None:
+    """The node dashboard's fault-event panel, under promtool: a kind's series appears at its first event (value 1,
+    at 5m) and grows later (3 at 12m). The panel shows the first event, which ``increase()`` alone misses."""
+    doc = json.loads((REPO / "dashboards" / "neuron-monitor.json").read_text())
+    panels = [p for top in doc["panels"] for p in (top, *top.get("panels", []))]
+    (expr,) = [t["expr"] for p in panels if p.get("title") == "Device fault events" for t in p["targets"]]
+    expr = expr.replace("$__rate_interval", "2m").replace('instance=~"$instance"', 'instance=~".+"')
+    series = 'neuron_device_fault_events_total{instance="n1:8000",neuron_device_index="4",kind="ecc_uncorrected"}'
+    shown = '{instance="n1:8000",neuron_device_index="4",kind="ecc_uncorrected"}'
+    plain = expr.split(" or ")[0]
+    cases = [(expr, "5m", 1), (expr, "6m", 1), (expr, "8m", None), (expr, "12m", 2), (expr, "15m", None),
+             (plain, "5m", None), (plain, "12m", 2)]  # fmt: skip
+    tests = [
+        {"expr": e, "eval_time": at, "exp_samples": [] if want is None else [{"labels": shown, "value": want}]}
+        for e, at, want in cases
+    ]
+    unit = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": series, "values": "_x5 1x6 3x8"}],
+                "promql_expr_test": tests,
+            }
+        ],
+    }
+    path = tmp_path / "fault_panel.yml"
+    path.write_text(yaml.safe_dump(unit))
+    done = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_a_memory_category_is_served_from_its_first_non_zero_value_on(trn2_report: dict[str, Any]) -> None:
     first = copy.deepcopy(trn2_report)
     second = copy.deepcopy(trn2_report)
@@ -188,6 +234,7 @@ def queries() -> list[tuple[str, str]]:
 def selectors(expr: str) -> list[tuple[str, dict[str, tuple[str, str]]]]:
     """The series selectors of a query: (metric name or "", {label: (operator, value)})."""
     expr = re.sub(r"\[[^\]]*\]", "", expr)  # range windows
+    expr = re.sub(r"\boffset\s+(\$\w+|[0-9][0-9a-z]*)", " ", expr)  # offsets
     expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
     nameless = r"(^|[(,])(\s*)(\{[^}]*\})"  # a selector without a metric name: {__name__=~"..."}
     found = [("", {k: (op, v) for k, op, v in MATCHER.findall(m[2])}) for m in re.findall(nameless, expr)]

@@ -3,12 +3,14 @@
 A fleet pays for every series of every node (a 1,000-node fleet at 2,800 series per node is 2.8 million), so by
 default the exporter leaves out detail that no dashboard panel, alert or recording rule reads. What each family
 keeps is declared in its group's spec (``PromFamily.budget``, see ``neuron_monitor.schema.spec.Budget``): served
-only with full detail (per-core outcome counters, memory high-water marks, per-model series), only some label
-values (device latency p50 and p99), or a series only from the first report in which it is not zero (a memory
-category the device never used). Two families the exporter itself adds are thinned here: ``neuroncore_info``
-(per-core series carry ``neuron_device_index`` under ``--core-labels device``, the default, so the join table is
-served only under ``--core-labels aws``) and the per-core totals across runtimes whose ``RuntimeSum`` says
-``shared_only`` (``neuroncore_utilization_total_ratio``), served for the cores that more than one runtime reports
+only with full detail (per-core outcome counters, memory high-water marks, per-model series, the driver's
+per-device healthy flag that the health verdict carries), only some label values (device latency p50 and p99), or a
+series only from the first report in which it is not zero (a memory category the device never used, a fault-event
+kind that never counted: such a counter is born at its first count, so the dashboard counts a series' first
+appearance as events, not ``increase()`` alone). Two families the exporter itself adds are thinned here:
+``neuroncore_info`` (per-core series carry ``neuron_device_index`` under ``--core-labels device``, the default, so the
+join table is served only under ``--core-labels aws``) and the per-core totals across runtimes whose ``RuntimeSum``
+says ``shared_only`` (``neuroncore_utilization_total_ratio``), served for the cores that more than one runtime reports
 (for a core one runtime holds it equals that runtime's ``neuroncore_utilization_ratio``).
 
 AWS's families (those AWS's ``neuron-monitor-prometheus.py`` serves) are never thinned: their names, labels and

@@ -154,7 +154,14 @@ FAM_POWER_STATUS = S.PromFamily(
     budget=S.DETAIL,  # without a valid roll-up the power series are absent
 )
 FAM_HEALTHY = S.PromFamily(
-    "neuron_device_healthy", S.GAUGE, "1 when the driver reports no unhealthy component", S.INSTANCE_SCOPE, _DEV
+    "neuron_device_healthy",
+    S.GAUGE,
+    "1 when the driver reports no unhealthy component",
+    S.INSTANCE_SCOPE,
+    _DEV,
+    # the health verdict (neuron_device_health_state) carries the driver's flag as its unhealthy_component rule, and
+    # neuron_device_unhealthy_component names the component: rules and dashboards read those (docs/fleet.md)
+    budget=S.DETAIL,
 )
 FAM_UNHEALTHY = S.PromFamily(
     "neuron_device_unhealthy_component",

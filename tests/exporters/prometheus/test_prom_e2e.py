@@ -167,9 +167,13 @@ def test_device_telemetry_reaches_prometheus(fleet: tuple[list[Node], Prometheus
         assert prom.wait_value(expr, lambda v: v == 4, timeout=30) == 4
         unhealthy = f'count(neuron_device_unhealthy_component{{{inst},neuron_device_index="0",component="hbm"}} == 1)'
         assert prom.wait_value(unhealthy, lambda v: v == 1, timeout=30) == 1
-        assert prom.value(f'neuron_device_healthy{{{inst},neuron_device_index="0"}}') == 0
+        # the driver's flag reaches the rules through the health verdict (neuron_device_healthy is detail)
+        verdict = f'neuron_device_health_state{{{inst},neuron_device_index="0",state="unhealthy"}}'
+        assert prom.wait_value(verdict, lambda v: v == 1, timeout=30) == 1
+        assert not prom.query(f"neuron_device_healthy{{{inst}}}")
         if node is nodes[0]:
-            assert prom.value(f'neuron_device_healthy{{{inst},neuron_device_index="1"}}') == 1
+            healthy = f'neuron_device_health_state{{{inst},neuron_device_index="1",state="healthy"}}'
+            assert prom.value(healthy) == 1
         # the power status is detail (--series-detail full); without a valid roll-up no power series is served
         assert not prom.query(f"neuron_device_power_status{{{inst}}}")
         assert not prom.query(f'neuron_device_power_utilization_ratio{{{inst},neuron_device_index="0"}}')
