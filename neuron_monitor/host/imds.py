@@ -9,7 +9,6 @@ retries failures, so the daemon never waits on the network.
 
 from __future__ import annotations
 
-import http.client
 import logging
 import threading
 import time
@@ -74,6 +73,8 @@ class ImdsClient:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             raise _ImdsError("instance metadata service did not answer in time")
+        import http.client  # here, not at the top: a daemon without instance metadata (--simulate) never loads it
+
         conn = http.client.HTTPConnection(self.host, self.port, timeout=remaining)
         try:
             conn.request(method, path, headers=headers)

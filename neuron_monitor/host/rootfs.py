@@ -47,6 +47,8 @@ class _OpenHow(ctypes.Structure):
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _openat2_works: bool | None = None  # unknown until tried once
+_HOW_SIZE = ctypes.sizeof(_OpenHow)
+_hows: dict[int, _OpenHow] = {}  # open flags -> its open_how (a daemon uses a handful of flag sets)
 
 
 def _openat2_in_root(dirfd: int, rel: str, flags: int) -> int | None:
@@ -55,10 +57,12 @@ def _openat2_in_root(dirfd: int, rel: str, flags: int) -> int | None:
     global _openat2_works
     if _openat2_works is False:
         return None
-    how = _OpenHow(flags, 0, _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
+    how = _hows.get(flags)
+    if how is None:
+        how = _hows[flags] = _OpenHow(flags, 0, _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
     path = os.fsencode(rel)
     for _ in range(_OPENAT2_TRIES):
-        fd = int(_libc.syscall(_SYS_OPENAT2, dirfd, path, ctypes.byref(how), ctypes.sizeof(how)))
+        fd = int(_libc.syscall(_SYS_OPENAT2, dirfd, path, ctypes.byref(how), _HOW_SIZE))
         if fd >= 0:
             _openat2_works = True
             return fd
@@ -132,6 +136,7 @@ class RootFS:
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self.root = Path(root)
+        self._prefix = os.path.join(os.fspath(self.root), "")  # "<root>/": paths as strings, no pathlib per file
         self._listings: dict[str, list[str] | OSError] | None = None  # within a collection: rel -> listing
         self._kept_listings: dict[str, tuple[float, list[str] | OSError]] = {}  # rel -> (listed at, listing)
         self._now: float | None = None  # the clock reading the current collection began with, if given
@@ -141,7 +146,7 @@ class RootFS:
     def open_fd(self, rel: str, flags: int = _OPEN_FLAGS) -> int:
         """A descriptor for ``rel``, resolved inside the root (see the module docstring); OSError otherwise."""
         if not self.confined:
-            return os.open(self.path(rel), flags)
+            return os.open(self.where(rel), flags)
         if self._root_fd is None:
             self._root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         inner = rel.lstrip("/") or "."
@@ -181,12 +186,12 @@ class RootFS:
     def open_regular(self, rel: str) -> int:
         """`open_fd` for reading, refusing anything but a regular file."""
         fd = self.open_fd(rel)
-        check_regular(fd, self.path(rel))
+        check_regular(fd, self.where(rel))
         return fd
 
     def _list(self, rel: str) -> list[str]:
         if not self.confined:
-            return os.listdir(self.path(rel))
+            return os.listdir(self.where(rel))
         fd = self.open_fd(rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             return os.listdir(fd)
@@ -255,11 +260,16 @@ class RootFS:
     def path(self, rel: str) -> Path:
         return self.root / rel.lstrip("/")
 
+    def where(self, rel: str) -> str:
+        """`path` as a string, cheaply (no normalisation): for opening outside the root's confinement and for
+        messages."""
+        return self._prefix + rel.lstrip("/")
+
     def read_bytes(self, rel: str) -> bytes:
         """The content of regular file ``rel`` (at most READ_LIMIT bytes)."""
         fd = self.open_regular(rel)
         try:
-            return read_capped(fd, READ_LIMIT, self.path(rel))
+            return read_capped(fd, READ_LIMIT, self.where(rel))
         finally:
             os.close(fd)
 
@@ -267,7 +277,18 @@ class RootFS:
         return self.read_bytes(rel).decode("utf-8", "replace")
 
     def open_kept(self, rel: str, bufsize: int = 65536) -> KeptFile:
-        return KeptFile(self.path(rel), bufsize, lambda: self.open_regular(rel))
+        """A `KeptFile` for ``rel``, opened (inside the root, regular files only) at its first read."""
+        return KeptFile(self.where(rel), bufsize, lambda: self.open_regular(rel))
+
+    def open_kept_if_exists(self, rel: str, bufsize: int = 65536) -> KeptFile | None:
+        """A `KeptFile` for ``rel`` opened now, or None when ``rel`` does not exist. One open where ``exists`` then
+        `open_kept` take two; something there that cannot be opened for reading (not a regular file, no
+        permission) still gives a `KeptFile`, whose reads report why."""
+        try:
+            fd = self.open_regular(rel)
+        except OSError:
+            return self.open_kept(rel, bufsize) if self.exists(rel) else None
+        return KeptFile(self.where(rel), bufsize, lambda: self.open_regular(rel), fd)
 
     def close(self) -> None:
         if self._root_fd is not None:
@@ -286,13 +307,24 @@ class KeptFile:
     regular file is read, at most READ_LIMIT bytes.
     """
 
-    __slots__ = ("_bufsize", "_fd", "_opener", "path")
+    __slots__ = ("_bufsize", "_fd", "_opener", "_where")
 
-    def __init__(self, path: Path, bufsize: int = 65536, opener: Callable[[], int] | None = None) -> None:
-        self.path = path
-        self._fd: int | None = None
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        bufsize: int = 65536,
+        opener: Callable[[], int] | None = None,
+        fd: int | None = None,
+    ) -> None:
+        """``fd``: the file, already opened (by ``opener``, or as a regular file); else opened at the first read."""
+        self._where = os.fspath(path)
+        self._fd = fd
         self._bufsize = bufsize
         self._opener = opener
+
+    @property
+    def path(self) -> Path:
+        return Path(self._where)
 
     def read(self) -> bytes:
         fd = self.fileno()
@@ -311,8 +343,8 @@ class KeptFile:
             if self._opener is not None:
                 self._fd = self._opener()
             else:
-                fd = os.open(self.path, _OPEN_FLAGS)
-                check_regular(fd, self.path)
+                fd = os.open(self._where, _OPEN_FLAGS)
+                check_regular(fd, self._where)
                 self._fd = fd
         return self._fd
 
@@ -329,7 +361,7 @@ class KeptFile:
             parts.append(chunk)
             offset += len(chunk)
             if offset > READ_LIMIT:
-                raise OSError(errno.EFBIG, f"larger than {READ_LIMIT} bytes", str(self.path))
+                raise OSError(errno.EFBIG, f"larger than {READ_LIMIT} bytes", self._where)
         self._bufsize = max(self._bufsize, offset + 4096)
         return b"".join(parts)
 

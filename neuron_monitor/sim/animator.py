@@ -27,7 +27,7 @@ from neuron_monitor.sim.efa import FAULT_KINDS as EFA_FAULT_KINDS
 from neuron_monitor.sim.efa import EfaTree
 from neuron_monitor.sim.ground_truth import GROUND_TRUTH_FILE, GroundTruthWriter
 from neuron_monitor.sim.shapes import Shape
-from neuron_monitor.sim.tree import DeviceTree, InPlaceFile, driver_tuple, write_host_files
+from neuron_monitor.sim.tree import DeviceTree, InPlaceFile, TreeBuilder, driver_tuple, write_host_files
 from neuron_monitor.sim.workers import spawn_worker, stop_worker
 from neuron_monitor.sim.workload import Activity, RuntimePlan, plan_runtimes
 
@@ -106,9 +106,10 @@ class Simulator:
         self.driver = str(options.get("driver") or default_driver(shape))
         self.live_counters = driver_tuple(self.driver) >= (2, 30)
         family_default_lnc = 2 if shape.nc_arch in ("NCv3", "NCv4") else 1
-        write_host_files(root, shape, self.driver, family_default_lnc)
-        self.devices = [DeviceTree(root, shape, i, self.driver) for i in range(shape.devices)]
-        self.efa = EfaTree(root, shape, options)
+        self.builder = builder = TreeBuilder()  # each directory made once; its remove() undoes the tree
+        write_host_files(root, shape, self.driver, family_default_lnc, builder)
+        self.devices = [DeviceTree(root, shape, i, self.driver, builder) for i in range(shape.devices)]
+        self.efa = EfaTree(root, shape, options, builder)
         self.maps = [mmap.mmap(d.dev_fd, L.NDS_SLOTS * L.NDS_SIZE, mmap.MAP_SHARED) for d in self.devices]
         self.ioctl = [IoctlFile(str(d.ioctl_path)) for d in self.devices]
         self.slot_owner: list[dict[int, Runtime]] = [{} for _ in self.devices]

@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         sim.run(_should_stop, args.duration)
     finally:
         sim.shutdown()
-        if args.remove_on_exit:
-            shutil.rmtree(args.remove_on_exit, ignore_errors=True)
+        if args.remove_on_exit:  # the files the simulator made without listing them, then anything else there
+            sim.builder.remove(os.path.abspath(args.remove_on_exit))
     return 0
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from neuron_monitor.sim.shapes import Shape
-from neuron_monitor.sim.tree import SYSFS_DEVICES, ReopenedFile
+from neuron_monitor.sim.tree import SYSFS_DEVICES, ReopenedFile, TreeBuilder
 
 PCI_ROOT = "sys/devices/pci0000:00"
 BASIC = ("tx_bytes", "tx_pkts", "rx_bytes", "rx_pkts", "rx_drops", "send_bytes", "send_wrs", "recv_bytes",
@@ -50,15 +50,11 @@ LINK_SHARE = 0.6  # share of the link rate a fully busy device's collectives use
 BASE_RETRANS = 1e-5  # share of packets retransmitted on a healthy fabric
 
 
-def _write(path: Path, content: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content)
-
-
-def _link(link: Path, target: Path) -> None:
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if not link.is_symlink():
-        link.symlink_to(os.path.relpath(target, link.parent))
+def _link(builder: TreeBuilder, link: Path, target: Path) -> None:
+    """A relative symlink at ``link`` to ``target`` (kept if there is one)."""
+    builder.make(str(link.parent))
+    if not os.path.islink(link):
+        os.symlink(os.path.relpath(target, link.parent), builder.new(str(link)))
 
 
 @dataclass
@@ -80,8 +76,9 @@ class Adapter:
 class EfaTree:
     """The EFA part of a simulated host: its files and its counters."""
 
-    def __init__(self, root: Path, shape: Shape, options: dict[str, Any]) -> None:
+    def __init__(self, root: Path, shape: Shape, options: dict[str, Any], builder: TreeBuilder | None = None) -> None:
         self.root = root
+        self.builder = builder = builder or TreeBuilder()
         self.counter_set = COUNTER_SETS[str(options.get("efa_counter_set", "full"))]
         self.adapters: list[Adapter] = []
         n = shape.efa_adapters
@@ -98,33 +95,34 @@ class EfaTree:
             endpoints += [(f"0000:{bus + 3 + k:02x}:00.0", f"neuron{d}") for k, d in enumerate(serves)]
             for k, (function, kind) in enumerate(endpoints):
                 fdir = base / f"0000:{bus + 1:02x}:{k:02x}.0" / function
-                _write(fdir / "vendor", AWS_VENDOR)
-                _write(fdir / "device", EFA_DEVICE_ID if kind == "efa" else NEURON_DEVICE_ID)
+                builder.write(f"{fdir}/vendor", AWS_VENDOR)
+                builder.write(f"{fdir}/device", EFA_DEVICE_ID if kind == "efa" else NEURON_DEVICE_ID)
                 driver = "efa" if kind == "efa" else "neuron"
                 drivers = root / "sys/bus/pci/drivers" / driver
-                drivers.mkdir(parents=True, exist_ok=True)
-                _link(fdir / "driver", drivers)
-                _link(drivers / function, fdir)
+                builder.make(str(drivers))
+                _link(builder, fdir / "driver", drivers)
+                _link(builder, drivers / function, fdir)
                 if kind == "efa":
                     self.adapters.append(self._adapter(fdir, function, bus + 2, serves, shape))
                 elif options.get("neuron_pci_parent"):
-                    _link(root / SYSFS_DEVICES / kind / "device", fdir)
+                    _link(builder, root / SYSFS_DEVICES / kind / "device", fdir)
 
     def _adapter(self, fdir: Path, function: str, bus: int, serves: list[int], shape: Shape) -> Adapter:
         name = f"rdmap{bus}s0"
         ib = fdir / "infiniband" / name
-        _link(self.root / "sys/class/infiniband" / name, ib)
-        _link(ib / "device", fdir)
-        _write(ib / "node_type", "1: CA\n")
-        port = ib / "ports/1"
+        builder = self.builder
+        _link(builder, self.root / "sys/class/infiniband" / name, ib)
+        _link(builder, ib / "device", fdir)
+        builder.write(f"{ib}/node_type", "1: CA\n")
+        port = f"{ib}/ports/1"
         a = Adapter(name, function, serves, shape.efa_rate_gbps)
-        _write(port / "rate", f"{a.rate_gbps} Gb/sec (4X HDR)\n")
-        _write(port / "hw_counters/lifespan", "10\n")
-        a.state = ReopenedFile(port / "state", b"4: ACTIVE\n")
-        a.phys_state = ReopenedFile(port / "phys_state", b"5: LinkUp\n")
+        builder.write(f"{port}/rate", f"{a.rate_gbps} Gb/sec (4X HDR)\n")
+        builder.write(f"{port}/hw_counters/lifespan", "10\n")
+        a.state = ReopenedFile(builder.new(f"{port}/state"), b"4: ACTIVE\n")
+        a.phys_state = ReopenedFile(builder.new(f"{port}/phys_state"), b"5: LinkUp\n")
         for c in self.counter_set:
             a.counters[c] = 0
-            a.files[c] = ReopenedFile(port / "hw_counters" / c, b"0\n")
+            a.files[c] = ReopenedFile(builder.new(f"{port}/hw_counters/{c}"), b"0\n")
         return a
 
     # -- animation ------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -22,7 +23,6 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 import neuron_monitor
-from neuron_monitor.sim.animator import CONTROL_FILE, FAULT_KINDS
 from neuron_monitor.sim.ground_truth import GROUND_TRUTH_FILE, GroundTruth
 from neuron_monitor.sim.shapes import get_shape
 
@@ -48,6 +48,23 @@ def tree_parent() -> str | None:
     if not os.access(TMPFS, os.W_OK | os.X_OK) or st.f_bavail * st.f_frsize < TMPFS_MIN_FREE:
         return None
     return TMPFS
+
+
+def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    """``proc.wait(timeout)``, but woken the moment the process exits (a pidfd, Linux 5.3+), where
+    `subprocess.Popen.wait` polls every 50 ms; raises `subprocess.TimeoutExpired` like it."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd here, or the process is already reaped
+        return proc.wait(timeout)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(timeout * 1000):
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    return proc.wait()
 
 
 class TemporarySimulator:
@@ -116,7 +133,10 @@ class TemporarySimulator:
 
     def start(self, timeout: float = 120.0) -> None:
         """Start the simulator and wait until its tree is ready. The wait ends early when the simulator exits; the
-        deadline only guards a wedged one: a trn3 tree on a starved, disk-backed machine takes tens of seconds."""
+        deadline only guards a wedged one: a trn3 tree on a starved, disk-backed machine takes tens of seconds.
+        Once only: a second start would leave the first simulator running unowned until this process ends."""
+        if self._tmp is not None:
+            raise RuntimeError("the simulator is already started (the with-block starts it)")
         try:
             self._start(timeout)
         except BaseException:  # Ctrl-C while it builds included: no simulator or tree is left behind
@@ -160,6 +180,8 @@ class TemporarySimulator:
 
     def command(self, kind: str, wait: bool = True, timeout: float = 10.0, **params: Any) -> dict[str, Any]:
         """Send a control command; with ``wait``, return its ``command`` ground-truth event once applied."""
+        from neuron_monitor.sim.animator import CONTROL_FILE, FAULT_KINDS  # the animator runs in the child
+
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown command kind {kind!r} (known: {', '.join(FAULT_KINDS)})")
         self._next_id += 1
@@ -204,7 +226,7 @@ class TemporarySimulator:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)
             try:
-                self._proc.wait(STOP_SECONDS)
+                wait_exit(self._proc, STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()

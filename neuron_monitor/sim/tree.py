@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from pathlib import Path
 
 from neuron_monitor.neuron import layout as L
@@ -37,21 +38,87 @@ def driver_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
+class TreeBuilder:
+    """Creates a tree's directories and files, each with as few system calls as can be (one ``mkdir`` per
+    directory, no ``stat``: it remembers what it made or found), and removes them again without listing them."""
+
+    __slots__ = ("files", "made")
+
+    def __init__(self) -> None:
+        self.made: set[str] = set()
+        self.files: list[str] = []
+
+    def make(self, path: str) -> str:
+        """Create directory ``path`` and any missing parent (like ``mkdir -p``); return ``path``."""
+        if path in self.made:
+            return path
+        parent = os.path.dirname(path)
+        if parent != path and parent not in self.made:
+            self.make(parent)  # up to the first directory already there, once per builder
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+        except OSError:  # an existing directory above the tree that may not be written (e.g. /)
+            if not os.path.isdir(path):
+                raise
+        self.made.add(path)
+        return path
+
+    def new(self, path: str) -> str:
+        """Note a file about to be created at ``path`` (its directory exists), for `remove`; return ``path``."""
+        self.files.append(path)
+        return path
+
+    def write(self, path: str, content: str | bytes) -> None:
+        """Write a whole file (created or truncated), its directory made first."""
+        self.make(os.path.dirname(path))
+        write_new(self.new(path), content.encode() if isinstance(content, str) else content)
+
+    def remove(self, top: str) -> None:
+        """Remove ``top`` and everything below it: the files and directories made here without listing them
+        (unlink, rmdir: half the cost of ``shutil.rmtree`` on a trn2.48xlarge tree), then whatever else is there
+        (files others created, a directory not empty) with ``shutil.rmtree``."""
+        below = os.path.join(top, "")
+        for path in self.files:
+            if path.startswith(below):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        for path in sorted((d for d in self.made if d.startswith(below)), reverse=True):  # children first
+            try:
+                os.rmdir(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def write_new(path: str | Path, content: bytes) -> None:
+    """Create (or truncate) a file and write ``content``: open, write, close."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, content)
+    finally:
+        os.close(fd)
+
+
 class InPlaceFile:
-    """A file the simulator rewrites in place through one kept descriptor."""
+    """A file the simulator rewrites in place through one kept descriptor (created, or emptied, when made)."""
 
     __slots__ = ("_last", "fd")
 
-    def __init__(self, path: Path, content: bytes = b"") -> None:
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        self._last: bytes | None = None
-        self.write(content)
+    def __init__(self, path: str | Path, content: bytes = b"") -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self._last = content
+        if content:
+            os.pwrite(self.fd, content, 0)
 
     def write(self, content: bytes) -> None:
         if content == self._last:
             return
         os.pwrite(self.fd, content, 0)
-        if self._last is None or len(content) < len(self._last):
+        if len(content) < len(self._last):
             os.ftruncate(self.fd, len(content))
         self._last = content
 
@@ -67,14 +134,14 @@ class InPlaceFile:
 
 class ReopenedFile:
     """A file the simulator rewrites in place but seldom: opened for each write, so thousands of them (memory
-    categories and status counters of a trn2.48xlarge) hold no descriptors."""
+    categories and status counters of a trn2.48xlarge) hold no descriptors. Created (or emptied) when made."""
 
     __slots__ = ("_last", "path")
 
-    def __init__(self, path: Path, content: bytes = b"") -> None:
+    def __init__(self, path: str | Path, content: bytes = b"") -> None:
         self.path = path
-        self._last: bytes | None = None
-        self.write(content)
+        self._last = content
+        write_new(path, content)
 
     def write(self, content: bytes) -> None:
         if content == self._last:
@@ -82,7 +149,7 @@ class ReopenedFile:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             os.pwrite(fd, content, 0)
-            if self._last is None or len(content) < len(self._last):
+            if len(content) < len(self._last):
                 os.ftruncate(fd, len(content))
         finally:
             os.close(fd)
@@ -92,85 +159,79 @@ class ReopenedFile:
         """Nothing is kept open."""
 
 
-def _write(path: Path, content: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(content.encode() if isinstance(content, str) else content)
-
-
 class DeviceTree:
     """The sysfs and /dev files of one simulated Neuron device."""
 
-    def __init__(self, root: Path, shape: Shape, index: int, driver: str) -> None:
+    def __init__(self, root: Path, shape: Shape, index: int, driver: str, builder: TreeBuilder | None = None) -> None:
+        """Create the device's files below ``root`` (paths as strings and each directory made once: a trn2.48xlarge
+        has about 430 files and 280 directories per device). ``builder``: shared by the devices of one host."""
         self.index = index
         ver = driver_tuple(driver)
         self.live_counters = ver >= (2, 30)
         self.dir = root / SYSFS_DEVICES / f"neuron{index}"
-        stats_parent = self.dir / "metrics" if ver < (2, 8) else self.dir
-        _write(self.dir / "core_count", str(shape.phys_cores))
+        builder = builder or TreeBuilder()
+        mk, put = builder.make, builder.write
+        top = str(self.dir)
+        stats_parent = f"{top}/metrics" if ver < (2, 8) else top
+        put(f"{top}/core_count", str(shape.phys_cores))
         peers = [str((index + k) % shape.devices) for k in (1, -1)] if shape.devices > 1 else []
-        _write(self.dir / "connected_devices", ", ".join(dict.fromkeys(peers)) + "\n")
-        _write(self.dir / "reset", "1\n")
-        _write(self.dir / "info/notify_delay", "-1\n")
-        arch = self.dir / "info/architecture"
-        _write(arch / "arch_type", shape.nd_arch + "\n")
-        _write(arch / "instance_type", shape.instance_family + "\n")
-        _write(arch / "device_name", shape.device_name + "\n")
+        put(f"{top}/connected_devices", ", ".join(dict.fromkeys(peers)) + "\n")
+        put(f"{top}/reset", "1\n")
+        put(f"{top}/info/notify_delay", "-1\n")
+        arch = f"{top}/info/architecture"
+        put(f"{arch}/arch_type", shape.nd_arch + "\n")
+        put(f"{arch}/instance_type", shape.instance_family + "\n")
+        put(f"{arch}/device_name", shape.device_name + "\n")
         if shape.has_serial:
-            _write(self.dir / "info/serial_number", f"{SERIAL_BASE + index:016x}\n")
+            put(f"{top}/info/serial_number", f"{SERIAL_BASE + index:016x}\n")
         self.ecc: dict[str, InPlaceFile] = {}
         if shape.has_ecc_files:
-            hw = stats_parent / "stats/hardware"
-            hw.mkdir(parents=True, exist_ok=True)
+            hw = mk(f"{stats_parent}/stats/hardware")
             names = ["mem_ecc_uncorrected", "sram_ecc_uncorrected"]
             if ver >= (2, 23):
                 names.append("mem_ecc_repairable_uncorrected")
             if ver >= (2, 30):
                 names += ["mem_ecc_corrected", "sram_ecc_corrected"]
-            self.ecc = {n: InPlaceFile(hw / n, b"0\n") for n in names}
+            self.ecc = {n: InPlaceFile(builder.new(f"{hw}/{n}"), b"0\n") for n in names}
         self.health: InPlaceFile | None = None
         if shape.has_ecc_files and ver >= (2, 30, 2):
-            hs = stats_parent / "stats/hardware/health_status"
-            hs.mkdir(parents=True, exist_ok=True)
-            self.health = InPlaceFile(hs / "unhealthy_components", b"\n")
-            _write(hs / "healthcheck_heartbeat", "1\n")
-            _write(hs / "hw_error_event", "0\n")
+            hs = mk(f"{stats_parent}/stats/hardware/health_status")
+            self.health = InPlaceFile(builder.new(f"{hs}/unhealthy_components"), b"\n")
+            put(f"{hs}/healthcheck_heartbeat", b"1\n")
+            put(f"{hs}/hw_error_event", b"0\n")
         self.power: InPlaceFile | None = None
         if ver >= (2, 21):
-            (stats_parent / "stats/power").mkdir(parents=True, exist_ok=True)
-            self.power = InPlaceFile(
-                stats_parent / "stats/power/utilization", b"POWER_STATUS_NO_DATA,0,0.00,0.00,0.00\n"
-            )
+            power = mk(f"{stats_parent}/stats/power")
+            self.power = InPlaceFile(builder.new(f"{power}/utilization"), b"POWER_STATUS_NO_DATA,0,0.00,0.00,0.00\n")
         # memory by category: {category: (total, peak)} files, on the device (host memory) and per core
-        self.host_mem = _mem_files(stats_parent / "stats/memory_usage/host_mem", HOST_CATEGORIES, ver)
+        self.host_mem = _mem_files(builder, f"{stats_parent}/stats/memory_usage/host_mem", HOST_CATEGORIES, ver)
         self.status_names = [n for n, since in STATUS_COUNTERS if ver >= since]
         self.core_mem: list[dict[str, tuple[ReopenedFile, ReopenedFile]]] = []
         self.core_files: list[dict[str, InPlaceFile | ReopenedFile]] = []
+        rels = ["other_info/nc_time_in_use", "other_info/inference_count", "other_info/flop_count",
+                "memory_usage/device_mem", *(f"status/{n}" for n in self.status_names)]  # fmt: skip
+        kept = ("other_info/nc_time_in_use", "status/success", "memory_usage/device_mem")
         for k in range(shape.phys_cores):
-            core = self.dir / f"neuron_core{k}"
-            _write(core / "info/architecture/arch_type", shape.nc_arch + "\n")
-            st = (stats_parent / f"neuron_core{k}") / "stats"
+            put(f"{top}/neuron_core{k}/info/architecture/arch_type", shape.nc_arch + "\n")
+            st = f"{stats_parent}/neuron_core{k}/stats"
             files: dict[str, InPlaceFile | ReopenedFile] = {}
-            rels = ["other_info/nc_time_in_use", "other_info/inference_count", "other_info/flop_count",
-                    "memory_usage/device_mem", *(f"status/{n}" for n in self.status_names)]  # fmt: skip
-            self.core_mem.append(_mem_files(st / "memory_usage/device_mem", DEVICE_CATEGORIES, ver))
+            self.core_mem.append(_mem_files(builder, f"{st}/memory_usage/device_mem", DEVICE_CATEGORIES, ver))
             for rel in rels:
-                (st / rel).mkdir(parents=True, exist_ok=True)
-                kept = rel in ("other_info/nc_time_in_use", "status/success", "memory_usage/device_mem")
-                files[rel] = (InPlaceFile if kept else ReopenedFile)(st / rel / "total", b"0\n")
+                d = mk(f"{st}/{rel}")
+                files[rel] = (InPlaceFile if rel in kept else ReopenedFile)(builder.new(f"{d}/total"), b"0\n")
                 if rel == "memory_usage/device_mem":
-                    _write(st / rel / "peak", "0\n")
+                    put(f"{d}/peak", b"0\n")
             self.core_files.append(files)
-        link = root / SYSFS_CLASS / f"neuron{index}"
-        link.parent.mkdir(parents=True, exist_ok=True)
-        if not link.is_symlink():
-            link.symlink_to(os.path.relpath(self.dir, link.parent))
+        link = f"{mk(str(root / SYSFS_CLASS))}/neuron{index}"
+        if not os.path.islink(link):
+            os.symlink(os.path.relpath(top, os.path.dirname(link)), builder.new(link))
         # /dev/neuronN: the slabs, sparse; and the ioctl stand-in
         self.dev_path = root / "dev" / f"neuron{index}"
-        self.dev_path.parent.mkdir(parents=True, exist_ok=True)
-        self.dev_fd = os.open(self.dev_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        mk(str(self.dev_path.parent))
+        self.dev_fd = os.open(builder.new(str(self.dev_path)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         os.ftruncate(self.dev_fd, L.NDS_SLOTS * L.NDS_SIZE)
         self.ioctl_path = root / L.SIM_IOCTL_DIR / f"neuron{index}.ioctl"
-        self.ioctl_path.parent.mkdir(parents=True, exist_ok=True)
+        mk(str(self.ioctl_path.parent))
 
     def close(self) -> None:
         kept: list[InPlaceFile | ReopenedFile | None] = [*self.ecc.values(), self.health, self.power]
@@ -212,23 +273,32 @@ STATUS_COUNTERS: tuple[tuple[str, tuple[int, ...]], ...] = (
 
 
 def _mem_files(
-    base: Path, categories: tuple[tuple[str, tuple[int, ...]], ...], ver: tuple[int, ...]
+    builder: TreeBuilder, base: str, categories: tuple[tuple[str, tuple[int, ...]], ...], ver: tuple[int, ...]
 ) -> dict[str, tuple[ReopenedFile, ReopenedFile]]:
     out: dict[str, tuple[ReopenedFile, ReopenedFile]] = {}
     for name, since in categories:
         if ver >= since:
-            (base / name).mkdir(parents=True, exist_ok=True)
-            _write(base / name / "present", "0\n")
-            out[name] = (ReopenedFile(base / name / "total", b"0\n"), ReopenedFile(base / name / "peak", b"0\n"))
+            d = builder.make(f"{base}/{name}")
+            builder.write(f"{d}/present", b"0\n")
+            out[name] = (
+                ReopenedFile(builder.new(f"{d}/total"), b"0\n"),
+                ReopenedFile(builder.new(f"{d}/peak"), b"0\n"),
+            )
     return out
 
 
-def write_host_files(root: Path, shape: Shape, driver: str, default_lnc: int) -> None:
-    _write(root / "sys/module/neuron/version", driver + "\n")
-    _write(root / "sys/class/dmi/id/product_name", shape.name + "\n")
+def write_host_files(
+    root: Path, shape: Shape, driver: str, default_lnc: int, builder: TreeBuilder | None = None
+) -> None:
+    """The host's own files: driver version, DMI product name, UltraServer attributes, the LNC file when it differs
+    from the default, and the ``proc`` and ``run/neuron-sim`` directories."""
+    builder = builder or TreeBuilder()
+    top = str(root)
+    builder.write(f"{top}/sys/module/neuron/version", driver + "\n")
+    builder.write(f"{top}/sys/class/dmi/id/product_name", shape.name + "\n")
     for name, value in shape.ultraserver_files.items():
-        _write(root / SYSFS_CLASS / name, value)
+        builder.write(f"{top}/{SYSFS_CLASS}/{name}", value)
     if shape.lnc != default_lnc:
-        _write(root / "opt/aws/neuron/logical_nc_config", f"NEURON_LOGICAL_NC_CONFIG={shape.lnc}\n")
-    (root / "proc").mkdir(parents=True, exist_ok=True)
-    (root / "run/neuron-sim").mkdir(parents=True, exist_ok=True)
+        builder.write(f"{top}/opt/aws/neuron/logical_nc_config", f"NEURON_LOGICAL_NC_CONFIG={shape.lnc}\n")
+    builder.make(f"{top}/proc")
+    builder.make(f"{top}/run/neuron-sim")

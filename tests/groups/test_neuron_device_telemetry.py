@@ -147,7 +147,6 @@ def test_no_driver(tmp_path: Path) -> None:
 # ---- the simulator's faults and ground truth -------------------------------------------------------------------
 def test_simulator_faults_and_busy_ratio_against_ground_truth() -> None:
     with TemporarySimulator("trn1.2xlarge", runtimes=2, sysfs_interval=0.05, ecc_rate=0, utilization=0.3) as sim:
-        sim.start()
         g = NeuronDeviceTelemetry(RootFS(sim.root))
         g.prime()
         sim.command("busy_without_runtime", device=0, core=1, utilization=0.4)

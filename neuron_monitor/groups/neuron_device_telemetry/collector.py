@@ -117,9 +117,12 @@ class NeuronDeviceTelemetry(SystemGroup):
         return plan
 
     def _add(self, plan: _Plan, rel: str, slot: _Slot) -> bool:
-        if not self.root.exists(rel):
+        """Keep the numeric file ``rel`` (opened now: `_read_numbers` reads it at once) for ``slot``; False when
+        it does not exist."""
+        kept = self.root.open_kept_if_exists(rel, _READ_SIZE)
+        if kept is None:
             return False
-        plan.files.append(self.root.open_kept(rel, _READ_SIZE))
+        plan.files.append(kept)
         plan.slots.append(slot)
         return True
 
