@@ -162,9 +162,9 @@ static PyObject *share_float(uint64_t q) {
     return Py_NewRef(share_floats[q]);
 }
 
-/* The share dicts made so far, by their 7 values (as the Python twin's SharesMemo: at 0.1 s the same shares recur
- * across vCPUs and reports, and bodies are never mutated, so one dict serves them all). Open addressing; emptied
- * when half full. */
+/* The share dicts made so far, by their 7 values (as the careful twin's SharesMemo in
+ * groups/vcpu_usage/collector.py: at 0.1 s the same shares recur across vCPUs and reports, and bodies are never
+ * mutated, so one dict serves them all). Open addressing; emptied when half full. */
 #define MEMO_SLOTS 2048
 typedef struct {
     uint16_t q[SHARES];
@@ -178,8 +178,8 @@ static void memo_clear(void) {
     memo_used = 0;
 }
 
-/* shares_of in groups/vcpu_usage.py: each field's share of the total in percent, rounded half-up to 2 decimals:
- * (d * 20000 + total) // (2 * total) / 100, a field that went back counting 0. d[i] are |values| <= 2^44. */
+/* shares_of in groups/vcpu_usage/collector.py: each field's share of the total in percent, rounded half-up to 2
+ * decimals: (d * 20000 + total) // (2 * total) / 100, a field that went back counting 0. d[i] are |values| <= 2^44. */
 static PyObject *shares_dict(const int64_t d[FIELDS]) {
     uint64_t u[FIELDS], total = 0;
     uint16_t q[SHARES];
@@ -304,7 +304,7 @@ static PyObject *native_vcpu_usage(PyObject *self, PyObject *const *args, Py_ssi
 }
 
 /* ---------------------------------------------------------------------------------------------------------- */
-/* DeltaTracker: one device's deltas                                                                           */
+/* DeltaTracker (neuron/deltas.py): one device's deltas                                                        */
 
 /* A buffer of native unsigned 64-bit integers (array("Q")), or -1 (buffer released, None returned by caller). */
 static int get_u64(PyObject *obj, Py_buffer *view) {
@@ -319,6 +319,10 @@ static int get_u64(PyObject *obj, Py_buffer *view) {
     return 0;
 }
 
+/* One device's deltas cur - prev (0 for a counter that went back) at positions[0..often), and at every position
+ * when one of the rare ones (positions[often..]) changed; with limits and dt, the index of the first delta above
+ * rate * dt + burst instead. None when the arrays are not array("Q") of one length or a position is out of range
+ * (device_deltas_careful in neuron/deltas.py then computes). */
 static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 && nargs != 6) {
         PyErr_SetString(PyExc_TypeError, "deltas(cur, prev, positions, often[, limits, dt])");
@@ -415,7 +419,7 @@ done:
 
 static PyObject *key_util, *key_flops;
 
-#define EXACT_MAX (UINT64_C(1) << 53) /* deltas above this are left to the twins (inexact as doubles) */
+#define EXACT_MAX (UINT64_C(1) << 53) /* values above this are left to the careful twins (inexact as doubles) */
 
 /* d[key] = value (a new reference, stolen); -1 on failure. */
 static int set_new(PyObject *d, PyObject *key, PyObject *value) {
@@ -512,7 +516,7 @@ static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t 
             Py_RETURN_NONE;
         }
         v[k] = (uint64_t)x;
-        if (k < n && v[k] == 0) Py_RETURN_NONE; /* a core not busy: the twins decide which cores are in use */
+        if (k < n && v[k] == 0) Py_RETURN_NONE; /* a core not busy: cores_careful decides which cores are in use */
         if (k >= n && (double)v[k] > limit) Py_RETURN_NONE; /* a damaged MAC counter: cores_careful */
     }
     for (Py_ssize_t j = 0; j < n / 2; j++) {
@@ -568,7 +572,8 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* percentiles() of execution_stats: nearest-rank picks of the sorted samples (in seconds), or None without any. */
+/* percentiles() of groups/execution_stats/collector.py: nearest-rank picks of the sorted samples (in seconds), or
+ * None without any. */
 static PyObject *percentile_dict(double *samples, Py_ssize_t m, PyObject *names, const double *pct) {
     if (m == 0) return Py_NewRef(Py_None);
     qsort(samples, (size_t)m, sizeof(double), cmp_double);
@@ -586,6 +591,11 @@ static PyObject *percentile_dict(double *samples, Py_ssize_t m, PyObject *names,
     return d;
 }
 
+/* execution_stats' body for one device (summary_native in groups/execution_stats/collector.py): each count of the
+ * execution and error summaries summed over the device's cores (the rare ones 0 when none of them changed), and
+ * the percentiles over the cores of the device and total latencies the counters hold at `positions` (microseconds,
+ * given in seconds; a core's 0 is no sample). None unless every core completed executions, every value is at most
+ * 2^53 and the arguments have the expected types and sizes: summary_careful then decides. */
 static PyObject *native_summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 7) {
         PyErr_SetString(PyExc_TypeError, "summary(deltas, counters, positions, exec_names, err_names, pct_names, "
@@ -704,9 +714,9 @@ static PyObject *round_float(double x, int ndigits) {
     return PyFloat_FromDouble(rounded);
 }
 
-/* Fields 14, 15 and 22 (utime, stime, starttime) of /proc/PID/stat as parse_pid_stat reads them: after the last
- * ')' and one space, single-space separated fields without other whitespace, the three wanted ones plain digits
- * (at most 2^53). 0 on success, -1 for anything else. */
+/* Fields 14, 15 and 22 (utime, stime, starttime) of /proc/PID/stat as parse_pid_stat (host/procfs.py) reads them:
+ * after the last ')' and one space, single-space separated fields without other whitespace, the three wanted ones
+ * plain digits (at most 2^53). 0 on success, -1 for anything else. */
 static int pid_stat_times(const char *p, Py_ssize_t len, uint64_t *utime, uint64_t *stime) {
     const char *close = memrchr(p, ')', (size_t)len);
     if (close == NULL) return -1;
@@ -739,6 +749,8 @@ static int pid_stat_times(const char *p, Py_ssize_t len, uint64_t *utime, uint64
     return -1;
 }
 
+/* (neuron_runtime_vcpu_usage body, utime, stime) from one /proc/PID/stat sample and the previous utime and stime
+ * (usage_native in groups/neuron_runtime_vcpu_usage/collector.py); None for anything usage_careful must decide. */
 static PyObject *native_pid_usage(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5 || !PyBytes_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "pid_usage(data: bytes, utime, stime, dt, ticks)");
