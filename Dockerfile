@@ -15,9 +15,12 @@ WORKDIR /src
 COPY pyproject.toml setup.py MANIFEST.in README.md ./
 COPY dashboards/neuron-monitor.json ./dashboards/
 COPY neuron_monitor ./neuron_monitor
+# pip and setuptools leave the virtualenv once it is built (24 MB the commands never import; the base image keeps
+# its own pip). Size: docs/running.md, "Image size".
 RUN python -m venv /opt/neuron-monitor \
  && /opt/neuron-monitor/bin/pip install --no-cache-dir ".[k8s]" \
- && /opt/neuron-monitor/bin/python -c "import neuron_monitor._native as n; print('compiled helper:', n.__file__)"
+ && /opt/neuron-monitor/bin/python -c "import neuron_monitor._native as n; print('compiled helper:', n.__file__)" \
+ && /opt/neuron-monitor/bin/python -m pip uninstall --yes --quiet pip setuptools
 
 # Final stage: the virtualenv (package, dependencies, compiled helper), no compiler.
 FROM python:3.11-slim

@@ -78,6 +78,7 @@ def test_a_build_stage_compiles_the_helper_and_the_image_ships_it() -> None:
     assert final.split("\n", 1)[0] == build.split(" AS ", 1)[0]  # the same Python as the helper was built for
     assert "COPY --from=build /opt/neuron-monitor /opt/neuron-monitor" in final
     assert "gcc" not in final and "apt-get" not in final
+    assert "pip uninstall --yes --quiet pip setuptools" in build  # nothing in the package imports them
 
 
 def test_the_build_context_has_what_the_build_stage_copies() -> None:
@@ -107,5 +108,9 @@ def test_the_built_image_imports_the_compiled_helper() -> None:
             capture_output=True, text=True, timeout=300, check=True,
         )  # fmt: skip
         assert got.stdout.strip().endswith(".so")
+        size = subprocess.run(
+            ["docker", "image", "inspect", "--format", "{{.Size}}", tag], capture_output=True, text=True, check=True
+        ).stdout
+        assert int(size) < 300_000_000, size  # docs/running.md estimates about 210 MB
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=120)
