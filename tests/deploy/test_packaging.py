@@ -54,3 +54,21 @@ def test_wheel_and_sdist_install_every_command(tmp_path: Path) -> None:
         env=env, capture_output=True, text=True, check=True, cwd=tmp_path,
     ).stdout.strip()  # fmt: skip
     assert Path(where) == target / "neuron_monitor" / "exporters" / "prometheus" / "dashboard.json"
+
+    # the README's own install lines, in the directory holding the wheel (pip --dry-run: the file names and
+    # extras as bash expands them must name the wheel; a quoted glob does not)
+    for args in readme_pip_installs():
+        line = f"{sys.executable} -m pip install --dry-run --no-deps --no-index --quiet {args}"
+        got = subprocess.run(["bash", "-c", line], cwd=dist, capture_output=True, text=True, timeout=300)
+        assert got.returncode == 0, (args, got.stderr[-500:])
+
+
+def readme_pip_installs() -> list[str]:
+    """The arguments of each ``pip install`` in the README's "Install without a clone" block (comments removed)."""
+    text = (REPO / "README.md").read_text()
+    block = text.split("### Install without a clone", 1)[1].split("```", 2)[1]
+    found = [
+        ln.split("pip install ", 1)[1].split("  #", 1)[0].strip() for ln in block.splitlines() if "pip install " in ln
+    ]
+    assert found, "no pip install in the README's install block"
+    return found
