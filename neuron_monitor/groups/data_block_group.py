@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 from neuron_monitor.groups.base import GroupError, RuntimeGroup
@@ -52,7 +53,7 @@ class DataBlockGroup(RuntimeGroup):
 
     def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
-        for app in apps:
+        for app in chain(apps, gone):  # the departed apps' final bodies too
             try:  # free in the usual case (no call added per application)
                 body = self._body(app)
             except (ImplausibleDelta, ImplausibleValue) as e:
@@ -60,11 +61,5 @@ class DataBlockGroup(RuntimeGroup):
             if body is not None:
                 out[app.pid] = body
         for app in gone:
-            try:
-                body = self._body(app)
-            except (ImplausibleDelta, ImplausibleValue) as e:
-                body = {"error": str(e)}
-            if body is not None:
-                out[app.pid] = body
             self._forget(app.pid)
         return out

@@ -29,6 +29,8 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from neuron_monitor.util.inputfile import read_capped
+
 _REOPEN_ERRNOS = {errno.ENOENT, errno.ESTALE, errno.ENODEV, errno.EBADF, errno.ENXIO}
 READ_LIMIT = 16 * 1024 * 1024  # no procfs or sysfs file the daemon reads comes near this
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
@@ -115,20 +117,6 @@ def check_regular(fd: int, path: object) -> None:
     if not stat.S_ISREG(mode):
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or socket is never read)", str(path))
-
-
-def read_capped(fd: int, limit: int, path: object) -> bytes:
-    """Read ``fd`` from its current offset to the end, refusing more than ``limit`` bytes (EFBIG)."""
-    parts: list[bytes] = []
-    got = 0
-    while True:
-        chunk = os.read(fd, min(limit + 1 - got, 1 << 20))
-        if not chunk:
-            return b"".join(parts)
-        parts.append(chunk)
-        got += len(chunk)
-        if got > limit:
-            raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
 
 
 class RootFS:

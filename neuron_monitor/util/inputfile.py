@@ -56,22 +56,31 @@ def _why(e: OSError) -> str:
     return f"cannot open: {e.strerror or e}"
 
 
-def read_fd_capped(fd: int, limit: int, name: str) -> bytes:
-    """Check that ``fd`` is a regular file and read all of it, refusing more than ``limit`` bytes."""
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        raise InputFileError(f"{name}: is {kind_of(st.st_mode)}, not a regular file")
+def read_capped(fd: int, limit: int, path: object) -> bytes:
+    """Read ``fd`` from its current offset to the end, refusing more than ``limit`` bytes (OSError EFBIG)."""
     parts: list[bytes] = []
     got = 0
     while True:
         chunk = os.read(fd, min(limit + 1 - got, 1 << 20))
         if not chunk:
-            break
+            return b"".join(parts)
         parts.append(chunk)
         got += len(chunk)
         if got > limit:
-            raise InputFileError(f"{name}: larger than the {limit}-byte limit for this file")
-    return b"".join(parts)
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+
+
+def read_fd_capped(fd: int, limit: int, name: str) -> bytes:
+    """Check that ``fd`` is a regular file and read all of it, refusing more than ``limit`` bytes."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise InputFileError(f"{name}: is {kind_of(st.st_mode)}, not a regular file")
+    try:
+        return read_capped(fd, limit, name)
+    except OSError as e:
+        if e.errno != errno.EFBIG:
+            raise
+    raise InputFileError(f"{name}: larger than the {limit}-byte limit for this file")
 
 
 def read_regular(path: str | os.PathLike[str], limit: int = CONFIG_MAX_BYTES, name: str | None = None) -> bytes:

@@ -173,12 +173,15 @@ class NeuronDeviceHealth(SystemGroup):
             os.close(fd)
         return ()
 
-    def _plan(self, listed: tuple[int, ...]) -> None:
+    def _close_devices(self) -> None:
         for dev in self._devices:
             for f in dev.files:
                 if f is not None:
                     f.close()
         self._devices = []
+
+    def _plan(self, listed: tuple[int, ...]) -> None:
+        self._close_devices()
         for index in listed:
             stats = self.tree.stats_rel(index)
             files: list[KeptFile | None] = []
@@ -338,11 +341,7 @@ class NeuronDeviceHealth(SystemGroup):
         return body
 
     def close(self) -> None:
-        for dev in self._devices:
-            for f in dev.files:
-                if f is not None:
-                    f.close()
-        self._devices = []
+        self._close_devices()
         self._fds = None
         self._listed = None
         if self._class_fd is not None:
