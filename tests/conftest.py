@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import re
 import shutil
 import sys
@@ -28,6 +29,27 @@ GROUPS = REPO / "neuron_monitor" / "groups"
 def group_testdata(group: str, name: str) -> Path:
     """A file of a group's captured test data (``neuron_monitor/groups/<group>/testdata/<name>``)."""
     return GROUPS / group / "testdata" / name
+
+
+def lay_out_sysfs(group: str, name: str, root: Path) -> Path:
+    """Write a group's captured sysfs files (``<path>:<line>`` per line, as ``grep -r .`` prints them; a file of
+    several lines has one entry per line) under ``root``, with the ``sys/class/neuron_device/neuronN`` links the
+    driver makes to ``sys/devices/virtual/neuron_device/neuronN``. Returns ``root``."""
+    files: dict[str, list[str]] = {}
+    for line in group_testdata(group, name).read_text().splitlines():
+        path, _, content = line.partition(":")
+        files.setdefault(path, []).append(content)
+    for path, lines in files.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("".join(f"{line}\n" for line in lines))
+    devices = root / "sys/devices/virtual/neuron_device"
+    if devices.is_dir():
+        links = root / "sys/class/neuron_device"
+        links.mkdir(parents=True, exist_ok=True)
+        for dev in devices.iterdir():
+            (links / dev.name).symlink_to(os.path.relpath(dev, links))
+    return root
 
 
 # the tests that reach a fast path: the data-block and host groups, the device layer (deltas), the report

@@ -1,18 +1,23 @@
 """Every metric group is one folder (docs/architecture.md, Layout): ``neuron_monitor/groups/<name>/`` holds its
 ``__init__.py``, ``collector.py`` (``GROUP``), ``spec.py`` (``SPEC`` named after the folder) and a README that names
-every Prometheus family and CloudWatch metric of the spec, so the README cannot fall behind the spec."""
+every Prometheus family and CloudWatch metric of the spec, so the README cannot fall behind the spec; its sample
+config is valid and the shipped config lists the group; ``testdata/`` holds captured real-format data and a README."""
 
 from __future__ import annotations
 
 import importlib
+import json
+import re
 from pathlib import Path
 
 import pytest
 
+from neuron_monitor.daemon.config import plan_from_data_careful
 from neuron_monitor.groups.registry import RUNTIME_GROUPS, SYSTEM_GROUPS
 from neuron_monitor.schema.spec import COUNTER, registry
 
-GROUPS = Path(__file__).resolve().parents[2] / "neuron_monitor" / "groups"
+REPO = Path(__file__).resolve().parents[2]
+GROUPS = REPO / "neuron_monitor" / "groups"
 NAMES = sorted(p.name for p in GROUPS.iterdir() if (p / "spec.py").exists())
 
 
@@ -47,3 +52,17 @@ def _named(readme: str, name: str) -> bool:
     if name.startswith("efa_"):
         return ("efa_<counter>_total" if name.endswith("_total") else "CloudWatch agent's EFA names") in readme
     return False
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_readme_sample_config_is_valid_and_testdata_is_there(name: str) -> None:
+    folder = GROUPS / name
+    readme = (folder / "README.md").read_text()
+    (sample,) = re.findall(r"```json\n(.*?)\n```", readme, re.S)
+    plan = plan_from_data_careful(json.loads(sample), f"groups/{name}/README.md")
+    enabled = [g for g, _ in plan.system_groups] + [g for s in plan.runtime_scopes for g, _ in s.groups]
+    assert enabled == [name]
+    assert f'"{name}"' in (REPO / "configs" / "monitor.conf").read_text()  # "the shipped configurations list it"
+    testdata = sorted(p.name for p in (folder / "testdata").iterdir())
+    assert "README.md" in testdata and len(testdata) > 1, f"groups/{name}/testdata/ holds no data"
+    assert all(f"`{f}`" in readme for f in testdata if f != "README.md"), f"groups/{name}/README.md: test data"
