@@ -113,7 +113,10 @@ class ReportStream:
         for line in lines:
             if line is None:
                 self.oversize()
-            elif (report := self.decode(line)) is not None:
+                continue
+            report = self.decode(line)
+            line = None  # the line is not held while its report is used (it can be 10 MB and more)
+            if report is not None:
                 yield report
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

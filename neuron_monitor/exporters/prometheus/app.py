@@ -111,7 +111,7 @@ class ExporterApp:
     def metrics(self, request: Request) -> Response:
         openmetrics, content_type = exposition_format(request.headers.get("accept"))
         gzipped = gzip_accepted(request.headers.get("accept-encoding"))
-        body = self.exporter.body(self.others, openmetrics, gzipped)
+        body = self.exporter.body_parts(self.others, openmetrics, gzipped)
         headers = {"Vary": "Accept-Encoding"}
         if gzipped:
             headers["Content-Encoding"] = "gzip"

@@ -15,6 +15,10 @@ and the gzip trailer (the CRC continued over the tail), which is one valid gzip 
 costs one small render, never the report's families again. Every scrape reads one ``View`` of the state, so its
 parts describe the same report, and a report is never half-applied (``state`` swaps whole snapshots).
 ``collect`` offers the same metrics through client_python's collector interface.
+
+A hostile report's text can be tens of MB (long label values repeated on every series): a text longer than
+``KEEP_TEXT_BYTES`` is not kept; it is rendered per uncompressed scrape and handed to the server as one part per
+family, and its compressed head is built family by family, so it is never held whole (issue 32).
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ from neuron_monitor.exporters.stream import StreamStats
 
 PREFIX = "neuron_exporter"
 GZIP_LEVEL = 1  # the text compresses ~15x at level 1; higher levels cost 3-5x the CPU for a few percent
+# The rendered Neuron text kept per report and format: every real host's fits (a trn2.48xlarge report renders
+# about 0.3 MB, 0.4 MB with --series-detail full); a longer one is rendered per uncompressed scrape instead.
+KEEP_TEXT_BYTES = 4 * 1024 * 1024
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # RFC 1952: deflate, no flags, no mtime, OS unknown
 
 
@@ -54,30 +61,69 @@ def _deflater(size: int, gzip_wrapper: bool = False) -> zlib._Compress:
 
 
 class RenderedReport:
-    """The Neuron part of the scrape body for one served report (or for none), rendered lazily per format."""
+    """The Neuron part of the scrape body for one served report (or for none), rendered lazily per format.
 
-    def __init__(self, view: View, families: Sequence[Family], renderer: SampleRenderer) -> None:
+    Its text is kept as one ``bytes`` part per family, and only while it is at most ``keep_bytes`` long (every
+    real host's is); a longer one (a hostile report's huge label values) is rendered again for each uncompressed
+    scrape and let go once sent, and its compressed head is built family by family, so the text is never held
+    whole beside the families it came from (issue 32)."""
+
+    def __init__(
+        self, view: View, families: Sequence[Family], renderer: SampleRenderer, keep_bytes: int = KEEP_TEXT_BYTES
+    ) -> None:
         self.shaped = view.shaped
         self.renderer = renderer
         self.serving = view.serving
         self.families = families
-        self._text: dict[bool, bytes] = {}
+        self.keep_bytes = keep_bytes
+        self._parts: dict[bool, list[bytes]] = {}
         self._gzip: dict[bool, tuple[bytes, int, int]] = {}
         self._lock = threading.Lock()
         self.renders = 0
         self._scrapes: set[bool] = set()  # the formats (OpenMetrics or not) served gzip-compressed at least once
+        self._large: set[bool] = set()  # the formats whose text is longer than ``keep_bytes`` (not kept)
 
     def matches(self, view: View) -> bool:
         return self.shaped is view.shaped and self.serving == view.serving
 
-    def text(self, openmetrics: bool) -> bytes:
+    def _render(self, openmetrics: bool) -> Iterator[bytes]:
+        self.renders += 1
+        for text in self.renderer.parts(self.families, openmetrics):
+            yield text.encode("utf-8")
+
+    def parts(self, openmetrics: bool) -> list[bytes]:
+        """The text, one part per family (kept when it is at most ``keep_bytes`` long)."""
+        parts = self._parts_upto(openmetrics, None)
+        assert parts is not None
+        return parts
+
+    def kept_parts(self, openmetrics: bool) -> list[bytes] | None:
+        """The text's parts as ``parts`` gives them, or None when it is longer than ``keep_bytes`` (then
+        rendering stops there and nothing is held)."""
+        return self._parts_upto(openmetrics, self.keep_bytes)
+
+    def _parts_upto(self, openmetrics: bool, limit: int | None) -> list[bytes] | None:
         with self._lock:
-            body = self._text.get(openmetrics)
-            if body is None:
-                body = self.renderer.render(self.families, openmetrics).encode("utf-8")
-                self._text[openmetrics] = body
-                self.renders += 1
-            return body
+            kept = self._parts.get(openmetrics)
+            if kept is not None:
+                return kept
+            if limit is not None and openmetrics in self._large:
+                return None
+            parts: list[bytes] = []
+            size = 0
+            for part in self._render(openmetrics):
+                size += len(part)
+                if size > self.keep_bytes:
+                    self._large.add(openmetrics)
+                    if limit is not None:
+                        return None
+                parts.append(part)
+            if size <= self.keep_bytes:
+                self._parts[openmetrics] = parts
+            return parts
+
+    def text(self, openmetrics: bool) -> bytes:
+        return b"".join(self.parts(openmetrics))
 
     def scraped(self, openmetrics: bool) -> bool:
         """Whether this report was served compressed in this format before (and so may be again: then its
@@ -88,15 +134,30 @@ class RenderedReport:
             return seen
 
     def gzip(self, openmetrics: bool) -> tuple[bytes, int, int]:
-        """(gzip header + raw deflate of the Neuron part, ending on a byte boundary; its CRC-32; its length)."""
-        body = self.text(openmetrics)
+        """(gzip header + raw deflate of the Neuron part, ending on a byte boundary; its CRC-32; its length).
+        Built from the kept parts, or else family by family as they are rendered."""
         with self._lock:
             cached = self._gzip.get(openmetrics)
-            if cached is None:
+            if cached is not None:
+                return cached
+            kept = self._parts.get(openmetrics)
+            if kept is not None:
+                body = b"".join(kept)
                 compressor = _deflater(len(body))
                 deflated = compressor.compress(body) + compressor.flush(zlib.Z_SYNC_FLUSH)
                 cached = (GZIP_HEADER + deflated, zlib.crc32(body), len(body))
-                self._gzip[openmetrics] = cached
+            else:
+                compressor = _deflater(1 << 15)
+                out, crc, length = [GZIP_HEADER], 0, 0
+                for part in self._render(openmetrics):
+                    out.append(compressor.compress(part))
+                    crc = zlib.crc32(part, crc)
+                    length += len(part)
+                out.append(compressor.flush(zlib.Z_SYNC_FLUSH))
+                if length > self.keep_bytes:
+                    self._large.add(openmetrics)
+                cached = (b"".join(out), crc, length)
+            self._gzip[openmetrics] = cached
             return cached
 
 
@@ -107,6 +168,7 @@ class ExporterCollector(Collector):
         self._rendered: RenderedReport | None = None
         self._lock = threading.Lock()
         self.renderer = SampleRenderer()  # keeps each series' label text from report to report
+        self.keep_text_bytes = KEEP_TEXT_BYTES  # the longest Neuron text kept per report and format
         self._kept_self: tuple[tuple[object, ...], str] | None = None  # (what the self-metrics show, their text)
         self._self_templates = SeriesTemplates()  # the self-metrics' lines by their shape (see self_values)
 
@@ -121,7 +183,7 @@ class ExporterCollector(Collector):
         with self._lock:
             cached = self._rendered
             if cached is None or not cached.matches(view):
-                cached = RenderedReport(view, self.served_families(view), self.renderer)
+                cached = RenderedReport(view, self.served_families(view), self.renderer, self.keep_text_bytes)
                 self._rendered = cached
             return cached
 
@@ -141,19 +203,26 @@ class ExporterCollector(Collector):
 
     def body(self, others: Sequence[Collector], openmetrics: bool, gzipped: bool) -> bytes:
         """One /metrics body, gzip-compressed (one gzip member) when ``gzipped``."""
+        return b"".join(self.body_parts(others, openmetrics, gzipped))
+
+    def body_parts(self, others: Sequence[Collector], openmetrics: bool, gzipped: bool) -> list[bytes]:
+        """One /metrics body as the parts that ``body`` joins (the server writes them one after the other, so a
+        large body is never copied whole)."""
         view = self.state.view()
         rendered = self.rendered(view)
         tail = self.tail(view, others, openmetrics)
         if not gzipped:
-            return rendered.text(openmetrics) + tail
-        if not rendered.scraped(openmetrics):  # usually the only scrape of this report: one pass over it all
-            whole = _deflater(len(rendered.text(openmetrics)) + len(tail), gzip_wrapper=True)
-            return whole.compress(rendered.text(openmetrics)) + whole.compress(tail) + whole.flush()
+            return [*rendered.parts(openmetrics), tail]
+        if not rendered.scraped(openmetrics) and (parts := rendered.kept_parts(openmetrics)) is not None:
+            # usually the only scrape of this report: one pass over it all (a text too long to keep goes family
+            # by family into the kept head below instead, and is never held whole)
+            whole = _deflater(sum(map(len, parts)) + len(tail), gzip_wrapper=True)
+            return [*map(whole.compress, parts), whole.compress(tail) + whole.flush()]
         head, crc, length = rendered.gzip(openmetrics)
         finish = _deflater(len(tail))
         deflated = finish.compress(tail) + finish.flush()  # Z_FINISH: the stream's final block
         trailer = struct.pack("<II", zlib.crc32(tail, crc), (length + len(tail)) & 0xFFFFFFFF)
-        return head + deflated + trailer
+        return [head, deflated, trailer]
 
     def scrape(self, others: Sequence[Collector], openmetrics: bool) -> bytes:
         """The uncompressed /metrics body."""

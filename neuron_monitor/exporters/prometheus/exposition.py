@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,9 @@ from prometheus_client.utils import floatToGoString
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
 
 OPENMETRICS_EOF = "# EOF\n"
+# Characters of sample lines ``SampleRenderer`` keeps between reports (heads and lines): a trn2.48xlarge report
+# renders about 0.4 MB (heads and lines: 0.8M characters), so real hosts are always kept; more is not held twice.
+RENDER_KEEP_CHARS = 4 * 1024 * 1024
 _format_float: Callable[[float], str] = floatToGoString
 
 
@@ -103,6 +106,7 @@ class _KeptFamily:
     heads: list[str]
     bits: bytes
     text: str
+    size: int  # characters of heads and text counted against ``SampleRenderer.keep_chars``
 
 
 class SampleRenderer:
@@ -111,29 +115,33 @@ class SampleRenderer:
     Per family (sample name and label names) it keeps the series' label values, the text of each line up to its
     value (``name{labels} ``), the values' exact bits and the lines. A family whose series and values are the
     same as last time is served from that text; one whose values changed gets only its values formatted; new
-    series get their head built once. What is kept is the newest version of each family, so it stays bounded by
-    one report's series."""
+    series get their head built once. What is kept is the newest version of each family, at most ``keep_chars``
+    characters of heads and lines in all (a family that would exceed it is rendered but not kept): a real host's
+    families fit many times over, while a hostile report's huge label values are never held twice (issue 32)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_chars: int = RENDER_KEEP_CHARS) -> None:
+        self.keep_chars = keep_chars
         self._kept: dict[tuple[str, tuple[str, ...]], _KeptFamily] = {}
+        self._kept_chars = 0
         self._help: dict[tuple[str, str, str, bool], str] = {}
         self._lock = threading.Lock()
 
     def render(self, families: Iterable[Family], openmetrics: bool) -> str:
-        out: list[str] = []
-        with self._lock:
-            for fam in families:
-                if fam.created is not None:
-                    out.append(render_families((fam,), openmetrics))
-                    continue
+        return "".join(self.parts(families, openmetrics))
+
+    def parts(self, families: Iterable[Family], openmetrics: bool) -> Iterator[str]:
+        """The text of ``families``, one family (its help lines and samples) at a time, as ``render`` joins it."""
+        for fam in families:
+            if fam.created is not None:
+                yield render_families((fam,), openmetrics)
+                continue
+            with self._lock:  # never held across a yield
                 key = (fam.name, fam.kind, fam.help, openmetrics)
                 help_text = self._help.get(key)
                 if help_text is None:
                     help_text = self._help[key] = _help_lines(fam, openmetrics)
-                out.append(help_text)
-                if fam.samples:
-                    out.append(self._lines(fam))
-        return "".join(out)
+                text = help_text + self._lines(fam) if fam.samples else help_text
+            yield text
 
     def _lines(self, fam: Family) -> str:
         samples = fam.samples
@@ -149,7 +157,13 @@ class SampleRenderer:
             known = dict(zip(kept.keys, kept.heads, strict=True)) if kept is not None else {}
             heads = [known.get(values) or _line_head(fam, values) for values in keys]
         text = "\n".join(map(str.__add__, heads, format_values(samples.values()))) + "\n"
-        self._kept[where] = _KeptFamily(keys, heads, bits, text)
+        size = 2 * len(text)  # the heads take about as much as the lines
+        if kept is not None:
+            self._kept_chars -= kept.size
+            del self._kept[where]
+        if self._kept_chars + size <= self.keep_chars:
+            self._kept[where] = _KeptFamily(keys, heads, bits, text, size)
+            self._kept_chars += size
         return text
 
 

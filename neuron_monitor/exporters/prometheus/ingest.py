@@ -18,7 +18,7 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from neuron_monitor.exporters.stream import LineBuffer, ReportStream
@@ -151,12 +151,13 @@ class StdinIngest:
         self.at_eof()
 
     def _take(self, lines: list[bytes | None]) -> None:
-        newest = next((line for line in reversed(lines) if line), None)
+        newest = next((len(line) for line in reversed(lines) if line), None)
         if newest is not None:
-            self.large = len(newest) >= LARGE_REPORT  # the newest report tells
+            self.large = newest >= LARGE_REPORT  # the newest report tells
         if self.lines.pending >= LARGE_REPORT:
             self.large = True  # a large line is streaming in: read it as it arrives, at pipe speed, not per tick
-        for report in self.stream.reports(lines):
+        lines.reverse()
+        for report in self.stream.reports(_taken(lines)):  # each line let go once parsed, before it is applied
             self.apply(report)
 
     def _read_blocking(self) -> None:
@@ -165,3 +166,9 @@ class StdinIngest:
         assert self._loop is not None
         with contextlib.suppress(RuntimeError):  # a closed loop: the exporter is stopping anyway
             self._loop.call_soon_threadsafe(self.at_eof)
+
+
+def _taken(lines: list[bytes | None]) -> Iterator[bytes | None]:
+    """The lines of ``lines`` (in reverse order), each removed from the list as it is handed out."""
+    while lines:
+        yield lines.pop()

@@ -14,7 +14,6 @@ import os
 
 from neuron_monitor import __version__
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
-from neuron_monitor.schema.read import read_report
 from neuron_monitor.util.sanitize import html_text
 
 DOCS = "docs/prometheus.md in the neuron-monitor source tree (also docs/migrating-from-aws.md)"
@@ -34,8 +33,7 @@ def landing_page(exporter: ExporterCollector, dashboard: bool) -> str:
         rows.append(_row("newest report", f"{view.age:.1f} s ago (stale after {view.window:.1f} s)"))
         rows.append(_row("report interval", f"{view.interval:.3g} s"))
         rows.append(_row("runtimes", snapshot.runtimes))
-        hardware = read_report(snapshot.report).hardware_info
-        devices = hardware.neuron_device_count if hardware is not None else None
+        devices = snapshot.device_count()
         rows.append(_row("Neuron devices", devices if devices is not None else "unknown"))
         rows.append(_row("series", view.shaped.series if view.shaped else 0))
     rows.append(_row("input", f"{stats.lines} lines, {state.accepted_reports} reports, {stats.bad_lines} bad lines"))

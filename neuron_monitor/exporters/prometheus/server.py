@@ -54,6 +54,7 @@ REASONS = {
 }
 
 
+JOIN_BYTES = 1024 * 1024  # a response body up to this long is written with its head in one write
 DEADLINE_SLACK = 0.001  # seconds: a deadline this close when its timer fires counts as passed
 
 
@@ -83,7 +84,7 @@ class Request:
 @dataclass
 class Response:
     status: int
-    body: bytes = b""
+    body: bytes | list[bytes] = b""  # a list: parts written one after the other (see ``Connection._respond``)
     content_type: str = "text/plain; charset=utf-8"
     headers: dict[str, str] = field(default_factory=dict)
     close: bool = False
@@ -159,6 +160,9 @@ class Connection(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None  # fires at or before ``deadline`` (see _arm)
         self.deadline = math.inf  # loop time at which this connection is dropped
         self.closed = False
+        self._unsent: list[bytes] = []  # the parts of a large response not yet written (see ``_write_on``)
+        self._unsent_at = 0
+        self._keep_alive = False
 
     # --- asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -189,7 +193,9 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        if self.busy:
+        if self._unsent:
+            self._write_on()
+        elif self.busy:
             self._sent()
 
     # --- deadlines
@@ -281,10 +287,13 @@ class Connection(asyncio.Protocol):
             return
         self.busy = True
         keep_alive = keep_alive and not response.close
+        body = response.body
+        parts = [body] if isinstance(body, bytes) else body
+        length = sum(map(len, parts))
         lines = [
             f"HTTP/1.1 {response.status} {REASONS.get(response.status, 'Unknown')}",
             f"Content-Type: {response.content_type}",
-            f"Content-Length: {len(response.body)}",
+            f"Content-Length: {length}",
             f"Server: {self.front.server_name}",
         ]
         lines.extend(f"{k}: {v}" for k, v in {**self.front.extra_headers, **response.headers}.items())
@@ -293,11 +302,36 @@ class Connection(asyncio.Protocol):
         elif request is not None and request.version == "HTTP/1.0":
             lines.append("Connection: keep-alive")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        head_only = request is not None and request.method == "HEAD"
-        transport.write(head if head_only or not response.body else head + response.body)
+        if (request is not None and request.method == "HEAD") or not length:
+            parts = []
+        if length <= JOIN_BYTES:
+            transport.write(b"".join([head, *parts]))  # one write (a small body: every usual response)
+            parts = []
+        else:
+            transport.write(head)
         self.front.count(str(response.status))
         self._arm(self.front.limits.write_timeout)  # a client that does not read its response is dropped
-        if not keep_alive:
+        self._unsent = list(parts)  # emptied as written; the caller's list stays as it was
+        self._unsent_at = 0
+        self._keep_alive = keep_alive
+        self._write_on()
+
+    def _write_on(self) -> None:
+        """Write the response's remaining parts while the transport takes them (``resume_writing`` calls this
+        again): a large body is never copied into the transport's buffer whole."""
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        parts = self._unsent
+        while self._unsent_at < len(parts):
+            if self.writing_paused:
+                return
+            transport.write(parts[self._unsent_at])
+            parts[self._unsent_at] = b""  # let the written part go (the transport holds what it did not send)
+            self._unsent_at += 1
+        self._unsent = []
+        self._unsent_at = 0
+        if not self._keep_alive:
             transport.close()  # after the buffer drains, or at the write deadline
             return
         if not self.writing_paused:

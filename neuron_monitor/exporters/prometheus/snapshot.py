@@ -48,7 +48,7 @@ class Shaped:
 
 @dataclass
 class Snapshot:
-    report: dict[str, Any]
+    report: dict[str, Any]  # emptied once shaped: the families hold what is served
     totals: Totals
     options: ShapeOptions
     runtimes: int
@@ -64,6 +64,7 @@ class Snapshot:
     guard: LabelGuard | None = None  # the builder's check for label values over the cap (None: no cap)
     budget: SeriesBudget | None = None  # the builder's series budget (None: --series-detail full)
     _shaped: Shaped | None = None
+    _devices: int | None = None  # neuron_device_count of the report's hardware info, kept once it is shaped
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def shaped(self) -> Shaped:
@@ -82,9 +83,24 @@ class Snapshot:
                 if self.budget is not None:
                     self.budget.thin(fams)
                     families = fams.families()
+                self._devices = _device_count(read)
                 self.read = None  # the families hold what is needed; drop the typed values
+                self.report = {}  # and the report (issue 32: it is not held beside its families)
                 self._shaped = Shaped(tuple(families), fams.series_count())
             return self._shaped
+
+    def device_count(self) -> int | None:
+        """``neuron_device_count`` of the report's hardware info (None when it has none)."""
+        with self._lock:
+            if self._shaped is not None:
+                return self._devices
+            return _device_count(self.read if self.read is not None else read_report(self.report))
+
+
+def _device_count(read: Report) -> int | None:
+    hardware = read.hardware_info
+    count = hardware.neuron_device_count if hardware is not None else None
+    return count if isinstance(count, int) else None
 
 
 def shape(report: Report, totals: Totals, options: ShapeOptions) -> FamilySet:
