@@ -23,6 +23,9 @@ from neuron_monitor.util.ratelimit import LogRateLimit, held_back
 log = logging.getLogger("neuron_monitor.exporters.stream")
 
 DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
+# Runtime entries one report may have: the driver gives each device 16 data-block slots (one per process) and the
+# largest hosts have 16 devices. Every exporter leaves out (and counts) the entries past it.
+MAX_RUNTIMES = 256
 READ_BYTES = 1024 * 1024  # at most this much is read at once; a longer line arrives in pieces
 
 # top-level key -> the JSON types accepted for it (None always accepted: AWS writes null for empty parts)
@@ -122,9 +125,17 @@ class ReportStream:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         buffer = LineBuffer(self.max_line_bytes)
         while piece := self._f.readline(READ_BYTES):  # up to a newline: a report is yielded once it is whole
-            yield from self.reports(buffer.feed(piece))
-        yield from self.reports(buffer.finish())
+            yield from self.reports(taken(buffer.feed(piece)))
+        yield from self.reports(taken(buffer.finish()))
         self.stats.eof = True
+
+
+def taken(lines: list[bytes | None]) -> Iterator[bytes | None]:
+    """The lines of ``lines`` in order, each removed from the list as it is handed out (so that ``reports`` lets
+    a long line go once it is parsed, before its report is used)."""
+    lines.reverse()
+    while lines:
+        yield lines.pop()
 
 
 class LineBuffer:

@@ -61,6 +61,17 @@ def test_runtime_entries_past_the_hardware_limit_are_left_out_and_counted() -> N
     assert state.bad_input_counts()["absurd"] == 44
 
 
+def test_cloudwatch_leaves_out_runtime_entries_past_the_hardware_limit_and_counts_them() -> None:
+    from neuron_monitor.exporters.cloudwatch.mapping import ReportMapper
+
+    mapper = ReportMapper()
+    report = trn2_report([runtime(1000 + i, f"job-{i}", [i % 64]) for i in range(MAX_RUNTIMES + 44)], vcpus=4)
+    tags = {dict(d.dims).get("RuntimeTag") for d in mapper.map(report, now=1.7e9)}
+    assert f"job-{MAX_RUNTIMES - 1}" in tags and f"job-{MAX_RUNTIMES}" not in tags
+    assert mapper.runtimes_left_out == 44
+    assert len(report["neuron_runtime_data"]) == MAX_RUNTIMES + 44  # the caller's report is left as it was
+
+
 def test_a_text_too_long_to_keep_is_served_the_same_and_never_kept() -> None:
     """Past the keep limits the body is rendered family by family (not kept), byte for byte what is kept below."""
     import gzip

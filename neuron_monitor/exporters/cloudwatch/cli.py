@@ -246,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         "bad_lines": stream.stats.bad_lines,
         "report_errors": counters["report_errors"],
         "datums_mapped": counters["datums"],
+        "runtimes_left_out": mapper.runtimes_left_out,
         "invalid_samples": sum(keep.rejected.values()),
     }
     if publisher is not None:

@@ -21,6 +21,7 @@ Rules:
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from typing import Any
 
 from neuron_monitor.exporters.cloudwatch.datum import Datum, Dims
 from neuron_monitor.exporters.cloudwatch.dimensions import DimensionScheme, K8sOwner, clean_dims, k8s_owners
+from neuron_monitor.exporters.stream import MAX_RUNTIMES
 from neuron_monitor.schema.read import Group, read_report
 from neuron_monitor.schema.spec import (
     CORE_DIMS,
@@ -38,6 +40,9 @@ from neuron_monitor.schema.spec import (
     VCPU_DIMS,
     CwMetric,
 )
+from neuron_monitor.util.ratelimit import LogRateLimit
+
+log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
 
 
 def camel(key: str) -> str:
@@ -160,8 +165,18 @@ class ReportMapper:
     def __init__(self, scheme: DimensionScheme | None = None, options: MapOptions | None = None) -> None:
         self.scheme = scheme or DimensionScheme()
         self.options = options or MapOptions()
+        self.runtimes_left_out = 0  # runtime entries past MAX_RUNTIMES, over all reports (issue 32)
+        self._left_out_log = LogRateLimit(60.0)
 
     def map(self, report: dict[str, Any], now: float | None = None) -> list[Datum]:
+        runtimes = report.get("neuron_runtime_data")
+        if isinstance(runtimes, list) and len(runtimes) > MAX_RUNTIMES:  # no host has more: not mapped, counted
+            report = {**report, "neuron_runtime_data": runtimes[:MAX_RUNTIMES]}
+            self.runtimes_left_out += len(runtimes) - MAX_RUNTIMES
+            if self._left_out_log.hit() is not None:
+                log.warning(
+                    "left out %d runtime entries past %d in one report", len(runtimes) - MAX_RUNTIMES, MAX_RUNTIMES
+                )
         read = read_report(report)
         stamp = read.report_time
         timestamp = stamp if stamp is not None else (time.time() if now is None else now)

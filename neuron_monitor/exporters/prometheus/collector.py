@@ -216,8 +216,9 @@ class ExporterCollector(Collector):
         if not rendered.scraped(openmetrics) and (parts := rendered.kept_parts(openmetrics)) is not None:
             # usually the only scrape of this report: one pass over it all (a text too long to keep goes family
             # by family into the kept head below instead, and is never held whole)
-            whole = _deflater(sum(map(len, parts)) + len(tail), gzip_wrapper=True)
-            return [*map(whole.compress, parts), whole.compress(tail) + whole.flush()]
+            text = b"".join(parts)  # a short text: one compress call costs less than one per family
+            whole = _deflater(len(text) + len(tail), gzip_wrapper=True)
+            return [whole.compress(text) + whole.compress(tail) + whole.flush()]
         head, crc, length = rendered.gzip(openmetrics)
         finish = _deflater(len(tail))
         deflated = finish.compress(tail) + finish.flush()  # Z_FINISH: the stream's final block

@@ -18,10 +18,10 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from neuron_monitor.exporters.stream import LineBuffer, ReportStream
+from neuron_monitor.exporters.stream import LineBuffer, ReportStream, taken
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 
@@ -156,8 +156,7 @@ class StdinIngest:
             self.large = newest >= LARGE_REPORT  # the newest report tells
         if self.lines.pending >= LARGE_REPORT:
             self.large = True  # a large line is streaming in: read it as it arrives, at pipe speed, not per tick
-        lines.reverse()
-        for report in self.stream.reports(_taken(lines)):  # each line let go once parsed, before it is applied
+        for report in self.stream.reports(taken(lines)):  # each line let go once parsed, before it is applied
             self.apply(report)
 
     def _read_blocking(self) -> None:
@@ -166,9 +165,3 @@ class StdinIngest:
         assert self._loop is not None
         with contextlib.suppress(RuntimeError):  # a closed loop: the exporter is stopping anyway
             self._loop.call_soon_threadsafe(self.at_eof)
-
-
-def _taken(lines: list[bytes | None]) -> Iterator[bytes | None]:
-    """The lines of ``lines`` (in reverse order), each removed from the list as it is handed out."""
-    while lines:
-        yield lines.pop()

@@ -32,6 +32,7 @@ from typing import Any
 from neuron_monitor.exporters.prometheus.created import CreatedClock
 from neuron_monitor.exporters.prometheus.snapshot import Shaped, ShapeOptions, Snapshot, SnapshotBuilder
 from neuron_monitor.exporters.prometheus.values import MalformedReport
+from neuron_monitor.exporters.stream import MAX_RUNTIMES  # entries past it are not served (issue 32)
 from neuron_monitor.schema.read import Report, read_report
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
@@ -40,9 +41,6 @@ DEFAULT_INTERVAL = 5.0  # neuron-monitor's default period, used until reports te
 DEFAULT_STALE_PERIODS = 3.0
 DEFAULT_STALE_FLOOR = 10.0
 BAD_INPUT_REASONS = ("negative", "non_finite", "absurd", "label_too_long")
-# Runtime entries one report may have: the driver gives each device 16 data-block slots (one per process) and the
-# largest hosts have 16 devices. Entries past it are not served (each would add its series to every scrape).
-MAX_RUNTIMES = 256
 
 
 @dataclass(frozen=True)
