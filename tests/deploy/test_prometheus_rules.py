@@ -181,8 +181,6 @@ def test_build_script_check_mode_detects_a_stale_manifest(tmp_path: Path, monkey
     assert build_prometheusrule.main(["--check"]) == 0
 
 
-# Metrics of the neuron_device_telemetry group: names fixed by its design, not served yet (docs/alerts.md).
-TELEMETRY = {"neuron_device_healthy", "neuron_device_unhealthy_component", "neuron_device_memory_used_bytes"}
 NOT_FROM_EXPORTER = {"up"}  # Prometheus's own scrape health
 # a trn1.2xlarge has no EFA adapter; tests/fleet/test_series_budget.py finds these on a simulated trn2.48xlarge
 EFA = {"efa_tx_pkts_total", "efa_retrans_pkts_total", "efa_impaired_remote_conn_events_total",
@@ -192,7 +190,7 @@ KEYWORDS = {"and", "or", "unless", "bool", "offset"}
 
 def test_rules_use_the_metric_names_and_label_values_the_real_pipeline_serves() -> None:
     """One report from the real daemon (simulated trn1.2xlarge) through the exporter's code: every metric and
-    every label value the rules select on exists (the device-telemetry metrics excepted)."""
+    every label value the rules select on exists."""
     from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
     from neuron_monitor.sim.shapes import SHAPES
     from tests.exporters.prometheus.prom_helpers import feed, parse, scrape
@@ -222,7 +220,7 @@ def test_rules_use_the_metric_names_and_label_values_the_real_pipeline_serves() 
             if not m.group(2) and ":" not in m.group(1) and m.group(1) not in KEYWORDS:
                 metric_like.add(m.group(1))
     assert {"execution_errors_total", "neuroncore_utilization_ratio", "neuron_exporter_up"} <= metric_like
-    missing = metric_like - names - TELEMETRY - NOT_FROM_EXPORTER - EFA
+    missing = metric_like - names - NOT_FROM_EXPORTER - EFA
     assert not missing, f"the exporter serves no {sorted(missing)}"
     sizes: set[int] = set()
     for name, label, values in re.findall(
@@ -233,7 +231,7 @@ def test_rules_use_the_metric_names_and_label_values_the_real_pipeline_serves() 
         if label == "neuron_device_memory_size":  # the capacity table: one line per known device size
             sizes.update(int(v) for v in values.split("|"))
             continue
-        if name in TELEMETRY or name in NOT_FROM_EXPORTER or ":" in name or "repairable" in values:
+        if name in NOT_FROM_EXPORTER or ":" in name or "repairable" in values:
             continue
         for value in values.split("|"):
             assert value in served, f"{name}{{{label}={value!r}}}: served values {served}"
