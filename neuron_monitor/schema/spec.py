@@ -372,6 +372,10 @@ def _no_power(_: Any) -> Mapping[int, float]:
     return {}
 
 
+def _no_details(_: Any) -> Mapping[int, Sequence[str]]:
+    return {}
+
+
 # ---- the spec -------------------------------------------------------------------------------------------------
 def _none(*_: Any) -> Iterable[Any]:
     return ()
@@ -418,6 +422,9 @@ class GroupSpec(Generic[T]):
     # system groups: how many Neuron devices the object lists (the Prometheus exporter's readiness on a host whose
     # hardware info gives no device count); None: the group lists none
     device_count: Callable[[T], int] | None = None
+    # device index -> the whole story behind the device's health cell (a verdict's every reason), shown for the
+    # device under neuron-monitor-top's selection cursor
+    top_device_details: Callable[[T], Mapping[int, Sequence[str]]] = _no_details
     families_by_name: dict[str, PromFamily] = field(default_factory=dict, compare=False)
     dropping: tuple[PromFamily, ...] = field(default=(), compare=False)  # the counters with ``drops_unlisted``
 

@@ -46,6 +46,7 @@ class Viewer:
         self.interval = 1.0
         self.history = History()
         self.dirty = True
+        self.full_redraw = False  # Ctrl-L: the next frame sends every row, not only the changed ones
 
     # -- Feed --------------------------------------------------------------------------------------------------
 
@@ -124,6 +125,8 @@ class Viewer:
             history=self.history,
             sort=st.sort,
             period=self.interval,
+            selected=st.selected,
+            graph=st.graph,
         )
 
     def press(self, key: str) -> str:
@@ -131,6 +134,11 @@ class Viewer:
         before = self.state.filter_text
         action = self.state.press(key)
         self.dirty = True
+        if action == "redraw":
+            self.full_redraw = True
+        screen = self.screen()
+        if self.state.selected is not None and screen is not None and screen.devices:
+            self.state.selected = min(self.state.selected, len(screen.devices) - 1)
         if self.state.filter_text != before:
             self.refilter()
         if action == "quit":
@@ -237,6 +245,9 @@ async def run_live(
                     wake.clear()
                     viewer.dirty = False
                     width, height = screen.size()
+                    if viewer.full_redraw:
+                        viewer.full_redraw = False
+                        screen.invalidate()
                     screen.draw(render(viewer.frame(time.time(), now), width, height))
                     last_draw = now
                 waiters = [loop.create_task(stop.wait()), loop.create_task(wake.wait())]

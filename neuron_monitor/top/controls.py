@@ -88,7 +88,8 @@ SORTS = ("", "util", "memory", "tag", "pid")  # the runtimes' order: "" is the r
 
 @dataclass
 class ViewState:
-    """What the viewer chose: the view, the tag filter (and the one being typed), help, scrolling."""
+    """What the viewer chose: the view, the tag filter (and the one being typed), help, scrolling, the selected
+    device."""
 
     view: str = "d"
     filter_text: str = ""
@@ -98,6 +99,8 @@ class ViewState:
     scroll: int = 0
     notice: str = ""  # a short answer to the last key (e.g. a bad regular expression)
     sort: str = ""  # one of SORTS
+    selected: int | None = None  # the device under the cursor in the devices view (None: no cursor yet)
+    graph: str = "braille"  # the history section's graphs: "braille" or "blocks" (g toggles)
 
     def set_filter(self, text: str) -> bool:
         """Apply a tag filter (a regular expression searched in the tag); False, with a notice, if invalid."""
@@ -137,7 +140,16 @@ class ViewState:
             return ""
         moves = {"up": -1, "down": 1, "pgup": -PAGE, "pgdn": PAGE, "k": -1, "j": 1}
         if key in moves:
-            self.scroll = max(0, self.scroll + moves[key])
+            if self.view == "d":  # the devices view moves a cursor (the table follows it); the first key shows it
+                self.selected = 0 if self.selected is None else max(0, self.selected + moves[key])
+            else:
+                self.scroll = max(0, self.scroll + moves[key])
+            return ""
+        if key == "g":
+            self.graph = "blocks" if self.graph == "braille" else "braille"
+            return ""
+        if key == "esc":
+            self.selected = None
             return ""
         if key == "redraw":
             return "redraw"
@@ -145,6 +157,9 @@ class ViewState:
 
     def _prompt_key(self, key: str) -> str:
         assert self.prompt is not None
+        if key == "g":
+            self.graph = "blocks" if self.graph == "braille" else "braille"
+            return ""
         if key == "esc":
             self.prompt = None
         elif key == "enter":

@@ -9,6 +9,9 @@ always one stretch of time.
 
 `sparkline` draws the newest points of a series as block characters (U+2581..U+2588), one point per column,
 right-aligned, against a fixed scale (0-100 % for utilization), so equal heights mean equal values everywhere.
+`braille` draws them as a graph ``rows`` characters high in braille patterns (U+2800..U+28FF), as btop and nvtop
+do: each character holds 2 points side by side and 4 dots of height, so a graph shows twice the points of a
+sparkline as wide and ``4 x rows`` levels; each point is a column of dots filled from the bottom.
 """
 
 from __future__ import annotations
@@ -106,3 +109,41 @@ def sparkline(values: Iterable[float | None], width: int, top: float = 100.0) ->
         level = round(max(0.0, min(1.0, v / scale)) * (len(BLOCKS) - 1))
         out.append(BLOCKS[level])
     return " " * (width - len(out)) + "".join(out)
+
+
+# the dot bits of a braille pattern (U+2800 + bits), per column (left: the older point), from the bottom row up
+_LEFT_DOTS = (0x40, 0x04, 0x02, 0x01)
+_RIGHT_DOTS = (0x80, 0x20, 0x10, 0x08)
+
+
+def _dots(value: float | None, levels: int, scale: float) -> int:
+    """How many dots high a point stands (0 for a gap; at least 1 for any value, so an idle series shows)."""
+    if value is None or not math.isfinite(value):
+        return 0
+    return max(1, round(max(0.0, min(1.0, value / scale)) * levels))
+
+
+def braille(values: Iterable[float | None], width: int, rows: int = 1, top: float = 100.0) -> list[str]:
+    """The newest ``2 * width`` points as a braille graph: ``rows`` strings (top row first), each exactly
+    ``width`` characters, against 0..``top``; older time is padded with spaces on the left."""
+    if width <= 0 or rows <= 0:
+        return [""] * max(0, rows)
+    points = list(values)[-2 * width :]
+    if len(points) % 2:
+        points.insert(0, None)  # the newest point always lands in a right-hand column
+    levels = 4 * rows
+    scale = top if top > 0 else 1.0
+    heights = [_dots(v, levels, scale) for v in points]
+    pad = width - len(heights) // 2
+    out: list[str] = []
+    for row in range(rows - 1, -1, -1):  # from the top row down
+        base = 4 * row  # dots below this row
+        cells = []
+        for i in range(0, len(heights), 2):
+            bits = 0
+            for h, dots in ((heights[i], _LEFT_DOTS), (heights[i + 1], _RIGHT_DOTS)):
+                for d in range(max(0, min(4, h - base))):
+                    bits |= dots[d]
+            cells.append(chr(0x2800 + bits))
+        out.append(" " * pad + "".join(cells))
+    return out

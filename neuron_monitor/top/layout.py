@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from neuron_monitor.schema.display import human_bytes
 from neuron_monitor.schema.spec import TopColumn
-from neuron_monitor.top.history import MEMORY, POWER, UTIL, History, sparkline
+from neuron_monitor.top.history import MEMORY, POWER, UTIL, History, braille, sparkline
 from neuron_monitor.top.model import MEMORY_CATEGORIES, MISSING, Core, Device, Runtime, Screen
 from neuron_monitor.util.sanitize import sanitize
 
@@ -35,7 +35,11 @@ HELP = (
     ("d / c / r / m", "devices, NeuronCores, runtimes, models view"),
     ("s", "sort the runtimes: utilization, memory, tag, pid, report order"),
     ("f", "filter runtimes by tag (a regular expression; empty clears)"),
-    ("Up/Down, PgUp/PgDn", "scroll the view"),
+    ("Up/Down, j/k", "devices view: move the device cursor (its health details below); else scroll"),
+    ("PgUp/PgDn", "devices view: move the cursor a page; else scroll a page"),
+    ("Esc", "hide the device cursor"),
+    ("g", "history graphs: braille (several rows high) or block sparklines"),
+    ("Ctrl-L", "redraw the whole screen"),
     ("space", "replay: pause / play"),
     ("Left/Right", "replay: one report back / forward"),
     ("[ / ]", "replay: 60 s back / forward"),
@@ -69,6 +73,8 @@ class Frame:
     history: History | None = None  # the live view's recent figures (None: --once, no graphs)
     period: float = 1.0  # seconds between reports (the history's time scale)
     sort: str = ""  # the runtimes' order (controls.SORTS; "" the report's)
+    selected: int | None = None  # the device under the cursor (devices view; None: no cursor)
+    graph: str = "braille"  # the history section's graphs: "braille" (several rows high) or "blocks" (one row)
 
 
 def plain(lines: list[Line]) -> str:
@@ -286,26 +292,67 @@ def _health_lines(s: Screen, width: int) -> list[Line]:
     return out
 
 
-def _history_lines(s: Screen, width: int, history: History, period: float) -> list[Line]:
-    """Full-width sparklines of the whole host: mean device utilization, device memory, power, host CPU."""
+def _cursor(line: Line) -> Line:
+    """A device row under the selection cursor: ">" before its number, the whole row in reverse video."""
+    first, *rest = line
+    text, style = first
+    marked = (">" + text[1:], f"{style} reverse".strip())
+    return [marked, *((t, f"{st} reverse".strip()) for t, st in rest)]
+
+
+def _selection_lines(s: Screen, d: Device, width: int, limit: int) -> list[Line]:
+    """The selected device's details: its figures and spec cells on one line, then the whole health story (the
+    verdict and every reason from the specs' ``top_device_details``), at most ``limit`` lines."""
+    style, verdict = _health(d)
+    parts = [f"utilization {percent_text(d.utilization).strip()}"]
+    mem = human_bytes(d.memory_used) + (f"/{human_bytes(d.memory_total)}" if d.memory_total else "")
+    parts.append(f"memory {mem}")
+    shown = [c for c in s.device_columns if c in d.cells and c.header not in HEALTH_HEADERS]
+    parts += [f"{c.header} {d.cells[c][0]}" for c in shown]
+    cores = core_ranges(d.cores)
+    head: Line = [(f"device {d.index} (cores {cores}): ", "bold"), ("  ".join(parts), "")]
+    lines: list[Line] = [_clip(head, width)]
+    story = d.details or ((verdict,) if verdict else ("no health verdict in the report",))
+    for n, text in enumerate(story):
+        lines.append([(_fit(f"  {text}", width), (style or "dim") if n == 0 else "")])
+    if len(lines) > limit:
+        lines = [*lines[: limit - 1], [(_fit(f"  ... {len(lines) - limit + 1} more", width), "dim")]]
+    return lines
+
+
+def _history_lines(s: Screen, width: int, history: History, period: float, rows: int = 1) -> list[Line]:
+    """Full-width graphs of the whole host: mean device utilization, device memory, power, host CPU; braille
+    graphs ``rows`` high (2 points per character), or one row of block sparklines when ``rows`` is 0."""
     label_w = 22
     sw = max(10, width - label_w - 8)
-    seconds = min(history.points, sw) * period
-    lines: list[Line] = [[(_fit(f"history (last {seconds:.0f} s, newest on the right)", width), "bold underline")]]
-    rows = (
+    per_cell = 2 if rows else 1
+    seconds = min(history.points, sw * per_cell) * period
+    title = f"history (last {seconds:.0f} s, newest on the right; g: {'blocks' if rows else 'braille'})"
+    lines: list[Line] = [[(_fit(title, width), "bold underline")]]
+    graphs = (
         ("devices utilization", ("all", 0, UTIL), "green"),
         ("devices memory", ("all", 0, MEMORY), "cyan"),
         ("devices power", ("all", 0, POWER), "yellow"),
         *((b.history, ("host", 0, b.history), "magenta") for b in s.host if b.history),
     )
-    for label, (kind, index, what), style in rows:
+    for label, (kind, index, what), style in graphs:
         points = history.series(kind, index, what)
         if not any(v is not None for v in points):
             continue
         latest = next((v for v in reversed(points) if v is not None), None)
-        line: Line = [(f"{label:<{label_w}}", "bold"), (sparkline(points, sw), style), (" " + percent_text(latest), "")]
-        lines.append(_clip(line, width))
+        drawn = braille(points, sw, rows) if rows else [sparkline(points, sw)]
+        for n, graph in enumerate(drawn):
+            line: Line = [(f"{label if n == 0 else '':<{label_w}}", "bold"), (graph, style)]
+            if n == len(drawn) - 1:
+                line.append((" " + percent_text(latest), ""))
+            lines.append(_clip(line, width))
     return lines if len(lines) > 1 else []
+
+
+def _graph_count(s: Screen, history: History) -> int:
+    """How many host graphs the history section would draw."""
+    keys = [("all", 0, UTIL), ("all", 0, MEMORY), ("all", 0, POWER), *(("host", 0, b.history) for b in s.host)]
+    return sum(1 for k in keys if k[2] and any(v is not None for v in history.series(*k)))
 
 
 def _device_lines(s: Screen, width: int) -> list[Line]:
@@ -550,17 +597,33 @@ def _render(frame: Frame, width: int, height: int | None) -> list[Line]:
         main = [title, *_window(models, room - 1, frame.scroll)]
     else:
         history = frame.history
+        scroll, details, selected = frame.scroll, [], None
         if frame.view == "d":
             primary = _device_lines(s, width) if history is None else _live_device_lines(s, width, history)
-            primary = [*primary[:1], *_health_lines(s, width), *primary[1:]]  # the reasons stay in view
+            health = _health_lines(s, width)
+            selected = None if frame.selected is None or not s.devices else min(frame.selected, len(s.devices) - 1)
+            if selected is not None:
+                primary[1 + selected] = _cursor(primary[1 + selected])
+                details = _selection_lines(s, s.devices[selected], width, max(2, room // 4))
+            primary = [*primary[:1], *health, *primary[1:]]  # the reasons stay in view
         else:
             primary = _core_lines(s, width, history)
         # the runtimes keep a few rows below (title, header, two rows or a "more" line) when the view is long
         keep = min(room // 3, 5 + min(1, len(s.runtimes))) if history is not None else 0
-        main = _window(primary, max(3, room - keep), frame.scroll)
+        avail = max(3, room - keep - len(details))
+        if frame.view == "d" and selected is not None and len(primary) > avail:  # the table follows the cursor
+            scroll = max(0, len(health) + selected - (avail - 2) + 1)
+        main = [*_window(primary, avail, scroll), *details]
         spare = room - len(main) - 1
-        graphs = _history_lines(s, width, history, frame.period) if history is not None else []
-        if graphs and spare - len(graphs) - 1 >= 3 + len(s.runtimes):
+        graphs: list[Line] = []
+        if history is not None:
+            # braille graphs as high as the rows left allow (3, 2 or 1), the runtimes still all below them
+            count = _graph_count(s, history)
+            tall = [r for r in (3, 2, 1) if spare - (1 + count * r) - 1 >= 3 + len(s.runtimes)]
+            if count and tall:
+                rows = tall[0] if frame.graph == "braille" else 0
+                graphs = _history_lines(s, width, history, frame.period, rows)
+        if graphs:
             main = [*main, [], *graphs]
             spare -= len(graphs) + 1
         if spare >= 4:

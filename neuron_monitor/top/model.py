@@ -63,6 +63,7 @@ class Device:
     memory_total: int | None
     cells: Cells = field(default_factory=dict)  # the specs' device columns
     power: float | None = None  # average power of the period, percent of the device's maximum (history only)
+    details: tuple[str, ...] = ()  # the specs' whole story of its health (shown for the selected device)
 
     @property
     def memory_used(self) -> int:
@@ -308,6 +309,15 @@ def _powers(report: Report) -> dict[int, float]:
     return out
 
 
+def _details(report: Report) -> dict[int, tuple[str, ...]]:
+    """device index -> the system groups' ``top_device_details`` lines, in the groups' order."""
+    out: dict[int, tuple[str, ...]] = {}
+    for group in report.system.values():
+        for dev, lines in group.spec.top_device_details(group.data()).items():
+            out[dev] = out.get(dev, ()) + tuple(lines)
+    return out
+
+
 def _device_rows(
     cores: tuple[Core, ...],
     sums: _Sums,
@@ -315,6 +325,7 @@ def _device_rows(
     size: float | None,
     cells: dict[tuple[str, ...], Cells],
     powers: Mapping[int, float],
+    details: Mapping[int, tuple[str, ...]],
 ) -> tuple[Device, ...]:
     memory = sums.by_core(MEMORY_SUM)
     devices = []
@@ -334,6 +345,7 @@ def _device_rows(
                 memory_total=int(size) if size else None,
                 cells=cells.get((str(dev),), {}),
                 power=powers.get(dev),
+                details=details.get(dev, ()),
             )
         )
     return tuple(devices)
@@ -368,7 +380,13 @@ def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | Non
         report_time=report.report_time,
         host=_host(report),
         devices=_device_rows(
-            cores, sums, device_count, _float(hw.neuron_device_memory_size), device_cells, _powers(report)
+            cores,
+            sums,
+            device_count,
+            _float(hw.neuron_device_memory_size),
+            device_cells,
+            _powers(report),
+            _details(report),
         ),
         cores=cores,
         runtimes=tuple(_runtime(e, (UTILIZATION_SUM, MEMORY_SUM)) for e in entries),

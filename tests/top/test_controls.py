@@ -90,3 +90,28 @@ def test_s_cycles_the_sort_and_m_opens_the_models_view() -> None:
     st.scroll = 3
     st.press("m")
     assert (st.view, st.scroll) == ("m", 0)
+
+
+def test_the_devices_view_moves_a_cursor_esc_hides_it_g_toggles_the_graphs() -> None:
+    st = ViewState()
+    assert st.selected is None
+    st.press("j")  # the first move shows the cursor on the first device
+    assert st.selected == 0 and st.scroll == 0
+    st.press("down")
+    st.press("pgdn")
+    assert st.selected == 11
+    st.press("k")
+    st.press("pgup")
+    st.press("up")
+    assert st.selected == 0  # never above the first device
+    st.press("esc")
+    assert st.selected is None
+    st.press("c")  # other views scroll as before, the cursor stays where it was
+    st.press("down")
+    assert st.scroll == 1 and st.selected is None
+    assert st.graph == "braille"
+    st.press("g")
+    assert st.graph == "blocks"
+    st.press("g")
+    assert st.graph == "braille"
+    assert st.press("redraw") == "redraw"

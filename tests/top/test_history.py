@@ -59,3 +59,17 @@ def test_sparkline_is_exactly_width_characters_newest_on_the_right() -> None:
     assert sparkline([-5.0, 1e300], 2) == BLOCKS[0] + BLOCKS[-1]
     assert sparkline([1.0], 0) == ""
     assert len(sparkline(range(50), 7)) == 7  # type: ignore[arg-type]
+
+
+def test_braille_graph_two_points_per_character_filled_from_the_bottom() -> None:
+    from neuron_monitor.top.history import braille
+
+    assert braille([], 3, 2) == ["   ", "   "]
+    assert braille([100.0, 0.0], 1, 1) == ["\u28c7"]  # left column full (dots 1,2,3,7), right: one dot for 0
+    top, bottom = braille([100.0, 50.0, None, 25.0], 2, 2)
+    assert len(top) == len(bottom) == 2  # exactly the width, in characters of one cell each
+    assert top == "\u2847\u2800" and bottom == "\u28ff\u28a0"  # 50% = 4 of 8 dots: all of the bottom row
+    assert braille([float("nan"), float("inf")], 1, 1) == ["\u2800"]  # not a number: a gap
+    many = braille(list(range(0, 101)), 10, 3)  # only the newest 2 x width points
+    assert all(len(row) == 10 for row in many) and many[0][-1] == "\u28ff"
+    assert braille([50.0], 4, 1) == ["   \u28a0"]  # the newest point is always in a right-hand column

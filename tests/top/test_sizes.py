@@ -62,14 +62,46 @@ def test_120x40_shows_each_device_with_a_utilization_sparkline(viewer: Viewer) -
 
 
 def test_200x60_uses_the_space_for_history(viewer: Viewer) -> None:
-    out = _text(viewer, "d", 200, 60)
+    out = _text(viewer, "d", 200, 60)  # braille graphs 3 rows high (2 points per character), the runtimes below
     for name in ("util history", "memory history", "power history"):
         assert name in out[3]
     text = "\n".join(out)
     assert re.search(r"^history \(last \d+ s", text, re.M)
+    first = next(n for n, line in enumerate(out) if line.startswith("devices utilization "))
+    graph = out[first : first + 3]
+    assert all(re.search("[\u2800-\u28ff]{4,}", line) for line in graph)
+    assert all(line.startswith(" " * 22) for line in graph[1:])
+    assert re.search("[\u2801-\u28ff]", graph[-1]) and graph[-1].endswith("%")
+    assert re.search(r"^host CPU +[ \u2800-\u28ff]*[\u2800-\u28ff]", text, re.M)
+    assert any(line.startswith("job-14 ") for line in out)
+    viewer.state.graph = "blocks"  # g: one row of block sparklines each
+    try:
+        text = "\n".join(_text(viewer, "d", 200, 60))
+    finally:
+        viewer.state.graph = "braille"
     assert re.search(r"^devices utilization +\S*[" + BLOCKS + "]", text, re.M)
     assert re.search(r"^host CPU +\S*[" + BLOCKS + "]", text, re.M)
-    assert any(line.startswith("job-14 ") for line in out)
+    assert not re.search("[\u2800-\u28ff]", text)
+
+
+def test_the_device_cursor_shows_the_selected_devices_health_story(viewer: Viewer) -> None:
+    for size in ((80, 24), (120, 40), (200, 60)):
+        viewer.state.view, viewer.state.selected = "d", None
+        for _ in range(13):
+            viewer.press("down")  # the first press shows the cursor on device 0
+        assert viewer.state.selected == 12
+        out = _text(viewer, "d", *size)
+        text = "\n".join(out)
+        assert re.search(r"^>12 ", text, re.M), text  # the table follows the cursor
+        assert re.search(r"^device 12 \(cores 48-51\): utilization \d+\.\d%  memory ", text, re.M)
+        assert "  verdict healthy" in text or "  driver health: ok" in text
+        assert re.search(r"^job-00 ", text, re.M)  # the runtimes stay below
+    for _ in range(40):
+        viewer.press("pgdn")
+    assert viewer.state.selected == 15  # clamped to the last device
+    viewer.press("esc")
+    assert viewer.state.selected is None
+    assert "(cores" not in "\n".join(_text(viewer, "d", 120, 40))
 
 
 def test_once_has_no_history(viewer: Viewer) -> None:

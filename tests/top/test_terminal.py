@@ -248,8 +248,9 @@ def test_ctrl_z_gives_the_terminal_back_and_fg_resumes(term: Callable[[int, int]
 
 
 def test_frames_are_redrawn_in_place_without_clearing_the_screen() -> None:
-    """What the terminal receives: the alternate screen once, then frames that each rewrite from the top-left
-    corner (no clear-screen, the cause of flicker), then the main screen and the cursor back after SIGTERM."""
+    """What the terminal receives: the alternate screen once, then frames that rewrite rows in place, each row
+    after a cursor move to its start (no clear-screen, the cause of flicker; only the rows that changed after the
+    first frame), then the main screen and the cursor back after SIGTERM."""
     primary, secondary = pty.openpty()
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     cmd = [sys.executable, "-m", "neuron_monitor.top.cli", "--simulate", "trn1.2xlarge", "--no-imds"]
@@ -268,7 +269,7 @@ def test_frames_are_redrawn_in_place_without_clearing_the_screen() -> None:
 
     try:
         deadline = time.monotonic() + DEADLINE
-        while out.count(b"\x1b[H") < 4 or b"trn1.2xlarge" not in out:  # a few frames with a report in them
+        while out.count(b"\x1b[1;1H") < 4 or b"trn1.2xlarge" not in out:  # a few frames (the title's age ticks)
             assert time.monotonic() < deadline, out[-2000:]
             read(0.2)
         proc.send_signal(signal.SIGTERM)
@@ -285,6 +286,9 @@ def test_frames_are_redrawn_in_place_without_clearing_the_screen() -> None:
     assert proc.returncode == 0
     assert out.count(b"\x1b[?1049h") == 1 and out.count(b"\x1b[?1049l") == 1  # alternate screen in, then out
     assert b"\x1b[2J" not in out and b"\x1b[2K" not in out  # frames overwrite, never clear
+    frames = out.split(b"\x1b[1;1H")[1:]
+    rows = [len(re.findall(rb"\x1b\[(\d+);1H", f)) + 1 for f in frames]
+    assert rows[0] == 24 and min(rows[1:]) < 24  # the first frame is whole, later ones send changed rows only
     assert out.rfind(b"\x1b[?25h") > out.rfind(b"\x1b[?25l") >= 0  # the cursor was hidden, and is shown again
 
 

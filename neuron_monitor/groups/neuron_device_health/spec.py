@@ -10,6 +10,7 @@ seconds and writes a report as soon as a verdict changes (docs/health.md has the
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -310,6 +311,22 @@ def device_count(value: NeuronDeviceHealth) -> int:
     return len(value.devices)
 
 
+def top_device_details(value: NeuronDeviceHealth) -> dict[int, list[str]]:
+    """neuron-monitor-top's selected device: its verdict (and since when), then every reason with its severity
+    and message."""
+    out: dict[int, list[str]] = {}
+    for dev in value.devices:
+        if dev.index is None or dev.state is None:
+            continue
+        since = f" since {time.strftime('%H:%M:%S', time.localtime(dev.since))}" if dev.since is not None else ""
+        lines = [f"verdict {dev.state}{since}"]
+        for r in dev.reasons:
+            what = f"{r.rule} {r.detail}".strip()
+            lines.append(f"{r.severity} {what}" + (f": {r.message}" if r.message else ""))
+        out[dev.index] = lines
+    return out
+
+
 SPEC = S.GroupSpec(
     name=NAME,
     placement=S.SYSTEM,
@@ -328,4 +345,5 @@ SPEC = S.GroupSpec(
     top_columns=(COL_VERDICT,),
     top=top,
     device_count=device_count,
+    top_device_details=top_device_details,
 )

@@ -78,10 +78,15 @@ def _memory(obj: Any, problems: Problems, where: str) -> tuple[dict[str, float],
     for cat, values in (mapping(obj, problems, where, "") or {}).items():
         values = mapping(values, problems, where, cat) or {}
         for key, out in ((USED, used), (PEAK, peak)):
-            if values.get(key) is not None:
-                v = number(values[key], problems, f"{where}.{cat}", key)
-                if v is not None:
-                    out[cat] = v
+            value = values.get(key)
+            if value is None:
+                continue
+            if value.__class__ is int or value.__class__ is float:  # the common case, without building `where`
+                out[cat] = float(value)
+                continue
+            v = number(value, problems, f"{where}.{cat}", key)
+            if v is not None:
+                out[cat] = v
     return used, peak
 
 
@@ -374,6 +379,19 @@ def top_device_power(value: NeuronDeviceTelemetry) -> dict[int, float]:
     return out
 
 
+def top_device_details(value: NeuronDeviceTelemetry) -> dict[int, list[str]]:
+    """neuron-monitor-top's selected device: the driver's health flag and every unhealthy component."""
+    out: dict[int, list[str]] = {}
+    for dev in value.devices:
+        if dev.index is None or dev.healthy is None:
+            continue
+        if dev.healthy and not dev.unhealthy:
+            out[dev.index] = ["driver health: ok"]
+        else:
+            out[dev.index] = ["driver health: UNHEALTHY", *(f"unhealthy component {c}" for c in dev.unhealthy)]
+    return out
+
+
 SPEC = S.GroupSpec(
     name=NAME,
     placement=S.SYSTEM,
@@ -402,4 +420,5 @@ SPEC = S.GroupSpec(
     top_columns=(COL_POWER, COL_HEALTH),
     top=top,
     top_device_power=top_device_power,
+    top_device_details=top_device_details,
 )
