@@ -174,8 +174,8 @@ def host_root(args: argparse.Namespace) -> Iterator[str]:
     except ImportError as e:
         raise ConfigError(f"--simulate: the simulator is not available in this build ({e})") from None
     try:
-        vary = {"vary": True} if getattr(args, "sim_vary", False) else {}  # neuron-monitor-top's live demo
-        sim = TemporarySimulator(args.simulate, runtimes=args.sim_runtimes, seed=args.seed, **vary)
+        options = getattr(args, "sim_options", None) or {}  # neuron-monitor-top's demo host (top/cli.py)
+        sim = TemporarySimulator(args.simulate, runtimes=args.sim_runtimes, seed=args.seed, **options)
     except (KeyError, ValueError) as e:
         raise ConfigError(f"--simulate: {e.args[0] if e.args else e}") from None
     with sim:

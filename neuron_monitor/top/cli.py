@@ -201,6 +201,19 @@ def _live(args: argparse.Namespace, kind: str, state: ViewState) -> int:
             source.close()
 
 
+def sim_options(args: argparse.Namespace) -> dict[str, object]:
+    """The simulator options of ``--simulate``: the Neuron class devices linked to their PCI functions
+    (``neuron_pci_parent``), so the EFA adapters join their devices and the efa column shows (the public driver
+    gives its class devices no PCI parent: on a real host the join is unknown and the column stays away,
+    docs/top.md); and, in the live view unless ``--sim-steady``, the varying load (``vary``)."""
+    if not args.simulate:
+        return {}
+    options: dict[str, object] = {"neuron_pci_parent": True}
+    if not args.once and not args.sim_steady:
+        options["vary"] = True
+    return options
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     state = ViewState(view=args.view, sort=args.sort)
@@ -208,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"--filter: {state.notice}", 2)
     if args.root is None:
         args.root = ""
-    args.sim_vary = bool(args.simulate) and not args.once and not args.sim_steady
+    args.sim_options = sim_options(args)
     try:
         kind = choose_source(args)
         args.root = args.root or "/"

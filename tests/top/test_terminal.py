@@ -130,6 +130,11 @@ def test_trn2_at_80x24_views_keys_and_quit(term: Callable[[int, int], Tmux]) -> 
     t.wait_for("NeuronCore utilization", "d0 ", "below")
     t.keys("PgDn")
     t.wait_for("d15", " 63 [")
+    t.keys("PgUp")
+    t.wait_for("-- 0 above")
+    for key, above in (("Down", 1), ("j", 2), ("k", 1), ("Up", 0)):
+        t.keys(key)
+        t.wait_for(f"-- {above} above")
     t.keys("r")
     screen = t.wait_for("exec/s", "job-00", "job-03")
     t.keys("f")
@@ -151,7 +156,8 @@ def test_trn2_at_200x60_shows_devices_and_runtimes_and_ends_on_sigterm(term: Cal
     t = term(200, 60)
     t.start(top("--simulate", "trn2.48xlarge", "--no-imds", "--sim-runtimes", "16"))
     screen = t.wait_for("trn2.48xlarge", " 15 [", "runtimes (16)", "job-15", "util history", "power history")
-    t.wait("the history section", lambda s: re.search(r"^devices utilization +\S*[▁-█]", s, re.M) is not None)
+    graph = re.compile(r"^devices utilization +[ \u2800-\u28ff]+\n {22}.*[\u2801-\u28ff]", re.M)  # braille, rows high
+    t.wait("the history section", lambda s: graph.search(s) is not None)
     assert max(len(line) for line in screen.splitlines()) <= 200
     t.keys("c")
     t.wait_for("each physical core", "d15", " 63 [")
@@ -218,6 +224,18 @@ def test_replay_with_pause_and_seek(term: Callable[[int, int], Tmux], tmp_path: 
     t.wait_for("replay 9/10 paused", "108 ")
     t.keys("Home")
     t.wait_for("replay 1/10 paused", "100 ")
+    t.keys("Right")
+    t.wait_for("replay 2/10 paused", "101 ")
+    t.keys("]")  # 60 s of recorded time forward: past the end, so the last report
+    t.wait_for("replay 10/10", "109 ")
+    t.keys("[")
+    t.wait_for("replay 1/10", "100 ")
+    t.keys("+")
+    t.wait_for("replay 1/10 paused x2")
+    t.keys("+")
+    t.wait_for("replay 1/10 paused x4")
+    t.keys("-")
+    t.wait_for("replay 1/10 paused x2")
     t.keys("Space")
     t.wait("playback to move on", lambda s: "playing" in s and "replay 1/10" not in s)
     t.keys("q")
@@ -316,5 +334,59 @@ def test_history_sort_models_and_a_resize_storm(term: Callable[[int, int], Tmux]
         lambda s: "runtimes (4)" in s and "util history" not in s and all(len(x) <= 80 for x in s.splitlines()),
     )
     assert "host CPU" in screen
+    t.keys("q")
+    assert_restored(t)
+
+
+def _pane_tty(t: Tmux) -> str:
+    return t.flag("pane_tty")
+
+
+def test_every_other_key_of_the_live_view_has_its_effect(term: Callable[[int, int], Tmux]) -> None:
+    """The keys the help lists that the other tests do not press: the device cursor (Down, j, PgDn, k, Up, PgUp,
+    Esc) with the selected device's health story, g (braille or block graphs), Ctrl-L (a screen spoiled from
+    outside is drawn whole again), the filter prompt's Backspace, Esc and empty Enter, and the help listing them;
+    on the simulated trn2.48xlarge the efa column is there (the demo host links its devices to their PCI
+    functions)."""
+    t = term(200, 60)
+    t.start(top("--simulate", "trn2.48xlarge", "--no-imds", "--sim-runtimes", "4"))
+    t.wait_for("util history", "history (last", "runtimes (4)", "g: blocks")
+    efa = re.compile(r"^dev .* efa\n\s+0 .*\d[KMGT]?B/s\n", re.M)  # the header, then device 0's throughput
+    t.wait("the efa column", lambda s: efa.search(s) is not None)
+    braille_row = re.compile(r"^devices utilization +[ \u2800-\u28ff]*[\u2800-\u28ff]", re.M)
+    t.wait("braille history graphs", lambda s: braille_row.search(s) is not None)
+    t.keys("g")
+    t.wait("block sparklines", lambda s: re.search(r"^devices utilization +\S*[▁-█]", s, re.M) is not None)
+    assert "g: braille" in t.screen()
+    t.keys("g")
+    t.wait("braille again", lambda s: braille_row.search(s) is not None and "g: blocks" in s)
+    # the device cursor: the first move shows it on device 0, with the device's health story below the table
+    for key, device in (("Down", 0), ("j", 1), ("PgDn", 11), ("k", 10), ("Up", 9), ("PgUp", 0)):
+        t.keys(key)
+        t.wait_for(f"device {device} (cores {4 * device}-{4 * device + 3}):", "verdict healthy")
+        assert re.search(rf"^> *{device} ", t.screen(), re.M)
+    t.keys("Escape")
+    t.wait("the cursor hidden", lambda s: "(cores" not in s and not re.search(r"^>", s, re.M))
+    # Ctrl-L: rows spoiled behind the view's back (a blank row the diff would never send again) are drawn anew
+    with open(_pane_tty(t), "w") as tty:
+        tty.write("\x1b[60;1HSPOILED-ROW")
+    t.wait_for("SPOILED-ROW")
+    t.keys("C-l")
+    t.wait("the whole screen drawn again", lambda s: "SPOILED-ROW" not in s and "util history" in s)
+    # the filter prompt: Backspace edits, Esc cancels (the filter stays), an empty Enter clears
+    t.keys("f")
+    t.wait_for("filter (regex, Enter/Esc)")
+    t.keys("job-0[12]x", "BSpace", "Enter")
+    t.wait_for("/job-0[12]/ (2 hidden)")
+    t.keys("f", "zz", "Escape")
+    t.wait("the filter kept", lambda s: "/job-0[12]/ (2 hidden)" in s and "filter (regex" not in s)
+    t.keys("f")
+    t.wait_for("filter (regex, Enter/Esc): job-0[12]_")
+    t.keys(*(["BSpace"] * 9), "Enter")
+    t.wait("the filter cleared", lambda s: "hidden" not in s and "runtimes (4)" in s)
+    t.keys("?")
+    t.wait_for("keys", "Ctrl-L", "Esc", "history graphs: braille", "device cursor")
+    t.keys("g")  # any key closes the help (and does nothing else)
+    t.wait("help closed", lambda s: "device cursor" not in s and "g: blocks" in s)
     t.keys("q")
     assert_restored(t)
