@@ -235,3 +235,10 @@ def test_det_findings_and_top_cells_follow_the_verdict(
     assert cells[("1",)] == ("UNHEALTHY unhealthy_component hbm", "bold red")
     assert cells[("2",)] == ("unknown power_status INVALID", "yellow")
     assert cells[("3",)] == ("healthy", "green")
+    # neuron-monitor-top's device cursor: the verdict with since when, then every reason with severity and message
+    details = K.top_device_details(value)
+    assert details[0][0].startswith("verdict healthy")
+    assert details[1][0].startswith("verdict unhealthy since ")
+    assert details[1][1:] == ["unhealthy_component hbm (unhealthy): driver reports hbm unhealthy"]
+    assert details[2][0].startswith("verdict unknown") and any("power_status INVALID" in x for x in details[2])
+    assert details[3][1:] == ["repair_pending hbm (warning): 1 repairable HBM ECC errors: repair at next device reset"]

@@ -312,8 +312,8 @@ def device_count(value: NeuronDeviceHealth) -> int:
 
 
 def top_device_details(value: NeuronDeviceHealth) -> dict[int, list[str]]:
-    """neuron-monitor-top's selected device: its verdict (and since when), then every reason with its severity
-    and message."""
+    """neuron-monitor-top's selected device: its verdict (and since when), then every reason: rule, detail,
+    severity and message."""
     out: dict[int, list[str]] = {}
     for dev in value.devices:
         if dev.index is None or dev.state is None:
@@ -322,7 +322,7 @@ def top_device_details(value: NeuronDeviceHealth) -> dict[int, list[str]]:
         lines = [f"verdict {dev.state}{since}"]
         for r in dev.reasons:
             what = f"{r.rule} {r.detail}".strip()
-            lines.append(f"{r.severity} {what}" + (f": {r.message}" if r.message else ""))
+            lines.append(f"{what} ({r.severity})" + (f": {r.message}" if r.message else ""))
         out[dev.index] = lines
     return out
 
