@@ -57,6 +57,7 @@ def lay_out_sysfs(group: str, name: str, root: Path) -> Path:
 FAST_PATH_TESTS = (
     "tests/groups/test_data_block_group.py",
     "tests/groups/test_execution_stats.py",
+    "tests/groups/test_group_testdata.py",
     "tests/groups/test_host_groups.py",
     "tests/groups/test_memory_used.py",
     "tests/groups/test_neuron_hw_counters.py",
