@@ -1,6 +1,6 @@
 """The wheel and the sdist (`make dist`: python -m build): built from the sdist, the wheel installs every command
 (each answers --version), ships the Grafana dashboard the exporter serves and, where a compiler is here, the
-compiled helper."""
+compiled helper; the README's install lines work on what was built."""
 
 from __future__ import annotations
 
@@ -57,16 +57,27 @@ def test_wheel_and_sdist_install_every_command(tmp_path: Path) -> None:
 
     # the README's own install lines, in the directory holding the wheel (pip --dry-run: the file names and
     # extras as bash expands them must name the wheel; a quoted glob does not)
+    etc = tmp_path / "etc"
+    for line in readme_install_block().splitlines():  # the configuration taken from the sdist, as the README says
+        if line.startswith(("install -d ", "tar ")):
+            got = subprocess.run(["bash", "-c", line.replace("/etc/neuron-monitor", str(etc))], cwd=dist,
+                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+            assert got.returncode == 0, got.stderr
+    assert (etc / "monitor.conf").read_bytes() == (REPO / "configs" / "monitor.conf").read_bytes()
     for args in readme_pip_installs():
         line = f"{sys.executable} -m pip install --dry-run --no-deps --no-index --quiet {args}"
         got = subprocess.run(["bash", "-c", line], cwd=dist, capture_output=True, text=True, timeout=300)
         assert got.returncode == 0, (args, got.stderr[-500:])
 
 
+def readme_install_block() -> str:
+    """The README's "Install without a clone" commands."""
+    return (REPO / "README.md").read_text().split("### Install without a clone", 1)[1].split("```", 2)[1]
+
+
 def readme_pip_installs() -> list[str]:
     """The arguments of each ``pip install`` in the README's "Install without a clone" block (comments removed)."""
-    text = (REPO / "README.md").read_text()
-    block = text.split("### Install without a clone", 1)[1].split("```", 2)[1]
+    block = readme_install_block()
     found = [
         ln.split("pip install ", 1)[1].split("  #", 1)[0].strip() for ln in block.splitlines() if "pip install " in ln
     ]
