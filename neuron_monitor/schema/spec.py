@@ -110,16 +110,29 @@ class PromFamily:
     created: bool = False  # counters: a ``<name>_created`` sample per series with ``--created-series``
 
 
-# (family, prefix, {key: value}, divisor, suffix): a batch of gauge samples. A sample's key -- the values of the
-# family's own labels, after the core index for CORE_SCOPE -- is prefix + the map's key + suffix (for a family
-# without a key -- no labels, not the core scope -- prefix + suffix, the map holding one value); its value is the
-# map's value / divisor.
-PromSample = tuple[PromFamily, tuple[str, ...], Mapping[str, float], float, tuple[str, ...]]
-# (family, key prefix, {last key value: reported value}, factor): a batch of counter samples. Each counter's key is
-# the prefix plus the map's key (for a family without a key -- no labels, not the core scope -- the prefix alone);
-# it grows by value x factor when the group is fresh, the value (a count, a rate, a percentage) checked against
-# ``family.limit`` first.
-PromCount = tuple[PromFamily, tuple[str, ...], Mapping[str, float], float]
+class PromSample(NamedTuple):
+    """A batch of gauge samples of one family. A sample's key -- the values of the family's own labels, after the
+    core index for CORE_SCOPE -- is ``prefix`` + the map's key + ``suffix`` (for a family without a key -- no labels,
+    not the core scope -- ``prefix`` + ``suffix``, the map holding one value); its value is the map's value /
+    ``divisor``."""
+
+    family: PromFamily
+    prefix: tuple[str, ...]
+    values: Mapping[str, float]
+    divisor: float
+    suffix: tuple[str, ...]
+
+
+class PromCount(NamedTuple):
+    """A batch of counter samples of one family. Each counter's key is ``prefix`` plus the map's key (for a family
+    without a key -- no labels, not the core scope -- ``prefix`` alone); it grows by the map's value x ``factor``
+    when the group is fresh, the value (a count, a rate, a percentage) checked against ``family.limit`` first."""
+
+    family: PromFamily
+    prefix: tuple[str, ...]
+    values: Mapping[str, float]
+    factor: float
+
 
 # ---- CloudWatch -----------------------------------------------------------------------------------------------
 PERCENT = "Percent"

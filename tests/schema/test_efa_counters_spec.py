@@ -45,9 +45,9 @@ def test_reader_and_consumers(tmp_path: Path) -> None:
     value = _value(tmp_path)
     (p,) = value.ports
     assert (p.device, p.port, p.neuron_label, p.link_up, p.rate_gbps) == ("rdmap16s27", "1", "0,1", True, 100.0)
-    counts = {fam.name: (key, batch) for fam, key, batch, _ in K.SPEC.counts(value, 5.0)}  # type: ignore[misc]
+    counts = {c.family.name: (c.prefix, c.values) for c in K.SPEC.counts(value, 5.0)}  # type: ignore[misc]
     assert counts["efa_tx_bytes"] == (("rdmap16s27", "1"), {"0,1": 80_000_000})
-    gauges = {fam.name: (key, batch) for fam, key, batch, _, _ in K.SPEC.gauges(value)}
+    gauges = {g.family.name: (g.prefix, g.values) for g in K.SPEC.gauges(value)}
     assert gauges["efa_link_up"] == (("rdmap16s27", "1"), {"0,1": 1.0})
     assert gauges["efa_link_rate_bits_per_second"][1] == {"0,1": 100e9}
     datums = {(m.name, key): v for m, key, _, v in K.SPEC.datums(value, 5.0, False)}

@@ -60,11 +60,11 @@ COLUMN = S.TopColumn(S.TOP_DEVICES, "fan", 7, order=90)  # fan N cools Neuron de
 
 
 def gauges(v: FanSpeed) -> Iterator[S.PromSample]:
-    yield RPM, (), v.rpm, 1.0, ()
+    yield S.PromSample(RPM, prefix=(), values=v.rpm, divisor=1.0, suffix=())
 
 
 def counts(v: FanSpeed, period: float) -> Iterator[S.PromCount]:
-    yield TURNS, (), v.turns, 1.0
+    yield S.PromCount(TURNS, prefix=(), values=v.turns, factor=1.0)
 
 
 def datums(v: FanSpeed, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:

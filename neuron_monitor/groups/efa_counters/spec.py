@@ -148,9 +148,9 @@ def gauges(value: EfaCounters) -> Iterator[S.PromSample]:
     for p in value.ports:
         key = (p.device, p.port)
         if p.link_up is not None:
-            yield FAM_LINK_UP, key, {p.neuron_label: 1.0 if p.link_up else 0.0}, 1.0, ()
+            yield S.PromSample(FAM_LINK_UP, key, {p.neuron_label: 1.0 if p.link_up else 0.0}, 1.0, ())
         if p.rate_gbps is not None:
-            yield FAM_RATE, key, {p.neuron_label: p.rate_gbps * 1e9}, 1.0, ()
+            yield S.PromSample(FAM_RATE, key, {p.neuron_label: p.rate_gbps * 1e9}, 1.0, ())
 
 
 def counts(value: EfaCounters, period: float) -> Iterator[S.PromCount]:
@@ -160,7 +160,7 @@ def counts(value: EfaCounters, period: float) -> Iterator[S.PromCount]:
         for name, count in p.counts.items():
             fam = FAM_COUNTERS.get(name)
             if fam is not None:
-                yield fam, key, {label: count}, 1.0
+                yield S.PromCount(fam, key, {label: count}, 1.0)
 
 
 # ---- CloudWatch: the CloudWatch agent's EFA metric names and dimensions (device, port) -------------------------

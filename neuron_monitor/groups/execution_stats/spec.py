@@ -76,13 +76,13 @@ def gauges(value: ExecutionStats) -> Iterator[S.PromSample]:
     for kind, family in _LATENCY_FAMILIES:
         percentiles = latency.get(kind)
         if percentiles:
-            yield family, (), percentiles, 1.0, ()
+            yield S.PromSample(family, (), percentiles, 1.0, ())
 
 
 def counts(value: ExecutionStats, period: float) -> Iterator[S.PromCount]:
     for summary, family in ((value.error_summary, FAM_ERRORS), (value.execution_summary, FAM_STATUS)):
         if summary:
-            yield family, (), summary, 1.0
+            yield S.PromCount(family, (), summary, 1.0)
 
 
 CW_STATUS = S.CwMetric("Execution", S.COUNT, S.RUNTIME_DIMS, keyed=True)

@@ -40,7 +40,7 @@ def gauges(value: MemoryInfo) -> Iterator[S.PromSample]:
     for key, family in FAMILIES.items():
         amount = value.fields.get(key)
         if amount is not None:
-            yield family, (), {key: amount}, 1.0, ()
+            yield S.PromSample(family, (), {key: amount}, 1.0, ())
 
 
 CW_FIELD = S.CwMetric("Host", S.BYTES, S.HOST_DIMS, keyed=True)  # Host + the field without "_bytes"

@@ -137,20 +137,20 @@ _CORE_FAMILIES = tuple(FAM_CORE.items())
 
 def gauges(value: MemoryUsed) -> Iterator[S.PromSample]:
     totals = {N.LOCATION_HOST: value.host, N.LOCATION_NEURON_DEVICE: value.neuron_device}
-    yield FAM_USED, (), {k: v for k, v in totals.items() if v is not None}, 1.0, ()
+    yield S.PromSample(FAM_USED, (), {k: v for k, v in totals.items() if v is not None}, 1.0, ())
     if value.host_breakdown:
-        yield FAM_HOST, (), value.host_breakdown, 1.0, ()
+        yield S.PromSample(FAM_HOST, (), value.host_breakdown, 1.0, ())
     per_core = value.per_core
     if per_core:
         for kind, family in _CORE_FAMILIES:  # AWS's exporter sets memory_location to None
             by_core = {core: amount for core, cats in per_core.items() if (amount := cats.get(kind)) is not None}
-            yield family, (), by_core, 1.0, ("None",)
+            yield S.PromSample(family, (), by_core, 1.0, ("None",))
     if value.models is not None:
-        yield FAM_MODELS, (), {"": float(value.model_count)}, 1.0, ()
+        yield S.PromSample(FAM_MODELS, (), {"": float(value.model_count)}, 1.0, ())
         for m in value.models:
-            yield FAM_MODEL_RUNNING, (m.model_id, m.name), {m.uuid: 1.0 if m.running else 0.0}, 1.0, ()
+            yield S.PromSample(FAM_MODEL_RUNNING, (m.model_id, m.name), {m.uuid: 1.0 if m.running else 0.0}, 1.0, ())
         for m in value.models:
-            yield FAM_MODEL_MEMORY, (m.model_id,), m.memory, 1.0, ()
+            yield S.PromSample(FAM_MODEL_MEMORY, (m.model_id,), m.memory, 1.0, ())
 
 
 CW_HOST = S.CwMetric("RuntimeHostMemoryUsed", S.BYTES, S.RUNTIME_DIMS)

@@ -188,20 +188,20 @@ def gauges(value: NeuronDeviceHealth) -> Iterator[S.PromSample]:
         if dev.since is not None:
             since[dev.label] = dev.since
         for r in dev.reasons:
-            yield FAM_REASON, (dev.label, r.rule, r.detail), {r.severity: 1.0}, 1.0, ()
+            yield S.PromSample(FAM_REASON, (dev.label, r.rule, r.detail), {r.severity: 1.0}, 1.0, ())
     for label, by_state in states.items():
-        yield FAM_STATE, (label,), by_state, 1.0, ()
+        yield S.PromSample(FAM_STATE, (label,), by_state, 1.0, ())
     if since:
-        yield FAM_SINCE, (), since, 1.0, ()
+        yield S.PromSample(FAM_SINCE, (), since, 1.0, ())
     if value.node_state is not None:
-        yield FAM_NODE, (), {s: float(s == value.node_state) for s in STATES}, 1.0, ()
+        yield S.PromSample(FAM_NODE, (), {s: float(s == value.node_state) for s in STATES}, 1.0, ())
 
 
 def counts(value: NeuronDeviceHealth, period: float) -> Iterator[S.PromCount]:
     for dev in value.devices:
         if dev.index is None:
             continue
-        yield FAM_FAULTS, (dev.label,), {kind: dev.events.get(kind, 0.0) for kind in FAULT_KINDS}, 1.0
+        yield S.PromCount(FAM_FAULTS, (dev.label,), {kind: dev.events.get(kind, 0.0) for kind in FAULT_KINDS}, 1.0)
 
 
 # ---- CloudWatch -----------------------------------------------------------------------------------------------

@@ -223,35 +223,37 @@ def gauges(value: NeuronDeviceTelemetry) -> Iterator[S.PromSample]:
     for dev in value.devices:
         key = (dev.label,)
         if dev.power:
-            yield FAM_POWER, key, dev.power, 100.0, ()
+            yield S.PromSample(FAM_POWER, key, dev.power, 100.0, ())
         if dev.power_status is not None:
-            yield FAM_POWER_STATUS, key, {s: float(s == dev.power_status) for s in POWER_STATUSES}, 1.0, ()
+            yield S.PromSample(
+                FAM_POWER_STATUS, key, {s: float(s == dev.power_status) for s in POWER_STATUSES}, 1.0, ()
+            )
         if dev.healthy is not None:
             healthy[dev.label] = 1.0 if dev.healthy else 0.0
             if dev.unhealthy:
-                yield FAM_UNHEALTHY, key, dict.fromkeys(dev.unhealthy, 1.0), 1.0, ()
+                yield S.PromSample(FAM_UNHEALTHY, key, dict.fromkeys(dev.unhealthy, 1.0), 1.0, ())
         if dev.memory_used:
-            yield FAM_MEM, key, dev.memory_used, 1.0, ()
+            yield S.PromSample(FAM_MEM, key, dev.memory_used, 1.0, ())
         if dev.memory_peak:
-            yield FAM_MEM_PEAK, key, dev.memory_peak, 1.0, ()
+            yield S.PromSample(FAM_MEM_PEAK, key, dev.memory_peak, 1.0, ())
         if dev.host_used:
-            yield FAM_HOST, key, dev.host_used, 1.0, ()
+            yield S.PromSample(FAM_HOST, key, dev.host_used, 1.0, ())
         for core, tele in dev.cores.items():
             if tele.busy_ratio is not None:
                 busy.setdefault(dev.label, {})[core] = tele.busy_ratio
     if healthy:
-        yield FAM_HEALTHY, (), healthy, 1.0, ()
+        yield S.PromSample(FAM_HEALTHY, (), healthy, 1.0, ())
     for label, cores in busy.items():
-        yield FAM_BUSY, (), cores, 1.0, (label,)
+        yield S.PromSample(FAM_BUSY, (), cores, 1.0, (label,))
 
 
 def counts(value: NeuronDeviceTelemetry, period: float) -> Iterator[S.PromCount]:
     for dev in value.devices:
         if dev.ecc:
-            yield FAM_ECC, (dev.label,), dev.ecc, 1.0  # the family of neuron_hw_counters' ECC events
+            yield S.PromCount(FAM_ECC, (dev.label,), dev.ecc, 1.0)  # the family of neuron_hw_counters' ECC events
         for core, tele in dev.cores.items():
             if tele.status:
-                yield FAM_STATUS, (core, dev.label), tele.status, 1.0
+                yield S.PromCount(FAM_STATUS, (core, dev.label), tele.status, 1.0)
 
 
 # ---- CloudWatch -----------------------------------------------------------------------------------------------

@@ -67,7 +67,9 @@ FAM_ECC = S.PromFamily(
 
 def counts(value: NeuronHwCounters, period: float) -> Iterator[S.PromCount]:
     for device in value.devices:
-        yield FAM_ECC, (device.label,), device.events, 1.0  # a listed device without events is listed still
+        yield S.PromCount(
+            FAM_ECC, (device.label,), device.events, 1.0
+        )  # a listed device without events is listed still
 
 
 CW_EVENT = S.CwMetric("NeuronDevice", S.COUNT, S.DEVICE_DIMS, keyed=True)

@@ -29,7 +29,9 @@ FAM_USAGE = S.PromFamily(
 
 def gauges(value: RuntimeVcpuUsage) -> Iterator[S.PromSample]:
     usage = value.usage or {}
-    yield FAM_USAGE, (), {mode: pct for mode in N.RUNTIME_CPU_MODES if (pct := usage.get(mode)) is not None}, 100.0, ()
+    yield S.PromSample(
+        FAM_USAGE, (), {mode: pct for mode in N.RUNTIME_CPU_MODES if (pct := usage.get(mode)) is not None}, 100.0, ()
+    )
 
 
 CW_USAGE = S.CwMetric("RuntimeVCpuUsage", S.PERCENT, S.RUNTIME_DIMS, keyed=True)

@@ -130,17 +130,17 @@ FAM_EFFECTIVE_FLOPS = S.PromFamily(
 
 
 def gauges(value: NeuroncoreCounters) -> Iterator[S.PromSample]:
-    yield FAM_UTIL, (), value.utilization(), 100.0, ()
+    yield S.PromSample(FAM_UTIL, (), value.utilization(), 100.0, ())
     for core, physical in value.physical().items():
-        yield FAM_PHYSICAL, (core,), physical, 100.0, ()
+        yield S.PromSample(FAM_PHYSICAL, (core,), physical, 100.0, ())
 
 
 def counts(value: NeuroncoreCounters, period: float) -> Iterator[S.PromCount]:
     """FLOPs over the period: the rate x the period."""
     if value.flops:
-        yield FAM_FLOPS, (), value.flops, period
+        yield S.PromCount(FAM_FLOPS, (), value.flops, period)
     if value.effective_flops:
-        yield FAM_EFFECTIVE_FLOPS, (), value.effective_flops, period
+        yield S.PromCount(FAM_EFFECTIVE_FLOPS, (), value.effective_flops, period)
 
 
 CW_UTIL = S.CwMetric("NeuronCoreUtilization", S.PERCENT, S.CORE_DIMS)

@@ -61,27 +61,27 @@ FAM_CONTEXT_SWITCHES = S.PromFamily(
 def gauges(value: VcpuUsage) -> Iterator[S.PromSample]:
     """As AWS's exporter: nice folds into user, io_wait/irq/soft_irq into system, each capped at 100 %."""
     if value.vcpu_count is not None:
-        yield FAM_COUNT, (), {"": float(value.vcpu_count)}, 1.0, ()
+        yield S.PromSample(FAM_COUNT, (), {"": float(value.vcpu_count)}, 1.0, ())
     average = value.average
     if average is not None:
         pct = {mode: average.get(mode) or 0.0 for mode in N.CPU_MODES}
         system = pct[N.CPU_SYSTEM] + pct[N.CPU_IO_WAIT] + pct[N.CPU_IRQ] + pct[N.CPU_SOFT_IRQ]
         shares = {N.CPU_USER: min(pct[N.CPU_USER] + pct[N.CPU_NICE], 100.0), N.CPU_SYSTEM: min(system, 100.0)}
-        yield FAM_USAGE, (), shares, 100.0, ()
+        yield S.PromSample(FAM_USAGE, (), shares, 100.0, ())
 
 
 def counts(value: VcpuUsage, period: float) -> Iterator[S.PromCount]:
     """CPU seconds by mode (percent / 100 x period x vCPUs) and the context switches."""
     if value.vcpu_count and value.average is not None:
         average = value.average
-        yield (
+        yield S.PromCount(
             FAM_CPU_SECONDS,
             (),
             {mode: average.get(mode) or 0.0 for mode in N.CPU_MODES},
             period * value.vcpu_count / 100.0,
         )
     if value.context_switches is not None:
-        yield FAM_CONTEXT_SWITCHES, (), {"": value.context_switches}, 1.0
+        yield S.PromCount(FAM_CONTEXT_SWITCHES, (), {"": value.context_switches}, 1.0)
 
 
 CW_USAGE = S.CwMetric("HostVCpuUsage", S.PERCENT, S.HOST_DIMS, keyed=True)
