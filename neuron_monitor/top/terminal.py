@@ -111,6 +111,9 @@ class FullScreen:
         self.console = Console(file=file or sys.stdout, highlight=False)
         self.file = self.console.file
         self.encoder = RowEncoder(self.console)
+        encoding = (self.console.encoding or "utf-8").lower()
+        # a terminal whose encoding cannot show braille or blocks gets "?" for them rather than no frame at all
+        self._legacy = None if encoding.replace("-", "").startswith("utf") else encoding
         self._saved: list[int | list[bytes | int]] | None = None
         columns, lines = self.console.size
         self._size = (columns, lines)
@@ -151,6 +154,9 @@ class FullScreen:
             self._write("".join(out))
 
     def _write(self, text: str) -> None:
+        if self._legacy is not None:
+            with contextlib.suppress(LookupError):
+                text = text.encode(self._legacy, "replace").decode(self._legacy)
         with contextlib.suppress(OSError, ValueError):
             self.file.write(text)
             self.file.flush()

@@ -88,3 +88,17 @@ def test_styles_become_sgr_codes_and_no_color_drops_colours(monkeypatch: pytest.
     fs, out = screen(10, 1)
     fs.draw([[("ok", "bold red")]])
     assert "\x1b[1mok\x1b[0m" in out.getvalue() and "31" not in out.getvalue()
+
+
+class LatinTty(Tty):
+    @property
+    def encoding(self) -> str:
+        return "iso-8859-1"
+
+
+def test_a_terminal_that_cannot_show_braille_still_gets_its_frame() -> None:
+    out = LatinTty()
+    fs = FullScreen(None, file=out)
+    fs._size = (12, 1)
+    fs.draw([[("cpu ⣿⣿▁█ é", "")]])
+    assert sent_rows(out.getvalue())[1] == "cpu ???? é  "
