@@ -17,6 +17,7 @@ import random
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -772,10 +773,10 @@ class Simulator:
         )
 
     # -- lifetime ------------------------------------------------------------------------------------------
-    def run(self, should_stop: Any, duration: float | None = None) -> None:
+    def run(self, should_stop: Any, duration: float | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
         """Step every ``step_s`` until ``should_stop()`` or ``duration``; between steps it sleeps at most
         WAKE_SECONDS at a time, so a stop request is seen that soon whatever the step (a signal handler that
-        sets a flag does not end a ``time.sleep``)."""
+        sets a flag does not end a ``time.sleep``; ``sleep``: one that a signal ends at once, see sim/cli.py)."""
         next_t = time.monotonic()
         end = None if duration is None else next_t + duration
         while not should_stop():
@@ -788,7 +789,7 @@ class Simulator:
             if delay < -self.step_s:
                 next_t = time.monotonic()
             while delay > 0 and not should_stop():
-                time.sleep(min(delay, WAKE_SECONDS))
+                sleep(min(delay, WAKE_SECONDS))
                 delay = next_t - time.monotonic()
 
     def shutdown(self) -> None:

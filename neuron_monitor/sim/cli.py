@@ -17,12 +17,15 @@ as ``timeout`` and a terminal's Ctrl-C do). SIGTERM and SIGINT stop it within ``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import select
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    sleep = signal_sleep()
     _say(f"building a simulated {shape.name} ({shape.devices} devices, {runtimes} runtimes) in {root}")
     try:
         sim = Simulator(root, shape, runtimes, args.seed, options)
@@ -135,12 +139,29 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("neuron_monitor.sim").info("started (pid %d): %s in %s", os.getpid(), shape.name, root)
     _say(f"monitor it: neuron-monitor --root {root}   (Ctrl-C stops the simulator; the tree stays)")
     try:
-        sim.run(_should_stop, args.duration)
+        sim.run(_should_stop, args.duration, sleep)
     finally:
         sim.shutdown()
         if args.remove_on_exit:  # the files the simulator made without listing them, then anything else there
             sim.builder.remove(os.path.abspath(args.remove_on_exit))
     return 0
+
+
+def signal_sleep() -> Callable[[float], None]:
+    """A sleep that ends as soon as a handled signal arrives: the signal writes a byte to a wakeup pipe
+    (``signal.set_wakeup_fd``) that the sleep waits on, where ``time.sleep`` sleeps on after the handler ran. Main
+    thread only. A stop then costs no part of a step's sleep (the owner waits for it while tearing down)."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+
+    def sleep(seconds: float) -> None:
+        if select.select([r], [], [], seconds)[0]:
+            with contextlib.suppress(BlockingIOError):
+                os.read(r, 512)
+
+    return sleep
 
 
 def owner_gone(owner_pid: int | None) -> bool:
