@@ -5,9 +5,9 @@ and made a 238 MB scrape; the first large line was read at 64 KiB per 0.25 s tic
 line that is already large while it streams in is read as it arrives; runtime entries past MAX_RUNTIMES (256: 16
 data-block slots per device, 16 devices) are left out and counted as bad input, so the series a report can make
 are bounded; the line is let go once parsed, the report once shaped, and a long scrape text is neither kept nor
-copied whole (written and compressed family by family). Peak RSS (VmHWM) above the exporter's RSS after a normal
-report is held to 10x the hostile line for five kinds of line (docs/prometheus.md gives the figures).
-"""
+copied whole (written and compressed family by family); a report's series past --max-series-per-report are left
+out before they are counted or shaped. Peak RSS (VmHWM) above the exporter's RSS after a normal report is held to
+10x the hostile line for six kinds of line (docs/prometheus.md gives the figures)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ import orjson
 import pytest
 
 from neuron_monitor.exporters.prometheus.ingest import StdinIngest
+from neuron_monitor.exporters.prometheus.series_limit import SeriesLimit
+from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
 from neuron_monitor.exporters.prometheus.state import MAX_RUNTIMES, ExporterState
 from neuron_monitor.exporters.stream import ReportStream
 from tests.exporters.prometheus.prom_process import ExporterProcess
@@ -59,6 +61,54 @@ def test_runtime_entries_past_the_hardware_limit_are_left_out_and_counted() -> N
     view = state.view()
     assert view.snapshot is not None and view.snapshot.runtimes == MAX_RUNTIMES
     assert state.bad_input_counts()["absurd"] == 44
+
+
+def test_series_limit_takes_whole_batches_then_the_first_that_fit_then_none() -> None:
+    limit = SeriesLimit(1000)
+    assert limit.take({str(i): 1.0 for i in range(990)}) is not None and not limit.cut
+    assert list(limit.take({str(i): 1.0 for i in range(20)})) == [str(i) for i in range(10)]
+    assert limit.cut and limit.count == 1000
+    assert limit.take({"x": 1.0}) == {} and not limit.take_one()
+    unlimited = SeriesLimit(0)
+    values = {str(i): 1.0 for i in range(5000)}
+    assert unlimited.take(values) is values and unlimited.take_one() and not unlimited.cut
+
+
+def _served_tags(state: ExporterState) -> set[str]:
+    view = state.view()
+    assert view.shaped is not None
+    runtime_info = next(f for f in view.shaped.families if f.name == "neuron_runtime")
+    at = runtime_info.labelnames.index("runtime_tag")
+    return {labels[at] for labels in runtime_info.samples}
+
+
+def test_a_report_past_the_series_limit_is_cut_in_report_order_and_counted() -> None:
+    """The first runtimes are served whole, later ones not at all (nor counted into the ledger); the same report
+    is cut the same way every time, and each cut report is counted as bad input."""
+    report = trn2_report([runtime(1000 + i, f"job-{i:03d}", [i % 64, (i + 32) % 64]) for i in range(120)], vcpus=4)
+    full = ExporterState(ShapeOptions(max_series=0))
+    assert full.apply(orjson.loads(orjson.dumps(report)))
+    assert full.view().shaped.series > 1500  # type: ignore[union-attr]
+    assert "series_limit" not in full.bad_input_counts()
+    states = [ExporterState(ShapeOptions(max_series=1000)) for _ in range(2)]
+    for state in states:
+        assert state.apply(orjson.loads(orjson.dumps(report)))
+    view = states[0].view()
+    assert view.shaped is not None and view.shaped.series <= 1000
+    served = _served_tags(states[0])
+    assert "job-000" in served and "job-119" not in served
+    assert served == {f"job-{i:03d}" for i in range(len(served))}  # report order: a prefix of the runtimes
+    assert served == _served_tags(states[1])
+    assert [(f.name, f.samples) for f in view.shaped.families] == [
+        (f.name, f.samples)
+        for f in states[1].view().shaped.families  # type: ignore[union-attr]
+    ]
+    assert states[0].bad_input_counts()["series_limit"] == 1
+    ledger = states[0].builder.ledger.totals
+    assert ("rt", "job-000") in ledger and ("rt", "job-119") not in ledger  # counting stopped at the limit too
+    assert states[0].apply(orjson.loads(orjson.dumps(report)))
+    states[0].view()
+    assert states[0].bad_input_counts()["series_limit"] == 2
 
 
 def test_cloudwatch_leaves_out_runtime_entries_past_the_hardware_limit_and_counts_them() -> None:
@@ -116,15 +166,16 @@ def _scrape(port: int, gzipped: bool) -> bytes:
 
 
 def _long_tags() -> tuple[bytes, bytes]:
-    """2,000 runtimes with 1,000-character tags on 12 cores each (issue 32's report; 12.3 MB)."""
+    """2,000 runtimes with 1,000-character tags on 12 cores each (issue 32's report; 12.3 MB). The runtime cap
+    keeps 256 of them, and the series limit the first 247 (41,700 series as shaped)."""
     rts = [runtime(1000 + i, f"t{i:04d}-" + "x" * 994, [(i + k) % 64 for k in range(12)]) for i in range(2000)]
-    return orjson.dumps(trn2_report(rts, vcpus=8, devices=16, report_time=1.8e9)), b"t0255-"
+    return orjson.dumps(trn2_report(rts, vcpus=8, devices=16, report_time=1.8e9)), b"t0200-"
 
 
 def _short_tags() -> tuple[bytes, bytes]:
-    """4,000 runtimes with short tags on 12 cores each (the runtime cap does the work)."""
+    """4,000 runtimes with short tags on 12 cores each (the runtime and series limits do the work)."""
     rts = [runtime(1000 + i, f"s{i:05d}", [(i + k) % 64 for k in range(12)]) for i in range(4000)]
-    return orjson.dumps(trn2_report(rts, vcpus=8, devices=16, report_time=1.8e9)), b"s00255"
+    return orjson.dumps(trn2_report(rts, vcpus=8, devices=16, report_time=1.8e9)), b"s00200"
 
 
 def _huge_tags() -> tuple[bytes, bytes]:
@@ -148,8 +199,14 @@ def _many_groups() -> tuple[bytes, bytes]:
     return orjson.dumps(trn2_report([entry], report_time=1.8e9)), b'runtime_tag="groups"'
 
 
+def _many_cores() -> tuple[bytes, bytes]:
+    """One runtime listing 50,000 NeuronCores (about 600,000 series: the series limit does the work)."""
+    rts = [runtime(1000, "cores", list(range(50_000)))]
+    return orjson.dumps(trn2_report(rts, vcpus=8, devices=16, report_time=1.8e9)), b'reason="series_limit"} 1.0'
+
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("make", [_long_tags, _short_tags, _huge_tags, _deep_nesting, _many_groups])
+@pytest.mark.parametrize("make", [_long_tags, _short_tags, _huge_tags, _deep_nesting, _many_groups, _many_cores])
 def test_peak_memory_stays_within_ten_times_the_line(make: object) -> None:
     """Peak RSS (VmHWM, which no timing changes) above the exporter's RSS once it has served a normal
     trn2.48xlarge report, uncompressed and gzip, is at most 10x the hostile line; the exporter then serves it."""
@@ -170,7 +227,7 @@ def test_peak_memory_stays_within_ten_times_the_line(make: object) -> None:
         while served not in (body := _scrape(exporter.port, False)):
             assert time.monotonic() < deadline, body[-2000:]
             time.sleep(0.2)
-        assert make is not _long_tags or b"t0256-" not in body  # the first 256 runtimes served, the rest left out
+        assert make is not _long_tags or b"t0256-" not in body  # runtimes past 256 are never served
         _scrape(exporter.port, True)
         peak = _status(exporter.proc.pid, "VmHWM")
     finally:

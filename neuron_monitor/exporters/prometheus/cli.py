@@ -31,6 +31,7 @@ from neuron_monitor.exporters.prometheus.ingest import StdinIngest
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH
 from neuron_monitor.exporters.prometheus.labels import DRA_LABEL_MODES
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
+from neuron_monitor.exporters.prometheus.series_limit import DEFAULT_MAX_SERIES
 from neuron_monitor.exporters.prometheus.server import HTTPFront
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
 from neuron_monitor.exporters.prometheus.state import DEFAULT_STALE_FLOOR, DEFAULT_STALE_PERIODS, ExporterState
@@ -66,6 +67,16 @@ def _label_length(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value != 0 and value < 16:
         raise argparse.ArgumentTypeError(f"must be 0 (no cap) or at least 16, got {text}")
+    return value
+
+
+def _series_limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value != 0 and value < 1000:
+        raise argparse.ArgumentTypeError(f"must be 0 (no limit) or at least 1000, got {text}")
     return value
 
 
@@ -140,6 +151,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"cut longer label values to this length, ending in a marker ({DEFAULT_MAX_LABEL_LENGTH}; 0: no cap)",
     )
     p.add_argument(
+        "--max-series-per-report",
+        type=_series_limit,
+        default=DEFAULT_MAX_SERIES,
+        metavar="N",
+        help=f"serve at most N series of one report, leaving the rest out in report order and counting the report"
+        f' in neuron_exporter_bad_input_total{{reason="series_limit"}} ({DEFAULT_MAX_SERIES}; 0: no limit)',
+    )
+    p.add_argument(
         "--created-series",
         action="store_true",
         help="add <name>_created samples to execution_errors, execution_status and hardware_ecc_events",
@@ -207,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         core_device_label=args.core_labels == "device",
         dra_claim_labels=args.dra_claim_labels or ("auto" if args.core_labels == "device" else "off"),
         series_detail=args.series_detail,
+        max_series=args.max_series_per_report,
     )
     state = ExporterState(
         options, stale_periods=args.stale_periods, stale_floor=args.stale_floor, created_series=args.created_series

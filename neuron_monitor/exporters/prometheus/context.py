@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from neuron_monitor.exporters.prometheus.families import FamilySet
 from neuron_monitor.exporters.prometheus.labels import PodMap, kept_string
 from neuron_monitor.exporters.prometheus.ledger import Totals
+from neuron_monitor.exporters.prometheus.series_limit import SeriesLimit
 from neuron_monitor.schema.spec import CORE_SCOPE, RUNTIME_SCOPE, PromFamily, PromSample
 
 Labels = tuple[str, ...]
@@ -24,6 +25,7 @@ class ShapeContext:
     pods: PodMap
     cores_per_device: int
     core_device_label: bool = True  # False (--core-labels aws): per-core series carry AWS's label set exactly
+    limit: SeriesLimit = field(default_factory=SeriesLimit)  # --max-series-per-report (see ``series_limit``)
     _targets: dict[PromFamily, dict[Labels, float]] = field(default_factory=dict)
 
     @property
@@ -63,9 +65,14 @@ class ShapeContext:
         runtime_labels: Labels = (),
         core_labels: Callable[[str], Labels] | None = None,
     ) -> None:
-        """File a spec's sample batches under their labels (see ``PromSample``)."""
+        """File a spec's sample batches under their labels (see ``PromSample``), as many as the limit takes."""
         targets = self._targets
+        limit = self.limit
         for family, prefix, values, divisor, suffix in batches:
+            if limit.limit:
+                if limit.cut:
+                    return
+                values = limit.take(values)
             target = targets.get(family)
             if target is None:
                 target = self.samples_of(family)

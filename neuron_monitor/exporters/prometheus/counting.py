@@ -22,6 +22,7 @@ from typing import Any
 
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH, truncate
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM, LedgerUpdate, Subject
+from neuron_monitor.exporters.prometheus.series_limit import SeriesLimit
 from neuron_monitor.exporters.prometheus.values import MalformedReport
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema.read import Group, Report, read_report
@@ -61,6 +62,7 @@ class CountResult:
     runtimes: int = 0
     label_limit: int = DEFAULT_MAX_LABEL_LENGTH  # ledger keys are label values: capped as shaping caps them
     read: Report | None = None  # the report as read (its groups' counted bodies read and cached)
+    limit: SeriesLimit = field(default_factory=SeriesLimit)  # counters counted against --max-series-per-report
 
     def label(self, value: str) -> str:
         limit = self.label_limit
@@ -84,11 +86,13 @@ class CountResult:
 
 
 def count_report(
-    report: dict[str, Any], update: LedgerUpdate, label_limit: int = DEFAULT_MAX_LABEL_LENGTH
+    report: dict[str, Any], update: LedgerUpdate, label_limit: int = DEFAULT_MAX_LABEL_LENGTH, max_series: int = 0
 ) -> CountResult:
+    """Add ``report``'s counts to ``update``; past ``max_series`` counters (0: no limit) the rest of the report's
+    counters are left out, in report order, and later runtimes are not touched (see ``series_limit``)."""
     read = read_report(report)
     reject_on(read.problems)
-    result = CountResult(label_limit=label_limit, read=read)
+    result = CountResult(label_limit=label_limit, read=read, limit=SeriesLimit(max_series))
     totals = update.touch(SYSTEM)
     for name, group in read.system.items():
         fresh = update.is_fresh(group.body, ("sys", name))
@@ -102,6 +106,8 @@ def count_report(
             result.group_errors[N.NEURON_K8S_INFO] += 1  # each report reads the watcher's current state afresh
     result.runtimes = len(read.runtimes)
     for entry in read.runtimes:
+        if result.limit.cut:
+            break  # the series limit is reached: later runtimes are left out (and dropped from the ledger)
         tag = result.label(entry.tag)
         subject: Subject = ("rt", tag)
         totals = update.touch(subject)
@@ -130,7 +136,12 @@ def _count_group(group: Group, fresh: bool, totals: dict[tuple[str, ...], float]
     bad = result.bad
     label, limit = result.label, result.label_limit
     listed: dict[str, set[str]] = {}
+    series = result.limit
     for family, prefix, values, factor in counts(data, period):
+        if series.limit:
+            if series.cut:
+                break
+            values = series.take(values)
         name, most = family.name, family.limit
         if prefix:
             if limit > 0 and any(len(p) > limit for p in prefix):

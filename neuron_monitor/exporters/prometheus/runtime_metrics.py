@@ -59,6 +59,8 @@ class RuntimeShaper:
             return
         pod = ctx.pods.runtime(self._cores_used()) if ctx.k8s else ()
         self.runtime_labels = (*ctx.inst_values, self.tag, *pod)
+        if not ctx.limit.take_one():
+            return  # the report reached the series limit: this runtime is left out (see ``series_limit``)
         ctx.fams.family("neuron_runtime", INFO, "Neuron runtime information", (*ctx.runtime_names, "pid")).samples[
             (*self.runtime_labels, self.pid)
         ] = 1.0
@@ -77,7 +79,7 @@ class RuntimeShaper:
         if not self.runtime_labels:
             pod = ctx.pods.runtime(self._cores_used()) if ctx.k8s else ()
             self.runtime_labels = (*ctx.inst_values, self.tag, *pod)
-        for key, total in ctx.totals.get(self.subject, {}).items():
+        for key, total in ctx.limit.take(ctx.totals.get(self.subject, {})).items():
             family = counter_family(key[0])
             if family is None:
                 continue

@@ -25,6 +25,7 @@ from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGT
 from neuron_monitor.exporters.prometheus.labels import PodMap, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import CounterLedger, Totals
 from neuron_monitor.exporters.prometheus.runtime_metrics import RuntimeShaper
+from neuron_monitor.exporters.prometheus.series_limit import DEFAULT_MAX_SERIES, SeriesLimit
 from neuron_monitor.exporters.prometheus.system_metrics import shape_info, shape_system
 from neuron_monitor.exporters.prometheus.values import MalformedReport, number
 from neuron_monitor.schema.read import Report, read_report
@@ -38,6 +39,7 @@ class ShapeOptions:
     core_device_label: bool = True  # --core-labels device (default); False: --core-labels aws
     dra_claim_labels: str = "auto"  # --dra-claim-labels: auto (when the report has DRA claims), on, off
     series_detail: str = BUDGET  # --series-detail: "budget" (default) thins detail (see ``budget``), "full" serves all
+    max_series: int = DEFAULT_MAX_SERIES  # --max-series-per-report; 0: no limit (see ``series_limit``)
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Snapshot:
     groups_failed: frozenset[str] = frozenset()
     group_errors: Counter[str] = field(default_factory=Counter)
     truncated_labels: int = 0  # strings shortened to the label cap when shaped
+    series_cut: bool = False  # the counting pass reached the series limit (shaping sets it too)
     read: Report | None = None  # the report as the counting pass read it (reused when shaping)
     guard: LabelGuard | None = None  # the builder's check for label values over the cap (None: no cap)
     budget: SeriesBudget | None = None  # the builder's series budget (None: --series-detail full)
@@ -74,12 +77,15 @@ class Snapshot:
         with self._lock:
             if self._shaped is None:
                 read = self.read if self.read is not None else read_report(self.report)
-                fams = shape(read, self.totals, self.options)
+                limit = SeriesLimit(self.options.max_series)
+                fams = shape(read, self.totals, self.options, limit)
                 families = fams.families()
                 if self.guard is not None and self.guard.too_long(families):
                     self.truncated_labels = cap_strings(self.report, self.options.max_label_length)
-                    fams = shape(read_report(self.report), self.totals, self.options)  # with the strings shortened
+                    limit = SeriesLimit(self.options.max_series)
+                    fams = shape(read_report(self.report), self.totals, self.options, limit)  # strings shortened
                     families = fams.families()
+                self.series_cut = self.series_cut or limit.cut
                 if self.budget is not None:
                     self.budget.thin(fams)
                     families = fams.families()
@@ -103,8 +109,9 @@ def _device_count(read: Report) -> int | None:
     return count if isinstance(count, int) else None
 
 
-def shape(report: Report, totals: Totals, options: ShapeOptions) -> FamilySet:
-    """The families of a report read through the schema (raises ``MalformedReport`` on any wrong type)."""
+def shape(report: Report, totals: Totals, options: ShapeOptions, limit: SeriesLimit | None = None) -> FamilySet:
+    """The families of a report read through the schema (raises ``MalformedReport`` on any wrong type), as many
+    series as ``limit`` takes (its ``cut`` tells whether some were left out)."""
     if report.problems:
         raise MalformedReport(report.problems.first())
     instance_info, hardware_info, k8s_info = report.instance_info, report.hardware_info, report.k8s_info
@@ -124,12 +131,15 @@ def shape(report: Report, totals: Totals, options: ShapeOptions) -> FamilySet:
         pods=PodMap(k8s_info, options.dra_claim_labels),
         cores_per_device=report.cores_per_device,
         core_device_label=options.core_device_label,
+        limit=limit if limit is not None else SeriesLimit(options.max_series),
     )
     shape_system(ctx, report)
     shape_info(ctx, instance_info, hardware_info)
     shape_core_info(ctx, hardware_info)
     shape_daemon(ctx, report.monitor)
     for entry in report.runtimes:
+        if ctx.limit.cut:
+            break  # the series limit is reached: later runtimes are left out whole
         RuntimeShaper(ctx, entry).shape()
     shape_core_totals(ctx)
     return ctx.fams
@@ -147,7 +157,7 @@ class SnapshotBuilder:
     def ingest(self, report: dict[str, Any]) -> Snapshot:
         """Count a report; raises ``MalformedReport`` (and changes nothing) if a counted value is mistyped."""
         update = self.ledger.begin()
-        counted = count_report(report, update, self.options.max_label_length)
+        counted = count_report(report, update, self.options.max_label_length, self.options.max_series)
         report_time = number(report.get("report_time"), "report_time")
         update.commit()
         return Snapshot(
@@ -163,6 +173,7 @@ class SnapshotBuilder:
             groups_failed=frozenset(counted.groups_failed),
             group_errors=counted.group_errors,
             read=counted.read,
+            series_cut=counted.limit.cut,
             guard=self.guard,
             budget=self.budget,
         )

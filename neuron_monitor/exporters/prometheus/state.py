@@ -41,6 +41,7 @@ DEFAULT_INTERVAL = 5.0  # neuron-monitor's default period, used until reports te
 DEFAULT_STALE_PERIODS = 3.0
 DEFAULT_STALE_FLOOR = 10.0
 BAD_INPUT_REASONS = ("negative", "non_finite", "absurd", "label_too_long")
+SERIES_LIMIT = "series_limit"  # reports cut at --max-series-per-report; shown once one was (see ``series_limit``)
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,8 @@ class ExporterState:
             self._received = now
             self._received_wall = self._wall()
             self._snapshot = snapshot
+        if snapshot.series_cut:
+            bad = bad + Counter({SERIES_LIMIT: 1})
         if bad:
             self._count_bad(bad)
         if not self.ready and has_device_data(report, snapshot.read):
@@ -149,7 +152,11 @@ class ExporterState:
 
     def bad_input_counts(self) -> dict[str, float]:
         with self._lock:
-            return {reason: float(self.bad_input_total.get(reason, 0)) for reason in BAD_INPUT_REASONS}
+            counts = {reason: float(self.bad_input_total.get(reason, 0)) for reason in BAD_INPUT_REASONS}
+            cut = self.bad_input_total.get(SERIES_LIMIT, 0)
+        if cut:  # not served before a report is cut, so a normal scrape stays as it was
+            counts[SERIES_LIMIT] = float(cut)
+        return counts
 
     def _reject(self, e: MalformedReport) -> None:
         with self._lock:
@@ -168,6 +175,7 @@ class ExporterState:
             good = self._good
             if snapshot is None or (good is not None and good[0] is snapshot):
                 return good
+            cut_when_counted = snapshot.series_cut
             try:
                 shaped = snapshot.shaped()
             except MalformedReport as e:
@@ -180,6 +188,8 @@ class ExporterState:
                 return good
             if snapshot.truncated_labels:
                 self._count_bad(Counter({"label_too_long": snapshot.truncated_labels}))
+            if snapshot.series_cut and not cut_when_counted:
+                self._count_bad(Counter({SERIES_LIMIT: 1}))
             if self.created is not None:
                 self.created.stamp(shaped.families, received_wall)
             self._good = (snapshot, shaped, received, received_wall)

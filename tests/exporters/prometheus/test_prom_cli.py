@@ -34,6 +34,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
         ["--stale-floor", "nan"],
         ["--stale-floor", "0"],
         ["--max-label-length", "3"],
+        ["--max-series-per-report", "10"],
+        ["--max-series-per-report", "many"],
         ["--no-such-flag"],
     ],
 )
