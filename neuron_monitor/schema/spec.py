@@ -248,7 +248,9 @@ class RuntimeSum:
     # ``source`` (for a core one runtime holds, the total equals that runtime's own series)
     shared_only: bool = False
     top: str = ""  # what neuron-monitor-top draws from it: TOP_CORE_UTILIZATION, TOP_CORE_PHYSICAL, TOP_CORE_MEMORY
-    series: tuple[str, ...] = ()  # the known series in the order a consumer shows them (top's memory bar runs)
+    # the known series in the order a consumer shows them (top's memory bar runs; the utilization sum's first series is
+    # the one top draws)
+    series: tuple[str, ...] = ()
 
 
 # ---- what a runtime group tells about its runtime -------------------------------------------------------------

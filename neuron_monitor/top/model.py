@@ -172,7 +172,9 @@ def _drawn(role: str) -> RuntimeSum:
     return found or RuntimeSum(role, _no_values)
 
 
-UTILIZATION_SUM = _drawn(TOP_CORE_UTILIZATION)  # its "percent" series: core and device utilization
+UTILIZATION_SUM = _drawn(TOP_CORE_UTILIZATION)
+# the utilization sum's series top draws (core and device utilization): the first it declares
+UTILIZATION_SERIES = UTILIZATION_SUM.series[0] if UTILIZATION_SUM.series else ""
 PHYSICAL_SUM = _drawn(TOP_CORE_PHYSICAL)
 MEMORY_SUM = _drawn(TOP_CORE_MEMORY)
 # the order of the memory bar's runs (the memory sum's series); categories a newer report adds follow these
@@ -218,7 +220,7 @@ def _runtime(entry: RuntimeEntry, sums: Iterable[RuntimeSum]) -> Runtime:
     cores: set[int] = set()
     for wanted in sums:
         cores.update(int(c) for c in _per_runtime(entry, wanted))
-    utils = [v["percent"] for v in _per_runtime(entry, UTILIZATION_SUM).values() if "percent" in v]
+    utils = [v[UTILIZATION_SERIES] for v in _per_runtime(entry, UTILIZATION_SUM).values() if UTILIZATION_SERIES in v]
     memory = sum(sum(v.values()) for v in _per_runtime(entry, MEMORY_SUM).values())
     error = entry.error
     if not error:
@@ -284,7 +286,7 @@ def _group_errors(who: str, group: Group) -> list[str]:
 
 
 def _core_rows(sums: _Sums, device_count: int, per_device: int) -> tuple[Core, ...]:
-    util = {c: v["percent"] for c, v in sums.by_core(UTILIZATION_SUM).items() if "percent" in v}
+    util = {c: v[UTILIZATION_SERIES] for c, v in sums.by_core(UTILIZATION_SUM).items() if UTILIZATION_SERIES in v}
     physical = sums.by_core(PHYSICAL_SUM)
     memory = sums.by_core(MEMORY_SUM)
     seen = set(sums.tags) | set(util)

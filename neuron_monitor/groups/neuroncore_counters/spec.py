@@ -242,6 +242,7 @@ UTILIZATION_SUM = S.RuntimeSum(
     track=TRACK_UTIL,
     shared_only=True,
     top=S.TOP_CORE_UTILIZATION,
+    series=("percent",),
 )
 PHYSICAL_SUM = S.RuntimeSum(
     "neuroncore_physical_utilization", physical_by_core, track=TRACK_PHYSICAL, top=S.TOP_CORE_PHYSICAL
