@@ -18,6 +18,7 @@ import logging
 import math
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
 
 from prometheus_client.registry import Collector
@@ -60,24 +61,23 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _label_length(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value != 0 and value < 16:
-        raise argparse.ArgumentTypeError(f"must be 0 (no cap) or at least 16, got {text}")
-    return value
+def _zero_or_at_least(minimum: int, zero_means: str) -> Callable[[str], int]:
+    """An argparse type: a whole number that is 0 (``zero_means``) or at least ``minimum``."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value != 0 and value < minimum:
+            raise argparse.ArgumentTypeError(f"must be 0 ({zero_means}) or at least {minimum}, got {text}")
+        return value
+
+    return convert
 
 
-def _series_limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value != 0 and value < 1000:
-        raise argparse.ArgumentTypeError(f"must be 0 (no limit) or at least 1000, got {text}")
-    return value
+_label_length = _zero_or_at_least(16, "no cap")
+_series_limit = _zero_or_at_least(1000, "no limit")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
