@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import neuron_monitor
+from neuron_monitor.daemon.added_groups import with_health_groups
 from neuron_monitor.daemon.config import Plan, load_plan, plan_warnings
 from neuron_monitor.daemon.config_values import ConfigError
 from neuron_monitor.daemon.config_watch import ConfigFileWatcher
@@ -75,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         "-c", "--config-file", metavar="FILE", help="neuron-monitor JSON configuration (default: every group, 5 s)"
     )
     add_verbosity(p, default=0)
+    p.add_argument(
+        "--exact-groups",
+        action="store_true",
+        help="collect exactly the configuration's groups (default: a configuration naming only AWS's groups also "
+        "gets neuron_device_health, efa_counters and neuron_device_telemetry)",
+    )
     p.add_argument("--once", action="store_true", help="write one report, then exit")
     p.add_argument("--root", default="/", metavar="DIR", help="read every host file below this directory (e.g. /host)")
     p.add_argument("--simulate", metavar="SHAPE", help="run against a temporary simulated host (e.g. trn1.32xlarge)")
@@ -127,8 +134,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _warn_about(plan: Plan) -> None:
-    """Configuration warnings go to stderr whatever --verbose says (like configuration errors)."""
+def load_daemon_plan(args: argparse.Namespace) -> tuple[Plan, str | None]:
+    """The configuration file's plan as the daemon runs it (the health groups added to an AWS-only one unless
+    --exact-groups: added_groups.py) and the line that says so."""
+    return with_health_groups(load_plan(args.config_file), exact=args.exact_groups)
+
+
+def _warn_about(plan: Plan, note: str | None = None) -> None:
+    """Configuration warnings (and the note on added groups) go to stderr whatever --verbose says (like
+    configuration errors)."""
+    if note:
+        sys.stderr.write(f"neuron-monitor: {note}\n")
     for warning in plan_warnings(plan):
         sys.stderr.write(f"neuron-monitor: warning: {warning}\n")
     sys.stderr.flush()
@@ -260,7 +276,7 @@ class Daemon:
         """Load the configuration file again (on the loop: a capped, non-blocking read of a regular file, so no
         thread is needed and none can hang) and apply it if it changed; errors keep the running plan."""
         try:
-            plan = load_plan(self.args.config_file)
+            plan, note = load_daemon_plan(self.args)
         except ConfigError as e:
             log.error("%s: keeping the previous configuration: %s", why, e)
             sys.stderr.flush()
@@ -274,7 +290,7 @@ class Daemon:
         async with self.scheduler.lock:
             self.collector.apply_plan(plan)
         log.warning("%s: configuration reloaded from %s", why, plan.source)
-        _warn_about(plan)
+        _warn_about(plan, note)
 
     def disarm(self) -> None:
         """The orderly stop finished: the watchdog is not needed (the simulator may take its time to clean up)."""
@@ -354,8 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging("neuron-monitor", args.verbose)
     try:
-        plan = load_plan(args.config_file)
-        _warn_about(plan)
+        plan, note = load_daemon_plan(args)
+        _warn_about(plan, note)
         with host_root(args) as root:
             daemon = Daemon(args, plan, RootFS(root))
             try:

@@ -26,6 +26,7 @@ from typing import Any, BinaryIO, Protocol
 
 import orjson
 
+from neuron_monitor.daemon.added_groups import with_health_groups
 from neuron_monitor.daemon.config import Plan, load_plan
 from neuron_monitor.exporters.stream import LineBuffer, validate_report
 from neuron_monitor.schema.read import read_report
@@ -55,10 +56,11 @@ def parse_line(line: bytes) -> tuple[dict[str, Any] | None, str]:
 
 
 def top_plan(config_file: str | None) -> Plan:
-    """The configuration's plan, or every group at 1 s for every runtime when no file is given."""
+    """The configuration's plan (an AWS-only one with the health groups added, as the daemon does), or every group
+    at 1 s for every runtime when no file is given."""
     plan = load_plan(config_file)
     if config_file is not None:
-        return plan
+        return with_health_groups(plan)[0]
     return dataclasses.replace(
         plan,
         source="(neuron-monitor-top defaults: every group every 1 s)",
