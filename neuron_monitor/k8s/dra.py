@@ -2,10 +2,11 @@
 and LNC.
 
 Reads: ``resource.k8s.io`` ResourceSlices of one driver (on this node when the node name is known) and the
-ResourceClaims named by the kubelet, through ``KubeApi`` (read only: list resourceslices, get resourceclaims).
-Returns: ``SliceDevice`` per (pool, device name): the Neuron driver's ``deviceId`` attribute and its
-``resourceType``; ``ClaimDetails`` per claim: the UIDs of the pods it is reserved for, the ``logicalNeuronCore``
-its ``NeuronConfig`` sets for each allocated device, and the devices it holds with admin access.
+ResourceClaims named by the kubelet, through ``KubeApi`` (read only: list resourceslices, get resourceclaims). Returns:
+``SliceDevice`` per (pool, device name): the Neuron driver's ``deviceId`` attribute, its ``resourceType`` and the PCI
+address of its EFA adapter (``resource.aws.com/devicegroup1_id``, for the EFA join); ``ClaimDetails`` per claim: the
+UIDs of the pods it is reserved for, the ``logicalNeuronCore`` its ``NeuronConfig`` sets for each allocated device, and
+the devices it holds with admin access.
 
 Parsing never trusts the answer's shape: anything of the wrong type is skipped, string values are clipped, at most
 ``MAX_SLICE_DEVICES`` devices and ``MAX_PAGES`` pages are read. ``DraDirectory`` caches both for ``max_age``
@@ -31,6 +32,8 @@ NEURON_DRA_DRIVER = "neuron.aws.com"
 NEURON_CONFIG_KIND = "NeuronConfig"
 DEVICE_ID_ATTRIBUTE = "deviceId"
 RESOURCE_TYPE_ATTRIBUTE = "resourceType"
+EFA_GROUP_ATTRIBUTE = "resource.aws.com/devicegroup1_id"  # the PCI address of the EFA adapter serving the device
+_PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 NODE_RESOURCE_TYPE = "neuron_node"  # an UltraServer "node" device: every Neuron device of the node
 MAX_INDEX = 4095
 MAX_SLICE_DEVICES = 4096
@@ -64,6 +67,12 @@ def is_object_name(name: str) -> bool:
 class SliceDevice:
     device_id: int | None
     resource_type: str = ""
+    efa_address: str = ""  # EFA_GROUP_ATTRIBUTE when it is a PCI address, else ""
+
+
+def efa_addresses(devices: dict[DeviceKey, SliceDevice]) -> dict[int, str]:
+    """Neuron device index -> the PCI address of its EFA adapter, for the devices whose slice names both."""
+    return {d.device_id: d.efa_address for d in devices.values() if d.device_id is not None and d.efa_address}
 
 
 @dataclass
@@ -130,7 +139,9 @@ def parse_slices(items: list[Any], driver: str, out: dict[DeviceKey, SliceDevice
                 else None
             )
             rtype = _attribute(attrs, driver, RESOURCE_TYPE_ATTRIBUTE)
-            out[(pool_name, name)] = SliceDevice(device_id, _text(rtype, 64))
+            efa = _text(_attribute(attrs, driver, EFA_GROUP_ATTRIBUTE), 16).lower()
+            efa = efa if _PCI_ADDRESS.fullmatch(efa) else ""
+            out[(pool_name, name)] = SliceDevice(device_id, _text(rtype, 64), efa)
 
 
 def _lnc_of(parameters: dict[str, Any]) -> int | None:

@@ -38,7 +38,13 @@ from typing import Any, Protocol
 import orjson
 
 from neuron_monitor.k8s.attribution import DraDevice, attribute, cores_per_device_from
-from neuron_monitor.k8s.dra import NEURON_DRA_DRIVER, NODE_RESOURCE_TYPE, DraDirectory, index_from_name
+from neuron_monitor.k8s.dra import (
+    NEURON_DRA_DRIVER,
+    NODE_RESOURCE_TYPE,
+    DraDirectory,
+    efa_addresses,
+    index_from_name,
+)
 from neuron_monitor.k8s.kubeapi import one_line
 from neuron_monitor.k8s.options import add_dra_arguments, dra_directory
 from neuron_monitor.k8s.podresources import (
@@ -48,6 +54,7 @@ from neuron_monitor.k8s.podresources import (
     PodResourcesClient,
     PodResourcesError,
 )
+from neuron_monitor.neuron.pci import set_dra_efa_addresses
 from neuron_monitor.util.ratelimit import LogRateLimit, held_back
 
 log = logging.getLogger("neuron_monitor.k8s")
@@ -218,8 +225,10 @@ class PodInfoWatcher:
             directory.begin()
             directory.forget_claims_except({(d.claim_namespace or p.namespace, d.claim_name) for p, _, d, _ in held})
         if not held:
-            return [], []
+            return [], []  # no claim of the driver: the API server is not asked (nor the EFA addresses updated)
         slices = directory.slice_devices() if directory is not None else {}
+        if directory is not None:
+            set_dra_efa_addresses(efa_addresses(slices))  # the EFA join's second source (neuron/pci.py)
         listed_again = False
         physical = cpd * self._node_lnc if cpd and self._node_lnc else None
         out: list[DraDevice] = []

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.pci import sim_answer_rel
 from neuron_monitor.sim.datastore import AppEntry, IoctlFile, SlabWriter
 from neuron_monitor.sim.efa import FAULT_KINDS as EFA_FAULT_KINDS
 from neuron_monitor.sim.efa import EfaTree
@@ -621,7 +622,8 @@ class Simulator:
         self.removed_devices.add(dev)
         d = self.devices[dev]
         shutil.rmtree(d.dir, ignore_errors=True)
-        for p in (self.root / "sys/class/neuron_device" / f"neuron{dev}", d.dev_path, d.ioctl_path):
+        bdf = self.root / sim_answer_rel(dev)
+        for p in (self.root / "sys/class/neuron_device" / f"neuron{dev}", d.dev_path, d.ioctl_path, bdf):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
         for rt in self.runtimes:

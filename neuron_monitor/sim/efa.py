@@ -11,9 +11,12 @@ What is created (below the root), for a shape with ``efa_adapters`` adapters and
   (its PCI function) and port ``ports/1/``: ``state``, ``phys_state``, ``rate`` and ``hw_counters/*`` with the
   counters of the kernel's EFA driver (``counter_set``: "full", or "no_network" for kernels before the network
   counters, or "basic" for kernels before RDMA write too) and ``lifespan``;
+- the kernel's ``sys/bus/pci/devices/<address>`` link to every function, and per Neuron device the answer of the
+  driver's ``NEURON_IOCTL_DEVICE_BDF_EXT`` ioctl (its PCI address) in ``dev/neuron-sim/neuronN.bdf_ext``
+  (neuron/pci.py), so the join of adapters to Neuron devices works as with the driver as shipped; with the option
+  ``bdf_ioctl`` false the file holds ``EINVAL``, the answer of a driver without the ioctl, and the join is unknown;
 - with ``neuron_pci_parent``, a ``device`` link in each Neuron class device to its PCI function. The public Neuron
-  driver creates its class devices without a parent, so by default there is none, as on a real host, and the
-  join of adapters to Neuron devices is unknown.
+  driver creates its class devices without a parent, so by default there is none, as on a real host.
 
 Traffic: every step each port moves collective traffic in proportion to how busy the Neuron devices it serves
 are (the busy share of their physical cores times 60 % of the link rate), split into send/receive and RDMA
@@ -30,10 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from neuron_monitor.neuron.pci import pack_answer, sim_answer_rel
 from neuron_monitor.sim.shapes import Shape
 from neuron_monitor.sim.tree import SYSFS_DEVICES, ReopenedFile, TreeBuilder
 
 PCI_ROOT = "sys/devices/pci0000:00"
+PCI_DEVICES = "sys/bus/pci/devices"
 BASIC = ("tx_bytes", "tx_pkts", "rx_bytes", "rx_pkts", "rx_drops", "send_bytes", "send_wrs", "recv_bytes",
          "recv_wrs", "rdma_read_wrs", "rdma_read_bytes", "rdma_read_wr_err", "rdma_read_resp_bytes")  # fmt: skip
 RDMA_WRITE = ("rdma_write_wrs", "rdma_write_bytes", "rdma_write_wr_err", "rdma_write_recv_bytes")
@@ -102,9 +107,13 @@ class EfaTree:
                 builder.make(str(drivers))
                 _link(builder, fdir / "driver", drivers)
                 _link(builder, drivers / function, fdir)
+                _link(builder, root / PCI_DEVICES / function, fdir)
                 if kind == "efa":
                     self.adapters.append(self._adapter(fdir, function, bus + 2, serves, shape))
-                elif options.get("neuron_pci_parent"):
+                    continue
+                answer = pack_answer(function) if options.get("bdf_ioctl", True) else b"EINVAL\n"
+                builder.write(str(root / sim_answer_rel(int(kind[len("neuron") :]))), answer)
+                if options.get("neuron_pci_parent"):
                     _link(builder, root / SYSFS_DEVICES / kind / "device", fdir)
 
     def _adapter(self, fdir: Path, function: str, bus: int, serves: list[int], shape: Shape) -> Adapter:

@@ -202,13 +202,12 @@ def _live(args: argparse.Namespace, kind: str, state: ViewState) -> int:
 
 
 def sim_options(args: argparse.Namespace) -> dict[str, object]:
-    """The simulator options of ``--simulate``: the Neuron class devices linked to their PCI functions
-    (``neuron_pci_parent``), so the EFA adapters join their devices and the efa column shows (the public driver
-    gives its class devices no PCI parent: on a real host the join is unknown and the column stays away,
-    docs/top.md); and, in the live view unless ``--sim-steady``, the varying load (``vary``)."""
+    """The simulator options of ``--simulate``: in the live view unless ``--sim-steady``, the varying load
+    (``vary``). The simulator answers the driver's BDF ioctl, so the EFA adapters join their devices and the efa
+    column shows (docs/top.md)."""
     if not args.simulate:
         return {}
-    options: dict[str, object] = {"neuron_pci_parent": True}
+    options: dict[str, object] = {}
     if not args.once and not args.sim_steady:
         options["vary"] = True
     return options

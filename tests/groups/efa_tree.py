@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import neuron_monitor.groups.efa_counters as package
+from neuron_monitor.neuron import pci
 
 TESTDATA = Path(package.__file__).parent / "testdata"
 
@@ -48,13 +49,26 @@ def add_adapter(root: Path, name: str, chain: tuple[str, ...], files: dict[str, 
     return ib / "ports/1"
 
 
-def add_neuron(root: Path, index: int, chain: tuple[str, ...] | None) -> None:
-    """Neuron device ``index`` (a class device), with a PCI parent at ``chain`` unless it is None."""
+def add_neuron(
+    root: Path, index: int, chain: tuple[str, ...] | None, answer: tuple[str, ...] | bytes | None = None
+) -> None:
+    """Neuron device ``index`` (a class device), with a PCI parent at ``chain`` unless it is None. With ``answer``
+    its ``/dev/neuronN`` answers the BDF ioctl (the simulator's recorded form): a PCI ``chain`` (the function is
+    made, with the kernel's ``sys/bus/pci/devices`` link) answers its last address; bytes are the answer itself."""
     dev = root / "sys/devices/virtual/neuron_device" / f"neuron{index}"
     dev.mkdir(parents=True, exist_ok=True)
     _link(root / "sys/class/neuron_device" / f"neuron{index}", dev)
     if chain is not None:
         _link(dev / "device", pci_function(root, chain, "neuron"))
+    if answer is None:
+        return
+    if isinstance(answer, tuple):
+        fdir = pci_function(root, answer, "neuron")
+        _link(root / "sys/bus/pci/devices" / answer[-1], fdir)
+        answer = pci.pack_answer(answer[-1])
+    (root / "dev/neuron-sim").mkdir(parents=True, exist_ok=True)
+    (root / f"dev/neuron{index}").write_bytes(b"")
+    (root / pci.sim_answer_rel(index)).write_bytes(answer)
 
 
 def switch(s: int, k: int) -> tuple[str, ...]:

@@ -11,8 +11,9 @@ import pytest
 from neuron_monitor.groups.base import GroupError
 from neuron_monitor.groups.efa_counters.collector import EfaCounters
 from neuron_monitor.groups.efa_counters.spec import PORT_COUNTERS
-from neuron_monitor.groups.efa_counters.topology import join
+from neuron_monitor.groups.efa_counters.topology import join, neuron_places
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron import pci
 from tests.groups.efa_tree import add_adapter, add_neuron, port_files, set_counter, switch
 
 
@@ -134,3 +135,48 @@ def test_vanished_port_reported_absent(tmp_path: Path) -> None:
     assert gone["state"] == "ABSENT" and gone["link_up"] is False and gone["counters"] == {}
     assert "rdmap8s0 port 1 is gone" in body["error"]
     assert _port(body, "rdmap0s0")["state"] == "ACTIVE"
+
+
+def test_join_from_the_drivers_bdf_answer(tmp_path: Path) -> None:
+    # the driver as shipped: no PCI parent, but /dev/neuronN answers NEURON_IOCTL_DEVICE_BDF_EXT with the address
+    for s in range(2):
+        add_adapter(tmp_path, f"rdmap{s}s0", switch(s, 0))
+        add_neuron(tmp_path, 2 * s, None, answer=switch(s, 1))
+        add_neuron(tmp_path, 2 * s + 1, None, answer=switch(s, 2))
+    body = EfaCounters(RootFS(tmp_path)).collect()
+    assert _port(body, "rdmap0s0")["neuron_device_indexes"] == [0, 1]
+    assert _port(body, "rdmap1s0")["neuron_device_indexes"] == [2, 3]
+    # a driver that refuses the ioctl (EINVAL: one without it): unknown, never guessed, no error
+    other = tmp_path / "old"
+    add_adapter(other, "rdmap0s0", switch(0, 0))
+    add_neuron(other, 0, None, answer=b"EINVAL\n")
+    body = EfaCounters(RootFS(other)).collect()
+    assert _port(body, "rdmap0s0")["neuron_device_indexes"] == [] and not body.get("error")
+
+
+def test_bdf_answer_naming_no_pci_function_joins_nothing(tmp_path: Path) -> None:
+    add_adapter(tmp_path, "rdmap0s0", switch(0, 0))
+    add_neuron(tmp_path, 0, None, answer=pci.pack_answer("0000:77:00.0"))  # no such function in sysfs
+    places = neuron_places(RootFS(tmp_path), (0,))
+    assert places[0].chain == () and "0000:77:00.0" in places[0].why
+    assert _port(EfaCounters(RootFS(tmp_path)).collect(), "rdmap0s0")["neuron_device_indexes"] == []
+
+
+def test_join_from_the_dra_attribute_where_the_ioctl_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_adapter(tmp_path, "rdmap0s0", switch(0, 0))
+    add_adapter(tmp_path, "rdmap1s0", switch(1, 0))
+    for i in range(3):
+        add_neuron(tmp_path, i, None, answer=b"EINVAL\n")
+    # device 0 and 1 name adapter 1's function, device 2 names an address no adapter has: it stays unknown
+    dra = {0: switch(1, 0)[-1], 1: switch(1, 0)[-1], 2: "0000:7f:00.0"}
+    monkeypatch.setattr(pci, "_dra_efa", dra)
+    g = EfaCounters(RootFS(tmp_path))
+    body = g.collect()
+    assert _port(body, "rdmap0s0")["neuron_device_indexes"] == []
+    assert _port(body, "rdmap1s0")["neuron_device_indexes"] == [0, 1]
+    pci.set_dra_efa_addresses({0: switch(0, 0)[-1]})  # a new listing: the plan is made again
+    body = g.collect()
+    assert _port(body, "rdmap0s0")["neuron_device_indexes"] == [0]
+    assert _port(body, "rdmap1s0")["neuron_device_indexes"] == []

@@ -8,8 +8,10 @@ import pytest
 
 from neuron_monitor.k8s.attribution import DraDevice, attribute
 from neuron_monitor.k8s.dra import (
+    EFA_GROUP_ATTRIBUTE,
     ClaimDetails,
     SliceDevice,
+    efa_addresses,
     index_from_name,
     is_object_name,
     parse_claim,
@@ -85,7 +87,7 @@ def test_slices_map_pool_and_device_to_device_id() -> None:
         {"spec": {"driver": DRIVER, "devices": "nope"}},
     ]
     parse_slices(items, DRIVER, out, {})
-    assert out[(NODE, "neurondevice0")] == SliceDevice(0, "neuron_device")
+    assert out[(NODE, "neurondevice0")] == SliceDevice(0, "neuron_device", "0000:10:1c.0")
     assert out[(NODE, "dev-b")].device_id == 5
     assert out[(NODE, "weird")].device_id is None  # a string is not an int attribute
     assert out[(NODE, "neg")].device_id is None
@@ -255,3 +257,16 @@ def test_claims_at_different_lnc_that_number_the_same_core_are_dropped() -> None
     a = attribute([], cores_per_device=4, dra=dra)
     assert a.devices == {} and a.cores == {}
     assert len(a.dra_conflicts) == 2
+
+
+def test_slice_efa_adapter_address_for_the_efa_join() -> None:
+    out: dict[tuple[str, str], SliceDevice] = {}
+    good = device("neurondevice3", 3)
+    good["attributes"][EFA_GROUP_ATTRIBUTE] = {"string": "0000:A3:00.0"}  # upper-case hex is the same address
+    bad = device("neurondevice4", 4)
+    bad["attributes"][EFA_GROUP_ATTRIBUTE] = {"string": "9f3a1c"}  # a hash (as devicegroup4_id is): no address
+    unindexed = {"name": "x", "attributes": {EFA_GROUP_ATTRIBUTE: {"string": "0000:10:00.0"}}}
+    parse_slices([slice_obj([good, bad, unindexed])], DRIVER, out, {})
+    assert out[(NODE, "neurondevice3")].efa_address == "0000:a3:00.0"
+    assert out[(NODE, "neurondevice4")].efa_address == ""
+    assert efa_addresses(out) == {3: "0000:a3:00.0"}  # a device without deviceId cannot be joined

@@ -14,6 +14,7 @@ import pytest
 from neuron_monitor.k8s.dra import DraDirectory
 from neuron_monitor.k8s.kubeapi import KubeApi
 from neuron_monitor.k8s.pod_info import PodInfoWatcher
+from neuron_monitor.neuron import pci
 
 from .apiserver_stub import StubApiServer
 from .podresources_server import FakeKubelet
@@ -378,3 +379,22 @@ def test_ultraserver_node_device_without_a_device_count_is_named(
         w.close()
     assert info["neurondevices_k8s_info"] == {}
     assert info["error"].count("UltraServer node device, and the node's device count is unknown") == 1
+
+
+def test_slices_publish_each_devices_efa_adapter_for_the_join(
+    kubelet: FakeKubelet, api: StubApiServer, token_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pci, "_dra_efa", {})
+    kubelet.pods = [
+        {"name": "pod0", "namespace": "ml", "containers": [{"name": "ctr0", "claims": [claim("c0", "ml", "dev-a")]}]}
+    ]
+    with_efa = slice_device("dev-a", 5)
+    with_efa["attributes"]["resource.aws.com/devicegroup1_id"] = {"string": "0000:10:1c.0"}
+    api.slices = [resource_slice(NODE, [with_efa, slice_device("dev-b", 6)])]
+    api.claims[("ml", "c0")] = resource_claim("c0", "ml", {"pod0": "uid-pod0"}, ["dev-a"], lnc=None)
+    w = watcher(kubelet, directory(api, token_file))
+    try:
+        w.refresh_once()
+    finally:
+        w.close()
+    assert pci.dra_efa_addresses() == {5: "0000:10:1c.0"}

@@ -1,10 +1,13 @@
-"""The simulator's EFA part end to end: the efa_counters group on a running simulated trn1.32xlarge reports every
-port's traffic exactly once against the simulator's ground truth, joined to the Neuron devices, and sees an
-injected retransmit storm (det finding) and a link down. Conditions are waited for with deadlines; no timing is
-asserted."""
+"""The simulator's EFA part end to end: the efa_counters group on a running simulated trn1.32xlarge reports every port's
+traffic exactly once against the simulator's ground truth, joined to the Neuron devices (through the driver's BDF
+answer, the class devices having no PCI parent), and sees an injected retransmit storm (det finding) and a link down;
+the plain `neuron-monitor --simulate trn2.48xlarge --once` joins every port to its device. Conditions are waited for
+with deadlines; no timing is asserted."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from typing import Any
 
@@ -13,6 +16,7 @@ from neuron_monitor.groups.efa_counters.collector import EfaCounters
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.schema.read import Problems
 from neuron_monitor.sim.temporary import TemporarySimulator
+from tests.conftest import daemon_cmd
 
 DEADLINE = 120.0
 
@@ -30,7 +34,8 @@ def _efa_truth(sim: TemporarySimulator) -> dict[str, dict[str, int]]:
 
 
 def test_sim_efa_exactly_once_storm_and_link_down() -> None:
-    with TemporarySimulator("trn1.32xlarge", runtimes=2, seed=5, neuron_pci_parent=True, sysfs_interval=0.2) as sim:
+    # no neuron_pci_parent: the join comes from the driver's BDF answer, as with the driver as shipped
+    with TemporarySimulator("trn1.32xlarge", runtimes=2, seed=5, sysfs_interval=0.2) as sim:
         group = EfaCounters(RootFS(sim.root))
         sim.command("pause")  # nothing moves while the baseline is taken
         time.sleep(1.5)  # the paused simulator's last file writes and totals
@@ -72,3 +77,15 @@ def test_sim_efa_exactly_once_storm_and_link_down() -> None:
 
         _wait(storm_seen, "the storm and the link down")
         group.close()
+
+
+def test_plain_simulate_joins_every_port() -> None:
+    out = subprocess.run(
+        daemon_cmd("--simulate", "trn2.48xlarge", "--once", "--no-imds"),
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    ports = report["system_data"]["efa_counters"]["efa_ports"]
+    assert len(ports) == 16
+    assert sorted(i for p in ports for i in p["neuron_device_indexes"]) == list(range(16))
+    assert all(len(p["neuron_device_indexes"]) == 1 for p in ports)

@@ -12,10 +12,10 @@ previous value is kept, so what it counted meanwhile is reported once, when it r
 that disappears is reported with state ``ABSENT`` and ``link_up`` false until the daemon restarts. No adapter at
 all is an ``error`` with an empty body.
 
-Cost: the adapters, their ports and counter files are found again only when the adapter listing (or the Neuron
-device listing, for the join) changes or a read failed; each collection reads every file with one pread on its
-kept descriptor, checks the bytes in one pass and computes the counts with C-level maps (bench/bench_efa.py).
-"""
+Cost: the adapters, their ports and counter files are found again only when the adapter listing (or, for the join, the
+Neuron device listing or the DRA addresses published by the pod-resources watcher) changes or a read failed (the
+driver's BDF ioctl is asked once per device at each such time); each collection reads every file with one pread on its
+kept descriptor, checks the bytes in one pass and computes the counts with C-level maps (bench/bench_efa.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from neuron_monitor.groups.efa_counters import spec as K
 from neuron_monitor.groups.efa_counters import sysfs as F
 from neuron_monitor.groups.efa_counters import topology as T
 from neuron_monitor.host.rootfs import KeptFile, RootFS
+from neuron_monitor.neuron.pci import dra_efa_addresses
 from neuron_monitor.neuron.sysfs import DriverTree
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class _Port:
 class _Plan:
     names: list[str]  # the adapter listing it was made for
     neurons: tuple[int, ...]  # the Neuron device listing it was made for
+    dra: dict[int, str]  # the DRA device -> EFA adapter addresses it was made with (the published object)
     ports: list[_Port] = field(default_factory=list)
     counter_files: list[KeptFile] = field(default_factory=list)  # every port's counters, port by port
     state_files: list[KeptFile | None] = field(default_factory=list)  # per port
@@ -98,21 +100,21 @@ class EfaCounters(SystemGroup):
         self._seen: dict[tuple[str, str], tuple[str, list[int]]] = {}  # ports ever seen: (pci, neuron devices)
 
     # -- finding the files ----------------------------------------------------------------------------------
-    def _make_plan(self, names: list[str], neurons: tuple[int, ...]) -> _Plan:
+    def _make_plan(self, names: list[str], neurons: tuple[int, ...], dra: dict[int, str]) -> _Plan:
         root = self.root
-        plan = _Plan(names, neurons)
-        chains = T.neuron_chains(root, neurons)
-        if neurons and not chains:  # the public driver today: a fact about the host, not a failed collection
+        plan = _Plan(names, neurons, dra)
+        places = T.neuron_places(root, neurons, dra)
+        if neurons and not any(p.known for p in places.values()):  # a fact about the host, not a failed collection
             log.info(
-                "efa_counters: no PCI path for any Neuron device (the driver's class devices have no PCI parent): "
-                "neuron_device_index left empty"
+                "efa_counters: no PCI path for any Neuron device (%s): neuron_device_index left empty",
+                places[neurons[0]].why,
             )
         missing: dict[tuple[str, ...], list[str]] = {}
         for device in F.list_adapters(root):
             adapter_rel = f"{F.INFINIBAND}/{device}"
             chain = T.pci_chain(root, f"{adapter_rel}/device")
             pci = chain[-1] if chain else ""
-            served = list(T.join(chain, chains))
+            served = list(T.served_by(pci, chain, places))
             ports = F.list_ports(root, device)
             if not ports:
                 plan.errors.append(f"{device}: no ports listed")
@@ -154,10 +156,11 @@ class EfaCounters(SystemGroup):
     def _current_plan(self) -> _Plan:
         names = _listing(self.root)
         neurons = self.tree.device_indexes()
+        dra = dra_efa_addresses()
         plan = self._plan
-        if plan is not None and names == plan.names and neurons == plan.neurons:
+        if plan is not None and names == plan.names and neurons == plan.neurons and dra is plan.dra:
             return plan
-        new = self._make_plan(names, neurons)
+        new = self._make_plan(names, neurons, dra)
         self._carry_over(plan, new)
         if plan is not None:
             plan.close()

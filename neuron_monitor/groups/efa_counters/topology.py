@@ -4,7 +4,9 @@ docs/neuron-data.md, "EFA adapters and Neuron devices").
 Every PCI function has a directory in ``sys/devices/pci<domain>:<bus>/<bridge>/.../<function>``: the path names
 each bridge (root port, PCIe switch ports) between the root complex and the function. A class device with a PCI
 parent links to that directory as ``device`` (``sys/class/infiniband/<efa>/device``; for a Neuron device
-``sys/class/neuron_device/neuronN/device`` when its driver gives the class device a parent). An adapter serves
+``sys/class/neuron_device/neuronN/device`` when its driver gives the class device a parent). The public driver
+gives none: there a Neuron device's PCI address comes from the driver's ``NEURON_IOCTL_DEVICE_BDF_EXT`` answer
+(neuron/pci.py) and its directory from the kernel's ``sys/bus/pci/devices/<address>`` link. An adapter serves
 the Neuron devices that sit below its nearest bridge that has any Neuron device below it at all; sharing only the
 root complex is no join. Where a Neuron device has no PCI path the join for it is unknown, and an adapter whose
 nearest devices are unknown gets no device: the label stays empty, never guessed.
@@ -20,10 +22,15 @@ import re
 from dataclasses import dataclass
 
 from neuron_monitor.host.rootfs import RootFS, resolve_in_root
+from neuron_monitor.neuron.pci import dra_efa_addresses, try_pci_address
 
 PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 _ROOT_COMPLEX = re.compile(r"pci[0-9a-f]{4}:[0-9a-f]{2}")
 NEURON_CLASS = "sys/class/neuron_device"
+PCI_DEVICES = "sys/bus/pci/devices"  # the kernel's link per PCI function, named by its address
+FROM_PARENT = "sysfs parent"
+FROM_IOCTL = "driver ioctl"
+FROM_DRA = "DRA attribute"
 
 
 def resolve(root: RootFS, rel: str) -> str | None:
@@ -70,14 +77,56 @@ class Join:
     neuron_devices: tuple[int, ...]
 
 
-def neuron_chains(root: RootFS, devices: tuple[int, ...]) -> dict[int, tuple[str, ...]]:
-    """Neuron device index -> its PCI chain, for the devices whose class device links to a PCI parent."""
-    out = {}
-    for index in devices:
-        chain = pci_chain(root, f"{NEURON_CLASS}/neuron{index}/device")
+@dataclass(frozen=True, slots=True)
+class NeuronPlace:
+    """Where one Neuron device sits: its PCI chain (() unknown) or, from DRA, the address of the EFA adapter that
+    serves it; where that came from (`FROM_PARENT`, `FROM_IOCTL`, `FROM_DRA`, "" unknown) and, when unknown, why."""
+
+    chain: tuple[str, ...]
+    source: str
+    why: str = ""
+    efa_address: str = ""
+
+    @property
+    def known(self) -> bool:
+        return bool(self.chain or self.efa_address)
+
+
+def neuron_place(root: RootFS, index: int, dra: dict[int, str] | None = None) -> NeuronPlace:
+    """Device ``index``'s place: its class device's parent link, else the driver's BDF answer, else the DRA
+    attribute naming its EFA adapter (``dra``: device -> adapter address; the published one when None)."""
+    chain = pci_chain(root, f"{NEURON_CLASS}/neuron{index}/device")
+    if chain:
+        return NeuronPlace(chain, FROM_PARENT)
+    address, why = try_pci_address(root, index)
+    if address:
+        chain = pci_chain(root, f"{PCI_DEVICES}/{address}")
         if chain:
-            out[index] = chain
-    return out
+            return NeuronPlace(chain, FROM_IOCTL)
+        why = f"the driver answered {address}, but {PCI_DEVICES}/{address} is not a PCI device"
+    else:
+        why = f"no PCI parent in sysfs; BDF ioctl: {why}"
+    efa = (dra_efa_addresses() if dra is None else dra).get(index, "")
+    if efa:
+        return NeuronPlace((), FROM_DRA, why, efa)
+    return NeuronPlace((), "", why)
+
+
+def neuron_places(root: RootFS, devices: tuple[int, ...], dra: dict[int, str] | None = None) -> dict[int, NeuronPlace]:
+    return {index: neuron_place(root, index, dra) for index in devices}
+
+
+def served_by(pci_address: str, chain: tuple[str, ...] | None, places: dict[int, NeuronPlace]) -> tuple[int, ...]:
+    """The Neuron devices the adapter at ``pci_address`` (PCI ``chain``) serves: the PCI join over the devices
+    whose chain is known, and the devices whose DRA attribute names this adapter."""
+    chains = {i: p.chain for i, p in places.items() if p.chain}
+    named = {i for i, p in places.items() if p.efa_address and p.efa_address == pci_address}
+    return tuple(sorted(set(join(chain, chains)) | named))
+
+
+def neuron_chains(root: RootFS, devices: tuple[int, ...]) -> dict[int, tuple[str, ...]]:
+    """Neuron device index -> its PCI chain, for the devices whose place is known (`neuron_place`)."""
+    return {i: p.chain for i, p in neuron_places(root, devices).items() if p.chain}
 
 
 def join(adapter_chain: tuple[str, ...] | None, neurons: dict[int, tuple[str, ...]]) -> tuple[int, ...]:
