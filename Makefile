@@ -53,7 +53,7 @@ help:  ## this list
 venv: $(VENV)/.installed  ## the virtualenv with the test extras and the compiled helper (.venv)
 
 run: $(VENV)/.installed-run  ## daemon | Prometheus exporter (simulated SHAPE without /dev/neuron0); Ctrl-C stops
-	@$(PY) scripts/run.py --bin $(VENV)/bin --config $(CONFIG) --bind $(BIND) --port $(PORT) --shape $(SHAPE)
+	@$(PY) scripts/run.py --bin $(VENV)/bin --config $(CONFIG) --bind $(BIND) --port $(PORT) --shape '$(SHAPE)'
 
 test-tools:  ## the Debian tools the tests run (prometheus, promtool, systemd, tmux, openssl, kubectl)
 	@missing=""; { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing="$$missing prometheus"; \

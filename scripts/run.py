@@ -2,7 +2,8 @@
 
     python scripts/run.py --bin DIR --config FILE --bind ADDR --port N [--shape SHAPE]
 
-- Simulates SHAPE when this host has no /dev/neuron0.
+- Simulates SHAPE when this host has no /dev/neuron0 (an unknown SHAPE is one line naming the known ones, before
+  anything is announced or started).
 - A port already in use is one line naming it, before anything starts.
 - ``[run] serving URL`` only once the daemon logged its start-up line (its configuration and host are good) and
   the landing page at ``/`` answers as neuron-monitor-prometheus with the pid of the exporter started here (not
@@ -86,6 +87,18 @@ class Child:
 
     def finish(self) -> None:
         self._pump.join(2.0)
+
+
+def unknown_shape(shape: str) -> str | None:
+    """Why ``shape`` cannot be simulated (one line naming the known shapes), None when it can or when this
+    interpreter cannot tell (the daemon then says)."""
+    try:
+        from neuron_monitor.sim.shapes import SHAPES
+    except ImportError:
+        return None
+    if shape in SHAPES:
+        return None
+    return f"SHAPE={shape!r} is not a simulated instance type (known: {', '.join(SHAPES)})"
 
 
 def fetch(url: str) -> tuple[int, bytes] | None:
@@ -186,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     daemon = [os.path.join(args.bin, "neuron-monitor"), "-c", args.config, "--verbose", "info"]
     if not os.path.exists("/dev/neuron0"):
+        bad = unknown_shape(args.shape)
+        if bad is not None:
+            say(f"stopped: {bad}")
+            return 2
         say(f"no Neuron device here: simulating a {args.shape} (SHAPE=... to change)")
         daemon += ["--simulate", args.shape]
     exporter = [os.path.join(args.bin, "neuron-monitor-prometheus"), "--bind", args.bind, "--port", str(args.port)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -40,7 +41,7 @@ def run_cmd(config: Path | str, port: int, *more: str) -> list[str]:
 
 def test_make_run_calls_the_script() -> None:
     makefile = (REPO / "Makefile").read_text()
-    assert "scripts/run.py --bin $(VENV)/bin --config $(CONFIG) --bind $(BIND) --port $(PORT) --shape $(SHAPE)" in (
+    assert "scripts/run.py --bin $(VENV)/bin --config $(CONFIG) --bind $(BIND) --port $(PORT) --shape '$(SHAPE)'" in (
         makefile
     )
 
@@ -57,14 +58,20 @@ def test_a_bad_configuration_ends_it_with_the_daemons_error(tmp_path: Path) -> N
     assert "perod: unknown key" in last and 'did you mean "period"?' in last
 
 
-def test_an_unknown_shape_ends_it_with_the_daemons_error(tmp_path: Path) -> None:
-    got = subprocess.run(run_cmd(REPO / "configs" / "monitor.conf", free_port(), "--shape", "trn9"),
+@pytest.mark.parametrize("shape", ["trn9", ""], ids=["trn9", "empty"])
+def test_an_unknown_shape_is_one_line_before_anything_is_announced(shape: str) -> None:
+    """`make run SHAPE=trn9` (or `SHAPE=`) names the known shapes and starts nothing; no "simulating a trn9"."""
+    got = subprocess.run(run_cmd(REPO / "configs" / "monitor.conf", free_port(), "--shape", shape),
                          capture_output=True, text=True, timeout=DEADLINE, cwd=REPO)  # fmt: skip
     if os.path.exists("/dev/neuron0"):
         pytest.skip("a real Neuron device: nothing is simulated")
     assert got.returncode == 2
-    last = got.stdout.strip().splitlines()[-1]
-    assert last.startswith("[run] stopped: neuron-monitor exited with code 2: neuron-monitor: --simulate: ")
+    assert got.stderr == ""
+    assert got.stdout.splitlines() == [
+        f"[run] stopped: SHAPE={shape!r} is not a simulated instance type (known: inf1.xlarge, "
+        + got.stdout.split("(known: inf1.xlarge, ", 1)[1].rstrip("\n")
+    ]
+    assert "trn1.32xlarge, " in got.stdout and "trn2.48xlarge" in got.stdout
 
 
 def test_a_port_in_use_is_one_line_naming_it() -> None:
@@ -139,3 +146,70 @@ def test_serving_then_first_report_then_ctrl_c(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def readme_sample() -> list[str]:
+    """The lines of the README's "What `make run` prints" block."""
+    text = (REPO / "README.md").read_text().split("What `make run` prints", 1)[1]
+    return text.split("```", 2)[1].strip("\n").splitlines()
+
+
+def sample_pattern(line: str, port: int) -> re.Pattern[str]:
+    """A README sample line as a pattern: `...` stands for anything, a figure in seconds (`0.6 s`) for any figure,
+    and the default port 8000 for the port of the run; everything else (the group count included) is literal."""
+    parts = []
+    for piece in re.split(r"(\.\.\.|\d+\.\d+ s\b|:8000\b|port 8000\b)", line.replace(":8000", f":{port}")):
+        if piece == "...":
+            parts.append(".*")
+        elif re.fullmatch(r"\d+\.\d+ s", piece):
+            parts.append(r"\d+(\.\d+)? s")
+        else:
+            parts.append(re.escape(piece))
+    return re.compile("".join(parts))
+
+
+def source(line: str) -> str:
+    """Which process wrote a line (each keeps its own order; their lines interleave freely)."""
+    return line.split(":", 1)[0].split(" ", 1)[0]
+
+
+@pytest.mark.e2e
+def test_the_readme_sample_is_what_make_run_prints(tmp_path: Path) -> None:
+    """`make run` as the README shows it (configs/monitor.conf, the default shape): each README line is printed, in
+    the README's order among the lines of the same process, and every `[run]` line printed up to `first report in`
+    is in the README."""
+    if os.path.exists("/dev/neuron0"):
+        pytest.skip("a real Neuron device: nothing is simulated")
+    port = free_port()
+    proc = subprocess.Popen(run_cmd("configs/monitor.conf", port, "--shape", "trn1.32xlarge"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                            start_new_session=True)  # fmt: skip
+    seen: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + DEADLINE
+        while not any(line.startswith("[run] first report in") for line in seen):
+            line = proc.stdout.readline()
+            assert line and time.monotonic() < deadline, (seen, proc.poll())
+            seen.append(line.rstrip("\n"))
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(DEADLINE) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    sample = readme_sample()
+    patterns = [sample_pattern(line, port) for line in sample]
+    for name in {source(line) for line in sample}:
+        printed = [line for line in seen if source(line) == name]
+        at = 0
+        for line, pattern in zip(sample, patterns, strict=True):
+            if source(line) != name:
+                continue
+            while at < len(printed) and not pattern.fullmatch(printed[at]):
+                at += 1
+            assert at < len(printed), f"README line not printed (in order): {line!r}\nprinted: {printed}"
+            at += 1
+    for line in seen:
+        if line.startswith("[run]"):
+            assert any(p.fullmatch(line) for p in patterns), f"printed but not in the README: {line!r}"
