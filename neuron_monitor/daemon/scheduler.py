@@ -42,6 +42,8 @@ HARDWARE_INFO_REFRESH = 30.0
 LATE_AFTER = 0.1  # a collection that starts this long after its due time (or LATE_FRACTION of its period, if
 LATE_FRACTION = 0.25  # longer) is counted in neuron_monitor.late_collections
 HEARTBEAT = ""  # the unit of a configuration without groups
+DRIVER_VERSION_FILE = "sys/module/neuron/version"
+DRIVER_VERSION_MAX_AGE = 1.0  # seconds the driver version read for neuron_monitor.driver_version is used again
 WATCH_RIDE = 0.1  # seconds a fast watch may run early to share a wake-up with a report
 
 
@@ -422,6 +424,7 @@ class Scheduler:
         self.last_collection_seconds = 0.0
         self.lock = asyncio.Lock()  # held while collecting and writing; a reload waits for it
         self.after_report: Callable[[], None] | None = None  # housekeeping that rides on report wake-ups
+        self._version: tuple[float, str] | None = None  # (read at, driver version)
 
     def self_report(self) -> dict[str, Any]:
         """The daemon's own health, as the additive top-level ``neuron_monitor`` object of each report."""
@@ -432,8 +435,34 @@ class Scheduler:
             "skipped_collections": self.skipped_slots,
             "late_collections": self.late_collections,
             "collection_seconds": round(self.last_collection_seconds, 6),
+            "driver_version": self._driver_version(),
+            "sources": self._sources(),
             "error": "",
         }
+
+    def _driver_version(self) -> str:
+        """``sys/module/neuron/version`` as the driver prints it (stripped; "" when unreadable), read again at
+        most once a second (`DRIVER_VERSION_MAX_AGE`): a driver reload shows within a second."""
+        now = time.monotonic()
+        kept = self._version
+        if kept is not None and now - kept[0] < DRIVER_VERSION_MAX_AGE:
+            return kept[1]
+        try:
+            raw = self.collector.groups.root.read_bytes(DRIVER_VERSION_FILE)[:64]
+            version = raw.decode("utf-8", "replace").strip()
+        except OSError:
+            version = ""
+        self._version = (now, version)
+        return version
+
+    def _sources(self) -> dict[str, Any]:
+        """Each configured group's `SystemGroup.sources` (the groups that read the Neuron driver's nodes)."""
+        out: dict[str, Any] = {}
+        for name, group in self.collector.groups.system.items():
+            got = group.sources()
+            if got is not None:
+                out[name] = got
+        return out
 
     def _count_late(self, due: list[_Unit]) -> None:
         late = self.clock() - min(u.next_due for u in due)

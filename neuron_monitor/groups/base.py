@@ -50,6 +50,12 @@ class SystemGroup(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release kept descriptors."""
 
+    def sources(self) -> dict[str, Any] | None:
+        """What the group found of the Neuron driver's nodes, for the report's ``neuron_monitor.sources``:
+        ``{"layout": "known:<name>" | "discovered" | "none", "found": {family: bool}}`` (neuron/sysfs.py
+        `DriverTree.sources`); None for a group that reads none."""
+        return None
+
 
 class RuntimeGroup(ABC):
     """A runtime-level metric group, one instance per ``neuron_runtimes`` entry, state kept per pid."""

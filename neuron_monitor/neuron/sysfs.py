@@ -17,8 +17,12 @@ more every collection lists them, as before.
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from neuron_monitor.groups.base import device_ranges
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.discovery import DISCOVERED, NONE, DeviceNodes, Found
+from neuron_monitor.neuron.nodes import Node
 
 CLASS_DIR = "sys/class/neuron_device"
 DEVICES_DIR = "sys/devices/virtual/neuron_device"
@@ -37,6 +41,9 @@ class DriverTree:
         self.root = root
         self._dirs = (CLASS_DIR, DEVICES_DIR)
         self._listed: tuple[list[str], tuple[int, ...]] = ([], ())  # the last listing and what it gave
+        self._nodes: dict[int, DeviceNodes] = {}  # device -> where its nodes are (kept until forgotten)
+        self._sources: tuple[tuple[int, ...], int, dict[str, Any]] | None = None  # summary, for which state
+        self._finds = 0  # lookups made (the summary is made again when this moved)
 
     def device_indexes(self) -> tuple[int, ...]:
         """Indexes of the devices present now, ascending; () when the driver is not loaded."""
@@ -50,6 +57,8 @@ class DriverTree:
             else:
                 found = tuple(sorted(int(m.group(1)) for n in names if (m := _DEVICE_NAME.match(n))))
                 self._listed = (names, found)
+                for gone in set(self._nodes) - set(found):  # back later: its nodes are looked for again
+                    del self._nodes[gone]
             if found:
                 return found
         return ()
@@ -62,13 +71,68 @@ class DriverTree:
     def device_rel(self, index: int) -> str:
         return f"{CLASS_DIR}/neuron{index}"
 
+    # -- the nodes ----------------------------------------------------------------------------------------------
+    def nodes(self, index: int) -> DeviceNodes:
+        """Where device ``index``'s nodes are (found on first use, kept until `forget`)."""
+        got = self._nodes.get(index)
+        if got is None:
+            got = self._nodes[index] = DeviceNodes(self.root, self.device_rel(index))
+        return got
+
+    def find(self, index: int, node: Node, core: int = -1) -> Found:
+        """Where ``node`` of device ``index`` (of its physical core ``core``) is; ``rel`` None when not found."""
+        self._finds += 1
+        return self.nodes(index).find(node, core)
+
+    def forget(self, index: int | None = None) -> None:
+        """Look for device ``index``'s nodes again (every device's when None): one of them vanished or failed."""
+        if index is None:
+            self._nodes.clear()
+        else:
+            self._nodes.pop(index, None)
+        self._finds += 1
+
+    def sources(self, devices: tuple[int, ...] | None = None) -> dict[str, Any]:
+        """What this reader's lookups found on ``devices`` (default: those listed now): ``{"layout":
+        "known:<name>" | "discovered" | "none", "found": {family: bool}}``, a family true only when found on every
+        device (and every physical core) it was looked for on."""
+        if devices is None:
+            devices = self._listed[1]
+        kept = self._sources
+        if kept is not None and kept[0] == devices and kept[1] == self._finds:
+            return kept[2]
+        found: dict[str, bool] = {}
+        hows: set[str] = set()
+        for device in devices:
+            nodes = self._nodes.get(device)
+            for (node, _), f in nodes.found.items() if nodes is not None else ():
+                ok = f.rel is not None
+                found[node.family] = found.get(node.family, True) and ok
+                if ok:
+                    hows.add(f.how)
+        layout = DISCOVERED if DISCOVERED in hows else min(hows) if hows else NONE
+        summary = {"layout": layout, "found": dict(sorted(found.items()))}
+        self._sources = (devices, self._finds, summary)
+        return summary
+
+    def problems(self, devices: tuple[int, ...] | list[int]) -> list[str]:
+        """Why nodes that are there were not used (two candidates, a search cut short), one text per node and
+        problem, naming the devices."""
+        by: dict[tuple[str, str], list[int]] = {}
+        for device in devices:
+            nodes = self._nodes.get(device)
+            for (node, _), f in nodes.found.items() if nodes is not None else ():
+                if f.problem and device not in by.setdefault((node.family, f.problem), []):
+                    by[(node.family, f.problem)].append(device)
+        return [
+            f"{family} of neuron_device {device_ranges(sorted(devs))}: {problem}"
+            for (family, problem), devs in by.items()
+        ]
+
     def stats_rel(self, index: int) -> str:
-        base = self.device_rel(index)
-        if self.root.is_dir(f"{base}/stats"):
-            return f"{base}/stats"
-        if self.root.is_dir(f"{base}/metrics/stats"):
-            return f"{base}/metrics/stats"
-        return f"{base}/stats"
+        """The device's stats directory in its known layout (``neuronN/stats`` when none is recognized)."""
+        layout = self.nodes(index).layout
+        return f"{self.device_rel(index)}/{layout.stats if layout is not None else 'stats'}"
 
     def phys_cores(self, index: int) -> int:
         try:
@@ -78,7 +142,13 @@ class DriverTree:
         cores = sum(1 for n in names if _CORE_NAME.match(n))
         if cores:
             return cores
-        return int(self.root.read_text(f"{self.device_rel(index)}/core_count").strip())
+        try:
+            return int(self.root.read_text(f"{self.device_rel(index)}/core_count").strip())
+        except (OSError, ValueError):
+            found = self.nodes(index).cores()  # a driver that moved its core directories
+            if not found:
+                raise
+            return len(found)
 
     def arch(self, index: int) -> tuple[str, str, str]:
         """(device_name, device arch_type, core arch_type), e.g. ("Trainium2", "NDv3", "NCv3"); "" if absent."""

@@ -208,3 +208,58 @@ def read_k8s_info(obj: dict[str, Any]) -> K8sInfo:
         error=_text(obj, N.ERROR, problems, where) or "",
         problems=problems,
     )
+
+
+# ---- neuron_monitor.sources (what the daemon found of the driver's nodes) -----------------------------------------
+LAYOUT_NONE = "none"
+LAYOUT_DISCOVERED = "discovered"
+LAYOUT_KNOWN_PREFIX = "known:"
+
+
+@dataclass(slots=True)
+class GroupSources:
+    """One group's entry of ``neuron_monitor.sources``: the layout it recognized (``known:<name>``, ``discovered``
+    or ``none``) and, per node family it reads (``hardware/mem_ecc_uncorrected``), whether it was found on every
+    device the group reads (which devices lack it is in the group's ``error``)."""
+
+    layout: str = LAYOUT_NONE
+    found: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def missing(self) -> list[str]:
+        """The families not found (on some device), sorted."""
+        return sorted(family for family, ok in self.found.items() if not ok)
+
+
+@dataclass(slots=True)
+class Sources:
+    """``neuron_monitor.driver_version`` and ``neuron_monitor.sources``, typed: the driver version as read from
+    ``/sys/module/neuron/version`` ("" when unreadable, None when the report does not say) and each configured
+    group's `GroupSources` (groups that read no driver node are not listed)."""
+
+    driver_version: str | None = None
+    groups: dict[str, GroupSources] = field(default_factory=dict)
+    problems: Problems = field(default_factory=Problems, compare=False, repr=False)
+
+
+def read_sources(obj: dict[str, Any]) -> Sources:
+    """The typed sources of the daemon's own ``neuron_monitor`` object (a wrong-typed value is left out and
+    recorded on ``problems``)."""
+    problems = Problems()
+    where = N.NEURON_MONITOR
+    out = Sources(driver_version=_text(obj, "driver_version", problems, where), problems=problems)
+    table = mapping(obj.get("sources"), problems, where, "sources") or {}
+    for name, entry in table.items():
+        at = f"{where}.sources"
+        checked = mapping(entry, problems, at, name)
+        if checked is None:
+            continue
+        layout = _text(checked, "layout", problems, f"{at}.{name}") or LAYOUT_NONE
+        found: dict[str, bool] = {}
+        for family, ok in (mapping(checked.get("found"), problems, f"{at}.{name}", "found") or {}).items():
+            if ok.__class__ is bool:
+                found[str(family)] = ok
+            else:
+                problems.bad(f"{at}.{name}.found", family, ok, "a boolean", False)
+        out.groups[str(name)] = GroupSources(layout, found)
+    return out

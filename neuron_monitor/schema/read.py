@@ -26,9 +26,11 @@ from neuron_monitor.schema.info import (
     HardwareInfo,
     InstanceInfo,
     K8sInfo,
+    Sources,
     read_hardware_info,
     read_instance_info,
     read_k8s_info,
+    read_sources,
 )
 from neuron_monitor.schema.spec import GroupSpec, Registry, registry
 from neuron_monitor.schema.values import Problems, mapping, number, sequence, text
@@ -128,6 +130,7 @@ class Report:
     _instance: Any = _UNREAD
     _hardware: Any = _UNREAD
     _k8s: Any = _UNREAD
+    _sources: Any = _UNREAD
 
     @property
     def instance_info(self) -> InstanceInfo | None:
@@ -152,6 +155,15 @@ class Report:
             obj = self.k8s_object
             self._k8s = None if obj is None else read_k8s_info(obj)
         return self._k8s  # type: ignore[no-any-return]
+
+    @property
+    def sources(self) -> Sources | None:
+        """What the daemon found of the Neuron driver's nodes (``neuron_monitor.driver_version`` and
+        ``.sources``), typed (read once); None when the report has no ``neuron_monitor`` object."""
+        if self._sources is _UNREAD:
+            obj = self.monitor
+            self._sources = None if obj is None else read_sources(obj)
+        return self._sources  # type: ignore[no-any-return]
 
 
 def _group(name: str, spec: GroupSpec[Any], obj: Any, where: str, problems: Problems) -> Group | None:

@@ -51,9 +51,16 @@ def test_missing_files_are_reported_not_fatal(tmp_path: Path) -> None:
     assert len(body["neuron_devices"]) == 16
     assert "mem_ecc_corrected not exposed by the driver for neuron_device 0-15" in body["error"]
     assert "mem_ecc_uncorrected" not in body["error"]
+    assert all("mem_ecc_corrected" not in d and d["mem_ecc_uncorrected"] == 0 for d in body["neuron_devices"])
+    assert g.collect()["neuron_devices"][0] == {  # the quiet body (nothing changed) leaves it out as well
+        "neuron_device_index": 0,
+        "mem_ecc_uncorrected": 0,
+        "sram_ecc_uncorrected": 0,
+    }
     build(tmp_path / "inf1", "inf1.6xlarge", "2.24.7.0")
     body = NeuronHwCounters(RootFS(tmp_path / "inf1")).collect()
-    assert all(d["mem_ecc_uncorrected"] == 0 for d in body["neuron_devices"])
+    # a counter that could not be read is left out, never reported as 0
+    assert all(d == {"neuron_device_index": d["neuron_device_index"]} for d in body["neuron_devices"])
     assert "mem_ecc_uncorrected not exposed by the driver for neuron_device 0-3" in body["error"]
 
 

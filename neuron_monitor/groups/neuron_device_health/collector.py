@@ -33,6 +33,7 @@ from neuron_monitor.groups.neuron_device_health import rules as H
 from neuron_monitor.groups.neuron_device_health import spec as K
 from neuron_monitor.groups.neuron_device_health.fault_events import FaultLedger
 from neuron_monitor.host.rootfs import KeptFile, RootFS
+from neuron_monitor.neuron import nodes as NODES
 from neuron_monitor.neuron.sysfs import CLASS_DIR, DEVICES_DIR, DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_count, parse_power, parse_unhealthy_components
 from neuron_monitor.util.inputfile import InputFileError, read_regular
@@ -45,12 +46,12 @@ STATE_MAX_BYTES = 1 << 20
 _READ = 256
 # the files of a device, in the order of _DeviceFiles.files
 _FILES = (
-    ("mem_ecc_uncorrected", "hardware/mem_ecc_uncorrected"),
-    ("sram_ecc_uncorrected", "hardware/sram_ecc_uncorrected"),
-    ("mem_ecc_repairable_uncorrected", "hardware/mem_ecc_repairable_uncorrected"),
-    ("unhealthy_components", "hardware/health_status/unhealthy_components"),
-    ("hw_error_event", "hardware/health_status/hw_error_event"),
-    ("power/utilization", "power/utilization"),
+    ("mem_ecc_uncorrected", NODES.MEM_ECC_UNCORRECTED),
+    ("sram_ecc_uncorrected", NODES.SRAM_ECC_UNCORRECTED),
+    ("mem_ecc_repairable_uncorrected", NODES.MEM_ECC_REPAIRABLE),
+    ("unhealthy_components", NODES.UNHEALTHY_COMPONENTS),
+    ("hw_error_event", NODES.HW_ERROR_EVENT),
+    ("power/utilization", NODES.POWER_UTILIZATION),
 )
 
 
@@ -183,11 +184,11 @@ class NeuronDeviceHealth(SystemGroup):
     def _plan(self, listed: tuple[int, ...]) -> None:
         self._close_devices()
         for index in listed:
-            stats = self.tree.stats_rel(index)
+            self.tree.forget(index)  # a device listed anew (or back): its nodes are looked for again
             files: list[KeptFile | None] = []
-            for _, rel in _FILES:
-                full = f"{stats}/{rel}"
-                files.append(self.root.open_kept(full, _READ) if self.root.exists(full) else None)
+            for _, node in _FILES:
+                rel = self.tree.find(index, node).rel
+                files.append(self.root.open_kept(rel, _READ) if rel is not None else None)
             self._devices.append(_DeviceFiles(index, files))
         self._listed = listed
         self._last_raw = None
@@ -339,6 +340,9 @@ class NeuronDeviceHealth(SystemGroup):
         if self._state_error:
             body["error"] = self._state_error
         return body
+
+    def sources(self) -> dict[str, Any]:
+        return self.tree.sources(self._listed or ())
 
     def close(self) -> None:
         self._close_devices()

@@ -33,7 +33,9 @@ from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
 from neuron_monitor.groups.neuron_device_telemetry import spec as K
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron import nodes as NODES
 from neuron_monitor.neuron.hardware import read_topology
+from neuron_monitor.neuron.nodes import CORE_DIR, Node
 from neuron_monitor.neuron.plausible import BURST, MAX_BYTES, delta_bound
 from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_counter, parse_counters, parse_power, parse_unhealthy_components
@@ -126,45 +128,65 @@ class NeuronDeviceTelemetry(SystemGroup):
         plan.slots.append(slot)
         return True
 
+    def _find(self, plan: _Plan, device: int, node: Node, core: int = -1) -> str | None:
+        """Where ``node`` of ``device`` (of physical core ``core``) is; None when not found, which is recorded in
+        ``plan.missing`` under the node's family unless the node has a problem of its own (two candidates: named
+        by `DriverTree.problems`)."""
+        found = self.tree.find(device, node, core)
+        if found.rel is None and not found.problem:
+            devices = plan.missing.setdefault(node.family, [])
+            if device not in devices:
+                devices.append(device)
+        return found.rel
+
     def _plan_device(self, plan: _Plan, device: int) -> None:
         root = self.root
-        stats = self.tree.stats_rel(device)
         missing = plan.missing
-        for name, kept in (("power/utilization", plan.power), ("health_status/unhealthy_components", plan.health)):
-            rel = f"{stats}/{name}" if name.startswith("power") else f"{stats}/hardware/{name}"
-            if root.exists(rel):
+        for node, kept in ((NODES.POWER_UTILIZATION, plan.power), (NODES.UNHEALTHY_COMPONENTS, plan.health)):
+            rel = self._find(plan, device, node)
+            if rel is not None:
                 kept[device] = root.open_kept(rel, 256)
-            else:
-                missing.setdefault(name, []).append(device)
-        ecc = f"{stats}/hardware/{K.REPAIRABLE_ECC}"
-        if not self._add(plan, ecc, (_ECC, device, -1, K.REPAIRABLE_ECC, "")):
-            missing.setdefault(f"hardware/{K.REPAIRABLE_ECC}", []).append(device)
-        host = f"{stats}/memory_usage/host_mem"
-        categories = [c for c in _listdir(root, host) if root.is_dir(f"{host}/{c}")]
-        if not categories:
-            missing.setdefault("memory_usage/host_mem/<category>", []).append(device)
+        ecc = self._find(plan, device, NODES.MEM_ECC_REPAIRABLE)
+        if ecc is not None and not self._add(plan, ecc, (_ECC, device, -1, K.REPAIRABLE_ECC, "")):
+            missing.setdefault(NODES.MEM_ECC_REPAIRABLE.family, []).append(device)
+        host = self._find(plan, device, NODES.HOST_MEM)
+        categories = [c for c in _listdir(root, host) if root.is_dir(f"{host}/{c}")] if host is not None else []
+        if host is not None and not categories:
+            missing.setdefault(NODES.HOST_MEM.family, []).append(device)
         for cat in categories:
             for fld in ("total", "peak"):
                 if not self._add(plan, f"{host}/{cat}/{fld}", (_HOST_MEM, device, -1, cat, fld)):
                     missing.setdefault(f"memory_usage/host_mem/{cat}/{fld}", []).append(device)
-        core_parent = stats[: -len("/stats")]
-        phys = plan.phys or sum(1 for n in _listdir(root, core_parent) if n.startswith("neuron_core"))
+        phys = plan.phys or self._count_cores(device)
         for core in range(phys):
-            cstats = f"{core_parent}/neuron_core{core}/stats"
-            if not self._add(plan, f"{cstats}/other_info/nc_time_in_use/total", (_BUSY, device, core, "", "")):
-                missing.setdefault("other_info/nc_time_in_use", []).append(device)
-            dmem = f"{cstats}/memory_usage/device_mem"
-            cats = [c for c in _listdir(root, dmem) if root.is_dir(f"{dmem}/{c}")]
-            if not cats and core == 0:
-                missing.setdefault("memory_usage/device_mem/<category>", []).append(device)
+            busy = self._find(plan, device, NODES.CORE_BUSY, core)
+            if busy is not None and not self._add(plan, busy, (_BUSY, device, core, "", "")):
+                missing.setdefault(NODES.CORE_BUSY.family, []).append(device)
+            dmem = self._find(plan, device, NODES.CORE_DEVICE_MEM, core)
+            cats = [c for c in _listdir(root, dmem) if root.is_dir(f"{dmem}/{c}")] if dmem is not None else []
+            if dmem is not None and not cats and core == 0:
+                missing.setdefault(NODES.CORE_DEVICE_MEM.family, []).append(device)
             for cat in cats:
                 for fld in ("total", "peak"):
                     if not self._add(plan, f"{dmem}/{cat}/{fld}", (_DEV_MEM, device, core, cat, fld)):
                         missing.setdefault(f"memory_usage/device_mem/{cat}/{fld}", []).append(device)
-            for counter in _listdir(root, f"{cstats}/status"):
-                if not self._add(plan, f"{cstats}/status/{counter}/total", (_STATUS, device, core, counter, "")):
+            status = self._find(plan, device, NODES.CORE_STATUS, core)
+            for counter in _listdir(root, status) if status is not None else ():
+                if not self._add(plan, f"{status}/{counter}/total", (_STATUS, device, core, counter, "")):
                     missing.setdefault(f"status/{counter}/total", []).append(device)
         plan.phys = plan.phys or phys
+
+    def _count_cores(self, device: int) -> int:
+        """Physical cores of ``device`` when the topology did not say: ``neuron_coreK`` directories where the
+        known layout puts them, else where the device's search found them."""
+        nodes = self.tree.nodes(device)
+        layout = nodes.layout
+        if layout is not None:
+            parent = f"{nodes.rel}/{layout.cores}" if layout.cores else nodes.rel
+            count = sum(1 for n in _listdir(self.root, parent) if CORE_DIR.match(n))
+            if count:
+                return count
+        return len(nodes.cores())
 
     # -- reading ----------------------------------------------------------------------------------------------
     def _current_plan(self) -> _Plan:
@@ -251,11 +273,13 @@ class NeuronDeviceTelemetry(SystemGroup):
         entries = {d: {K.DEVICE_INDEX: d} for d in plan.devices}
         ok = self._power_and_health(plan, entries, errors) and ok
         self._numbers(plan, values, entries, errors)
-        if not ok:  # a file went away or held something odd: find the files again next time
+        if not ok:  # a file went away or held something odd: find the files again next time (moved, maybe)
             plan.close()
             self._plan = None
+            self.tree.forget()
         for name, devices in plan.missing.items():
-            errors.append(f"{name} not exposed by the driver for neuron_device {device_ranges(devices)}")
+            errors.append(f"{name} not exposed by the driver for neuron_device {device_ranges(sorted(devices))}")
+        errors += self.tree.problems(plan.devices)
         body: dict[str, Any] = {K.NEURON_DEVICES: list(entries.values())}
         if errors:
             body["error"] = "; ".join(errors)
@@ -344,6 +368,9 @@ class NeuronDeviceTelemetry(SystemGroup):
         if last is None or now <= last:
             return None
         return (now - last) * 1e6
+
+    def sources(self) -> dict[str, Any]:
+        return self.tree.sources()
 
     def close(self) -> None:
         if self._plan is not None:

@@ -4,8 +4,10 @@ Reads ``stats/hardware/{mem,sram}_ecc_{corrected,uncorrected}`` of each device i
 (kept descriptors, re-read at offset 0). The driver prints cumulative firmware counts (16-bit fields), so this
 group reports per-period counts: the change since its previous collection (modulo 2^16 when a count wrapped),
 the first period counting from the baseline taken at start. That is what AWS's exporter assumes when it adds the
-values up. Devices without the files (Inf1, drivers before 2.30 for the corrected counts) report 0 for what is
-missing and say so in ``error``; nothing here raises for a missing device or file.
+values up. A counter the group could not read (its file not exposed: Inf1, drivers before 2.30 for the corrected
+counts; or not found, or unreadable) is left out of the device's entry, never reported as 0, and named in
+``error``; nothing here raises for a missing device or file. The files are found where the device's known layout
+puts them, else by the bounded search of neuron/discovery.py (`DriverTree.find`); `sources` says what was found.
 
 Cost: a trn2.48xlarge has 64 of these files. While the device listing and the set of open files stay as they were,
 all of them are read in one pass of preads on the kept descriptors and converted in one ``map(int)``; any error,
@@ -21,6 +23,7 @@ from typing import Any, NamedTuple, cast
 
 from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
 from neuron_monitor.host.rootfs import KeptFile, RootFS
+from neuron_monitor.neuron.nodes import ECC_BY_COUNTER
 from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_counter, parse_counters
 
@@ -49,13 +52,13 @@ class NeuronHwCounters(SystemGroup):
         self._files: dict[int, list[Any]] = {}
         self._prev: dict[int, list[int | None]] = {}  # device -> per counter (None: could not be read)
         self._fast: _FastPass | None = None
-        self._zero_entries: dict[int, dict[str, Any]] = {}  # device -> its entry when nothing happened
+        self._zero_entries: dict[tuple[int, Any], dict[str, Any]] = {}  # (device, presence) -> entry, all zero
         self._raws: list[bytes] | None = None  # what the last read found, when it was a one-pass read
         self._quiet: tuple[_FastPass, dict[str, Any]] | None = None  # a fast pass and its all-zero body
 
     def _open(self, device: int, k: int) -> KeptFile | None:
-        rel = f"{self.tree.stats_rel(device)}/hardware/{COUNTERS[k]}"
-        return self.root.open_kept(rel, _READ_SIZE) if self.root.exists(rel) else None
+        rel = self.tree.find(device, ECC_BY_COUNTER[COUNTERS[k]]).rel
+        return self.root.open_kept(rel, _READ_SIZE) if rel is not None else None
 
     def _drop(self, device: int) -> None:
         for f in self._files.pop(device, ()):
@@ -146,8 +149,10 @@ class NeuronHwCounters(SystemGroup):
                         continue
                     except OSError:
                         f.close()
-                        files[k] = _LOOK_AGAIN  # device reset or gone
-                missing.setdefault(COUNTERS[k], []).append(device)
+                        files[k] = _LOOK_AGAIN  # device reset or gone, or the driver moved the file
+                        self.tree.forget(device)
+                if not self.tree.find(device, ECC_BY_COUNTER[COUNTERS[k]]).problem:  # else named below
+                    missing.setdefault(COUNTERS[k], []).append(device)
             values[device] = row
         if len(self._files) > len(values):  # files kept for devices that are gone
             for device in [d for d in self._files if d not in values]:
@@ -156,18 +161,21 @@ class NeuronHwCounters(SystemGroup):
             f"{name} not exposed by the driver for neuron_device {device_ranges(devs)}"
             for name, devs in missing.items()
         ]
-        return values, errors + bad
+        return values, errors + self.tree.problems(devices) + bad
 
     def prime(self) -> None:
         values, _, _ = self._read_all()
         if values is not None:
             self._prev = values
 
-    def _zero_entry(self, device: int) -> dict[str, Any]:
-        """The device's entry when nothing happened (one shared object per device, never mutated)."""
-        entry = self._zero_entries.get(device)
+    def _zero_entry(self, device: int, present: tuple[bool, ...] | None = None) -> dict[str, Any]:
+        """The device's entry when nothing happened, with the counters ``present`` (default: all) at 0 (one shared
+        object per device and presence, never mutated)."""
+        key = (device, present)
+        entry = self._zero_entries.get(key)
         if entry is None:
-            entry = self._zero_entries[device] = {"neuron_device_index": device, **dict.fromkeys(COUNTERS, 0)}
+            names = COUNTERS if present is None else [n for n, p in zip(COUNTERS, present, strict=True) if p]
+            entry = self._zero_entries[key] = {"neuron_device_index": device, **dict.fromkeys(names, 0)}
         return entry
 
     def _quiet_body(self, fast: _FastPass) -> dict[str, Any]:
@@ -175,7 +183,10 @@ class NeuronHwCounters(SystemGroup):
         pass, returned again while nothing changes; never mutated)."""
         if self._quiet is not None and self._quiet[0] is fast:
             return self._quiet[1]
-        body: dict[str, Any] = {"neuron_devices": [self._zero_entry(d) for d in fast.devices]}
+        present: list[tuple[bool, ...] | None] = [None] * len(fast.devices) if fast.present is None else [*fast.present]
+        body: dict[str, Any] = {
+            "neuron_devices": [self._zero_entry(d, p) for d, p in zip(fast.devices, present, strict=True)]
+        }
         if fast.errors:
             body["error"] = "; ".join(fast.errors)
         self._quiet = (fast, body)
@@ -200,8 +211,7 @@ class NeuronHwCounters(SystemGroup):
             for name, cur, prev in zip(COUNTERS, row, prev_row, strict=True):
                 if prev is None:
                     prev = cur
-                if cur is None or prev is None:
-                    entry[name] = 0
+                if cur is None or prev is None:  # not read: left out (named in error), never 0
                     continue
                 # wrapped, or reset
                 delta = cur - prev if cur >= prev else (cur - prev) % _WRAP if prev < _WRAP else cur
@@ -215,6 +225,9 @@ class NeuronHwCounters(SystemGroup):
         if errors:
             body["error"] = "; ".join(errors)
         return body
+
+    def sources(self) -> dict[str, Any]:
+        return self.tree.sources()
 
     def close(self) -> None:
         self._fast = self._raws = self._quiet = None

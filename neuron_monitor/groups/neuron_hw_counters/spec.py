@@ -83,7 +83,8 @@ def datums(value: NeuronHwCounters, period: float, per_vcpu: bool) -> Iterator[S
         key = (str(device.index),)
         for event, count in device.events.items():
             yield CW_EVENT, key, event, count
-        yield CW_TOTAL, key, "", sum(device.events.values())
+        if device.events:  # a device whose counters could not be read has no total either (not a 0)
+            yield CW_TOTAL, key, "", sum(device.events.values())
 
 
 DET_ECC = S.DetRule(

@@ -4,7 +4,7 @@ Reads ``stats/hardware/{mem,sram}_ecc_{corrected,uncorrected}`` of each device i
 (kept descriptors, re-read at offset 0). The driver prints cumulative firmware counts (16-bit fields), so this
 group reports per-period counts: the change since its previous collection (modulo 2^16 when a count wrapped),
 the first period counting from the baseline taken at start. That is what AWS's exporter assumes when it adds the
-values up. Devices without the files (Inf1, drivers before 2.30 for the corrected counts) report 0 for what is
+values up. Devices without the files (Inf1, drivers before 2.30 for the corrected counts) leave out what is
 missing and say so in ``error``; nothing here raises for a missing device or file.
 """
 
@@ -76,7 +76,7 @@ class NeuronHwCounters(SystemGroup):
                 cur = values.get((device, name))
                 prev = self._prev.get((device, name), cur)
                 if cur is None or prev is None:
-                    entry[name] = 0
+                    continue  # not read: left out, never 0
                 elif cur >= prev:
                     entry[name] = cur - prev
                 else:
