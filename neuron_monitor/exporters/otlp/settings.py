@@ -1,0 +1,157 @@
+"""The exporter's settings: the command line over the OpenTelemetry environment variables over the defaults.
+
+Precedence, as the OpenTelemetry specification gives it ("OpenTelemetry Protocol Exporter", configuration
+options): a signal-specific variable (``OTEL_EXPORTER_OTLP_METRICS_*``) wins over the generic one
+(``OTEL_EXPORTER_OTLP_*``); a command-line option wins over both. Endpoints: ``--endpoint`` and
+``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` are the metrics URL as they are (a URL with no path gets ``/v1/metrics``);
+``OTEL_EXPORTER_OTLP_ENDPOINT`` is a base URL to which ``v1/metrics`` is appended. Timeouts in the variables are
+milliseconds, ``--timeout`` is seconds. Headers: the variable's ``key=value,...`` list (values percent-decoded),
+then each ``--header K=V`` on top.
+"""
+
+from __future__ import annotations
+
+import math
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+PROTOBUF = "http/protobuf"
+JSON = "http/json"
+PROTOCOLS = (PROTOBUF, JSON)
+DEFAULT_ENDPOINT = "http://localhost:4318/v1/metrics"
+METRICS_PATH = "/v1/metrics"
+DEFAULT_TIMEOUT = 10.0
+COMPRESSIONS = ("gzip", "none")
+
+
+class SettingsError(ValueError):
+    """A setting (option or variable) cannot be used: one line naming it."""
+
+
+@dataclass
+class Connection:
+    endpoint: str = DEFAULT_ENDPOINT
+    protocol: str = PROTOBUF
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
+    compression: str = "gzip"
+    certificate: str = ""
+    client_certificate: str = ""
+    client_key: str = ""
+
+
+def _pick(env: Mapping[str, str], name: str) -> tuple[str, str] | None:
+    """(variable, value) of OTEL_EXPORTER_OTLP_METRICS_<name>, else OTEL_EXPORTER_OTLP_<name>; None if neither."""
+    for var in (f"OTEL_EXPORTER_OTLP_METRICS_{name}", f"OTEL_EXPORTER_OTLP_{name}"):
+        value = env.get(var, "").strip()
+        if value:
+            return var, value
+    return None
+
+
+def parse_headers(text: str, where: str) -> dict[str, str]:
+    """A ``key=value,key=value`` list (W3C Baggage syntax, values percent-decoded)."""
+    headers: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not _token(key):
+            raise SettingsError(f"{where}: an entry is not key=value with a header name as key")
+        headers[key] = urllib.parse.unquote(value.strip())
+    return headers
+
+
+def header_option(text: str) -> tuple[str, str]:
+    """``--header K=V``."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key or not _token(key):
+        raise SettingsError("--header: expected NAME=VALUE with a header name")
+    if "\n" in value or "\r" in value:
+        raise SettingsError(f"--header {key}: the value has a line break")
+    return key, value.strip()
+
+
+def _token(name: str) -> bool:
+    return all(c.isalnum() or c in "!#$%&'*+-.^_`|~" for c in name)
+
+
+def with_path(url: str) -> str:
+    """A URL with no path gets ``/v1/metrics``."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.path in ("", "/"):
+        return urllib.parse.urlunsplit(parts._replace(path=METRICS_PATH))
+    return url
+
+
+def base_plus_metrics(url: str) -> str:
+    """``OTEL_EXPORTER_OTLP_ENDPOINT`` + ``v1/metrics`` (one slash between)."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + METRICS_PATH))
+
+
+def _seconds_from_ms(var: str, value: str) -> float:
+    try:
+        ms = float(value)
+    except ValueError:
+        raise SettingsError(f"{var}: expected milliseconds, got {value[:40]!r}") from None
+    if not (math.isfinite(ms) and ms > 0):
+        raise SettingsError(f"{var}: must be a finite positive number of milliseconds, got {value[:40]!r}")
+    return ms / 1000.0
+
+
+def resolve(
+    env: Mapping[str, str],
+    endpoint: str | None = None,
+    protocol: str | None = None,
+    headers: list[tuple[str, str]] | None = None,
+    timeout: float | None = None,
+    compression: str | None = None,
+    certificate: str | None = None,
+) -> Connection:
+    """The connection settings (see the module docstring); raises ``SettingsError``."""
+    c = Connection()
+    if endpoint:
+        c.endpoint = with_path(endpoint)
+    elif (metrics := env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()) != "":
+        c.endpoint = with_path(metrics)
+    elif (base := env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()) != "":
+        c.endpoint = base_plus_metrics(base)
+    if protocol:
+        c.protocol = protocol
+    elif picked := _pick(env, "PROTOCOL"):
+        var, value = picked
+        if value == "grpc":
+            raise SettingsError(f"{var}=grpc: only OTLP/HTTP is spoken (http/protobuf or http/json)")
+        if value not in PROTOCOLS:
+            raise SettingsError(f"{var}: expected http/protobuf or http/json, got {value[:40]!r}")
+        c.protocol = value
+    if picked := _pick(env, "HEADERS"):
+        c.headers = parse_headers(picked[1], picked[0])
+    for key, value in headers or ():
+        c.headers[key] = value
+    if timeout is not None:
+        c.timeout = timeout
+    elif picked := _pick(env, "TIMEOUT"):
+        c.timeout = _seconds_from_ms(*picked)
+    if compression:
+        c.compression = compression
+    elif picked := _pick(env, "COMPRESSION"):
+        var, value = picked
+        if value not in COMPRESSIONS:
+            raise SettingsError(f"{var}: expected gzip or none, got {value[:40]!r}")
+        c.compression = value
+    if certificate:
+        c.certificate = certificate
+    elif picked := _pick(env, "CERTIFICATE"):
+        c.certificate = picked[1]
+    if picked := _pick(env, "CLIENT_CERTIFICATE"):
+        c.client_certificate = picked[1]
+    if picked := _pick(env, "CLIENT_KEY"):
+        c.client_key = picked[1]
+    if bool(c.client_certificate) != bool(c.client_key):
+        raise SettingsError("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY go together")
+    return c
