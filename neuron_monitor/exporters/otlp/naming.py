@@ -82,7 +82,7 @@ def quantile(percentile: str) -> str:
     """``p50`` -> ``0.5``, ``p99.9`` -> ``0.999``, anything else as it is."""
     if percentile[:1] in ("p", "P"):
         try:
-            return repr(float(percentile[1:]) / 100.0)
+            return format(float(percentile[1:]) / 100.0, ".12g")
         except ValueError:
             pass
     return percentile

@@ -78,7 +78,9 @@ class Receiver:
                     request = None
                 with receiver.lock:
                     receiver.received.append(
-                        Received(self.path, dict(self.headers), raw, request, 200 <= reply.status < 300 and not reply.hang)
+                        Received(
+                            self.path, dict(self.headers), raw, request, 200 <= reply.status < 300 and not reply.hang
+                        )
                     )
                 if reply.hang:
                     receiver.stopping.wait(600)

@@ -1,0 +1,63 @@
+"""Shared by the OTLP tests: the exporter in-process (pipeline + encoders) and reports that change over time."""
+
+from __future__ import annotations
+
+import gzip
+from typing import Any
+
+import orjson
+from google.protobuf import json_format
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+from neuron_monitor.exporters.otlp.jsonwire import JsonEncoder
+from neuron_monitor.exporters.otlp.model import ReportConverter
+from neuron_monitor.exporters.otlp.naming import NAMERS, PROMETHEUS
+from neuron_monitor.exporters.otlp.pipeline import Encoder, ReportPipeline
+from neuron_monitor.exporters.otlp.resource import ResourceBuilder
+from neuron_monitor.exporters.otlp.wire import ProtobufEncoder
+from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions, SnapshotBuilder
+from tests.exporters.prometheus.prom_reports import runtime, trn2_report
+
+
+def pipeline(
+    naming: str = PROMETHEUS, json: bool = False, max_bytes: int = 4 << 20, gzip_bodies: bool = False
+) -> ReportPipeline:
+    encoder: Encoder = JsonEncoder(max_bytes) if json else ProtobufEncoder(max_bytes)
+    return ReportPipeline(
+        SnapshotBuilder(ShapeOptions()),
+        ReportConverter(NAMERS[naming]),
+        encoder,
+        ResourceBuilder("9.9.9", "node-a.example", "node-a"),
+        ("neuron-monitor-otlp", "9.9.9"),
+        gzip_bodies,
+    )
+
+
+def decode(body: bytes, json: bool = False) -> ExportMetricsServiceRequest:
+    if body[:2] == b"\x1f\x8b":
+        body = gzip.decompress(body)
+    request = ExportMetricsServiceRequest()
+    if json:
+        json_format.Parse(body.decode(), request)
+    else:
+        request.ParseFromString(body)
+    return request
+
+
+def trn2(
+    i: int, runtimes: int = 16, completed_base: int = 100, tags: str = "job", pid_base: int = 1000
+) -> dict[str, Any]:
+    """The i-th report of a trn2.48xlarge with ``runtimes`` runtimes of 4 logical cores each (1 s periods)."""
+    rts = [
+        runtime(
+            pid_base + d,
+            f"{tags}-{d:02d}",
+            [4 * d + c for c in range(4)],
+            completed=completed_base + i + d,
+            generic_errors=i % 3,
+            utilization=40.0 + (i + d) % 50,
+        )
+        for d in range(runtimes)
+    ]
+    report = trn2_report(rts, report_time=1.7e9 + i, ecc=i % 2)
+    return orjson.loads(orjson.dumps(report))  # type: ignore[no-any-return]

@@ -1,0 +1,109 @@
+"""The same simulated trn2.48xlarge (16 runtimes) through neuron-monitor-prometheus and through
+neuron-monitor-otlp: the OTLP points, translated with Prometheus's OTLP rules (``prom_translate``), are the very
+series the Prometheus exporter serves, with the same values. Real processes: the simulator and the daemon write
+the report lines; both exporters read the same lines on stdin; the OTLP one pushes to a real HTTP receiver.
+
+Debian bookworm's Prometheus (2.42) predates Prometheus's OTLP receiver (2.47, ``--web.enable-otlp-receiver``
+since 3.0), so Prometheus's translation runs here as ``prom_translate`` rather than inside a Prometheus server.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from neuron_monitor.schema.spec import registry
+from tests.exporters.otlp.prom_translate import Series, translate
+from tests.exporters.otlp.receiver import Receiver
+from tests.exporters.prometheus.prom_process import ExporterProcess
+
+pytestmark = pytest.mark.e2e
+REPORTS = 4
+OWN_PREFIXES = ("neuron_exporter_", "process_", "python_")
+
+
+@pytest.fixture(scope="module")
+def lines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[bytes]]:
+    """Report lines of a simulated trn2.48xlarge with 16 runtimes, every group, 1 s period."""
+    conf = tmp_path_factory.mktemp("otlp") / "monitor.conf"
+    conf.write_text(
+        json.dumps(
+            {
+                "period": "1s",
+                "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in registry().runtime]}],
+                "system_metrics": [{"type": t} for t in registry().system],
+            }
+        )
+    )
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--no-imds", "--simulate",
+         "trn2.48xlarge", "--sim-runtimes", "16", "--seed", "7"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert daemon.stdout is not None
+    got: list[bytes] = []
+    try:
+        while len(got) < REPORTS:
+            line = daemon.stdout.readline()
+            assert line, "the daemon stopped"
+            if line.strip():
+                got.append(line)
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+    assert all(line.endswith(b"\n") for line in got)
+    yield got
+
+
+def scrape_series(text: str) -> dict[Series, float]:
+    out: dict[Series, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.startswith(OWN_PREFIXES):
+                continue
+            out[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if v)))] = s.value
+    return out
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "http/json"])
+def test_translated_points_are_the_prometheus_exporters_series(lines: list[bytes], protocol: str) -> None:
+    prom = ExporterProcess()
+    receiver = Receiver()
+    try:
+        prom.send(*lines)
+        prom.wait_for("/metrics", lambda s, b: f"neuron_exporter_reports_total {float(REPORTS)}" in b, timeout=60)
+        _, _, text = prom.get("/metrics")
+        otlp = subprocess.run(
+            [sys.executable, "-m", "neuron_monitor.exporters.otlp.cli", "--endpoint", receiver.url,
+             "--protocol", protocol, "--host-name", "node-a"],
+            input=b"".join(lines),
+            capture_output=True,
+            timeout=120,
+        )  # fmt: skip
+        assert otlp.returncode == 0, otlp.stderr.decode()
+        requests = receiver.accepted()
+        assert len(requests) == REPORTS
+        pushed = translate(requests[-1])
+    finally:
+        receiver.stop()
+        prom.stop()
+    target_info = [s for s in pushed if s[0] == "target_info"]
+    assert len(target_info) == 1
+    labels = dict(target_info[0][1])
+    assert labels["job"] == "neuron-monitor" and labels["instance"] == "node-a" and labels["host_name"] == "node-a"
+    neuron = {
+        (name, tuple((k, v) for k, v in labels if k not in ("job", "instance"))): value
+        for (name, labels), value in pushed.items()
+        if name != "target_info"
+    }
+    assert all(dict(labels).get("instance") == "node-a" for name, labels in pushed if name != "target_info")
+    scraped = scrape_series(text)
+    assert len(scraped) > 1000
+    assert set(neuron) == set(scraped), (sorted(set(neuron) - set(scraped))[:5], sorted(set(scraped) - set(neuron))[:5])
+    assert neuron == pytest.approx(scraped)
