@@ -1,7 +1,7 @@
 """``neuron-monitor-sim``: build a simulated Trainium/Inferentia host under a directory and animate it.
 
     neuron-monitor-sim --shape trn2.48xlarge --runtimes 16 --root DIR [--seed N] [--lnc 1] [--driver 2.24.7.0]
-                       [--step 0.05] [--duration S] [--options JSON]
+                       [--step 0.05] [--errors] [--duration S] [--options JSON]
 
 Runs until SIGTERM/SIGINT (or ``--duration``), then stops its worker processes and writes the final ground truth.
 The tree stays in DIR (remove it yourself, or use `TemporarySimulator`). Exit codes: 0 done, 2 bad usage.
@@ -48,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lnc", type=int, choices=(1, 2), default=None, help="logical NeuronCore config (Trn2/Trn3)")
     p.add_argument("--driver", default=None, help="driver version to imitate (default 2.30.2.0; 2.24.7.0 on inf1)")
     p.add_argument("--step", type=float, default=None, help="animation step in seconds (default 0.05)")
+    p.add_argument(
+        "--errors",
+        action="store_true",
+        help="applications fail now and then (background execution errors; default: none unless a fault asks)",
+    )
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--options", default=None, help="JSON object of further options (see TemporarySimulator)")
     p.add_argument("--list-shapes", action="store_true", help="print the known shapes and exit")
@@ -103,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             return _fail("--options: expected a JSON object")
     if args.driver:
         options["driver"] = args.driver
+    if args.errors:
+        options["errors"] = True
     if args.step is not None:
         if args.step <= 0:
             return _fail("--step must be positive")

@@ -82,7 +82,9 @@ class TemporarySimulator:
     - ``exec_rate`` (executions/s per physical core), ``utilization`` (busy fraction 0..1), ``latency_us``
       ([lo, hi] device latency): the same for every runtime; default: drawn per runtime from the seed.
     - ``generic_error_rate``, ``numerical_error_rate``, ``timeout_rate``, ``failed_to_queue_rate``,
-      ``hardware_error_rate``: per-execution probabilities (defaults 0.002, 0.0005, 0.0002, 0.0005, 0).
+      ``hardware_error_rate``: per-execution probabilities (default 0: no execution fails unless asked).
+    - ``errors`` (False): background execution errors, the rates above defaulting to 0.002, 0.0005, 0.0002,
+      0.0005 and 0 (`workload.BACKGROUND_ERROR_RATES`).
     - ``tags``: list of NEURON_PROCESS_TAG values by runtime index (``None`` in the list: untagged, tag = pid);
       default ``job-00``, ``job-01``, ...
     - ``load_time`` (0.5 s): a runtime loads its models for this long after it starts before it executes.

@@ -52,6 +52,25 @@ def _split_cores(shape: Shape, count: int) -> list[dict[int, list[int]]]:
     return groups
 
 
+ERROR_RATE_OPTIONS = {
+    "generic": "generic_error_rate",
+    "numerical": "numerical_error_rate",
+    "timeout": "timeout_rate",
+    "failed_to_queue": "failed_to_queue_rate",
+    "hardware": "hardware_error_rate",
+}
+BACKGROUND_ERROR_RATES = {"generic": 0.002, "numerical": 0.0005, "timeout": 0.0002, "failed_to_queue": 0.0005}
+"""Per-execution error probabilities with option ``errors`` (applications that fail now and then). Without it no
+execution fails unless a rate option or a fault command asks: the healthy simulator is healthy."""
+
+
+def error_rates(options: dict[str, Any]) -> dict[str, float]:
+    """Each error kind's per-execution probability: its rate option, else the background rate with ``errors``,
+    else 0."""
+    background = BACKGROUND_ERROR_RATES if options.get("errors") else {}
+    return {kind: float(options.get(opt, background.get(kind, 0.0))) for kind, opt in ERROR_RATE_OPTIONS.items()}
+
+
 def plan_runtimes(shape: Shape, count: int, options: dict[str, Any], rng: random.Random) -> list[RuntimePlan]:
     tags: list[str | None] = list(options.get("tags") or [])
     plans = []
@@ -68,13 +87,7 @@ def plan_runtimes(shape: Shape, count: int, options: dict[str, Any], rng: random
             utilization=float(util) if util is not None else round(rng.uniform(0.2, 0.95), 3),
             latency_us=(lo, max(lo, hi)),
             macs_per_us=rng.choice((2_000_000, 8_000_000, 30_000_000)),
-            error_rates={
-                "generic": float(options.get("generic_error_rate", 0.002)),
-                "numerical": float(options.get("numerical_error_rate", 0.0005)),
-                "timeout": float(options.get("timeout_rate", 0.0002)),
-                "failed_to_queue": float(options.get("failed_to_queue_rate", 0.0005)),
-                "hardware": float(options.get("hardware_error_rate", 0.0)),
-            },
+            error_rates=error_rates(options),
             host_mem={
                 L.ND_MEM_CODE_HOST: rng.randint(1, 16) * MIB,
                 L.ND_MEM_TENSORS_HOST: rng.randint(0, 64) * MIB,

@@ -73,7 +73,7 @@ def record(name: str, shape: str, runtimes: int, keep: int) -> list[bytes]:
     with tempfile.TemporaryDirectory() as tmp, FakeImds(metadata=metadata) as imds:
         conf = Path(tmp) / "monitor.conf"
         conf.write_text(json.dumps(GROUPS))
-        sim = TemporarySimulator(shape, runtimes=runtimes, seed=7, faults=faults(runtimes), exec_rate=200)
+        sim = TemporarySimulator(shape, runtimes=runtimes, seed=7, faults=faults(runtimes), exec_rate=200, errors=True)
         with sim:
             cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--root", str(sim.root)]
             cmd += ["--imds-endpoint", imds.endpoint]

@@ -38,7 +38,7 @@ class Node:
     """One simulated host: simulator, daemon (1 s period) and exporter, piped as in production."""
 
     def __init__(self, workdir: Path, shape: str, runtimes: int, seed: int) -> None:
-        self.sim = TemporarySimulator(shape, runtimes=runtimes, seed=seed, exec_rate=40, ecc_rate=0)
+        self.sim = TemporarySimulator(shape, runtimes=runtimes, seed=seed, exec_rate=40, ecc_rate=0, errors=True)
         self.sim.start()
         self.sim.pause()  # the daemon counts from its start: the truth before it is the baseline
         self.before = {
