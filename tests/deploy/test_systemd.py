@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SYSTEMD = REPO / "systemd"
 PREFIX = "/opt/neuron-monitor/bin/"
-PIPELINES = ("prometheus", "cloudwatch")
+PIPELINES = ("prometheus", "cloudwatch", "otlp")
 SERVICES = [f"neuron-monitor@{p}.service" for p in PIPELINES] + [f"neuron-monitor-{p}.service" for p in PIPELINES]
 ANALYZE = shutil.which("systemd-analyze")
 
@@ -42,7 +42,7 @@ def unit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("units")
     stubs = d / "bin"
     stubs.mkdir()
-    for name in ("neuron-monitor", "neuron-monitor-prometheus", "neuron-monitor-cloudwatch"):
+    for name in ("neuron-monitor", "neuron-monitor-prometheus", "neuron-monitor-cloudwatch", "neuron-monitor-otlp"):
         stub = stubs / name
         stub.write_text("#!/bin/sh\nexit 0\n")
         stub.chmod(0o755)
@@ -142,6 +142,7 @@ def test_security_exposure_within_budget(unit_dir: Path, name: str) -> None:
         ("neuron-monitor@prometheus.service", "neuron-monitor.env", "neuron_monitor.daemon.cli"),
         ("neuron-monitor-prometheus.service", "prometheus.env", "neuron_monitor.exporters.prometheus.cli"),
         ("neuron-monitor-cloudwatch.service", "cloudwatch.env", "neuron_monitor.exporters.cloudwatch.cli"),
+        ("neuron-monitor-otlp.service", "otlp.env", "neuron_monitor.exporters.otlp.cli"),
     ],
 )
 def test_command_lines_use_real_options(unit: str, env_file: str, module: str) -> None:
