@@ -47,7 +47,12 @@ class Received:
 class Receiver:
     """A threaded HTTP(S) server on 127.0.0.1 (port 0). ``behaviour(n)`` gives the reply to the n-th request."""
 
-    def __init__(self, behaviour: Callable[[int], Reply] | None = None, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        behaviour: Callable[[int], Reply] | None = None,
+        tls: ssl.SSLContext | None = None,
+        address: tuple[str, int] = ("127.0.0.1", 0),
+    ) -> None:
         self.behaviour = behaviour or (lambda n: Reply())
         self.received: list[Received] = []
         self.lock = threading.Lock()
@@ -103,7 +108,8 @@ class Receiver:
                 else:
                     self.wfile.write(body_out)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http.server.ThreadingHTTPServer(address, Handler)
+        self.host = address[0]
         self.server.daemon_threads = True
         if tls is not None:
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
@@ -114,7 +120,7 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.port}/v1/metrics"
+        return f"{self.scheme}://{self.host}:{self.port}/v1/metrics"
 
     def accepted(self) -> list[ExportMetricsServiceRequest]:
         with self.lock:
