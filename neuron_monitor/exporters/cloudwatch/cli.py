@@ -30,6 +30,7 @@ from neuron_monitor import __version__
 from neuron_monitor.exporters.cloudwatch.buffer import DatumBuffer
 from neuron_monitor.exporters.cloudwatch.client import SetupError, make_client
 from neuron_monitor.exporters.cloudwatch.datum import Datum
+from neuron_monitor.exporters.cloudwatch.detail import BUDGET, SERIES_DETAILS
 from neuron_monitor.exporters.cloudwatch.dimensions import PRESETS, DimensionScheme
 from neuron_monitor.exporters.cloudwatch.emf import EmfDestinationGone, EmfWriter
 from neuron_monitor.exporters.cloudwatch.limits import DatumFilter, check_namespace
@@ -60,6 +61,7 @@ class Settings(BaseModel):
     cluster_name: str = ""
     node_name: str = ""
     per_vcpu: bool = False
+    series_detail: Literal["budget", "full"] = "budget"
     buffer_samples: int = Field(100_000, ge=1000, le=100_000_000)
     flush_timeout: float = Field(10.0, ge=0, le=3600)
     retry_base_delay: float = Field(0.5, gt=0, le=3600)
@@ -97,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster-name", default=os.environ.get("CLUSTER_NAME", ""), help="ClusterName dimension")
     p.add_argument("--node-name", default="", help="NodeName dimension (default $NODE_NAME or the host name)")
     p.add_argument("--per-vcpu", action="store_true", help="also send host CPU usage per vCPU")
+    p.add_argument(
+        "--series-detail",
+        choices=SERIES_DETAILS,
+        default=BUDGET,
+        help="'budget' (default) leaves out the detail the Prometheus budget leaves out (1,455 metrics instead of"
+        " 2,319 on a trn2.48xlarge with 16 runtimes); 'full' sends every metric (docs/cloudwatch.md, Cost)",
+    )
     p.add_argument("--buffer-samples", type=int, default=100_000, help="samples held while CloudWatch is away")
     p.add_argument("--flush-timeout", type=float, default=10.0, help="seconds to flush at exit (default 10)")
     p.add_argument("--retry-base-delay", type=float, default=0.5, help="first backoff ceiling, seconds")
@@ -182,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     redactor = _setup_logging(prog, settings.verbose)
     scheme = DimensionScheme(settings.dimensions, settings.cluster_name, settings.node_name)
-    mapper = ReportMapper(scheme, MapOptions(settings.high_resolution, settings.per_vcpu))
+    mapper = ReportMapper(scheme, MapOptions(settings.high_resolution, settings.per_vcpu, settings.series_detail))
     keep = DatumFilter()
 
     publisher: Publisher | None = None

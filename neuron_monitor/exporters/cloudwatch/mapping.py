@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neuron_monitor.exporters.cloudwatch.datum import Datum, Dims
+from neuron_monitor.exporters.cloudwatch.detail import BUDGET, FULL, SeriesBudget
 from neuron_monitor.exporters.cloudwatch.dimensions import DimensionScheme, K8sOwner, clean_dims, k8s_owners
 from neuron_monitor.exporters.stream import MAX_RUNTIMES
 from neuron_monitor.schema.read import Group, read_report
@@ -60,6 +61,7 @@ def _num(v: object) -> float | None:
 class MapOptions:
     high_resolution: bool = False
     per_vcpu: bool = False  # one series per vCPU and usage type (192 vCPUs x 8 on a trn2.48xlarge): off by default
+    detail: str = FULL  # BUDGET: leave out what detail.py lists (the command's default); FULL: every metric
 
 
 class _Emitter:
@@ -97,6 +99,7 @@ class _Ctx:
     cores_per_device: int
     core_owner: dict[str, K8sOwner]
     device_owner: dict[str, K8sOwner]
+    budget: SeriesBudget | None = None
 
     def device_of(self, core: str) -> int | None:
         if self.cores_per_device > 0 and core.isdigit():
@@ -150,7 +153,12 @@ def _send(ctx: _Ctx, group: Group, dims: _Dims) -> None:
         where = dims(metric.scope, key)
         if metric.key_dims:
             where = (*where, *_key_dims(metric.key_dims, key))
-        emit(metric_name(metric, suffix), metric.unit, where, value, metric.additive)
+        name = metric_name(metric, suffix)
+        if ctx.budget is not None:
+            number = _num(value)
+            if number is not None and not ctx.budget.keep(metric, name, where, number):
+                continue
+        emit(name, metric.unit, where, value, metric.additive)
 
 
 def _key_dims(names: tuple[str, ...], key: tuple[str, ...]) -> Dims:
@@ -165,6 +173,7 @@ class ReportMapper:
     def __init__(self, scheme: DimensionScheme | None = None, options: MapOptions | None = None) -> None:
         self.scheme = scheme or DimensionScheme()
         self.options = options or MapOptions()
+        self.budget = SeriesBudget() if self.options.detail == BUDGET else None
         self.runtimes_left_out = 0  # runtime entries past MAX_RUNTIMES, over all reports (issue 32)
         self._left_out_log = LogRateLimit(60.0)
 
@@ -190,6 +199,7 @@ class ReportMapper:
             read.cores_per_device,
             core_owner,
             device_owner,
+            self.budget,
         )
         for entry in read.runtimes:
             if entry.error:

@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from neuron_monitor.exporters.cloudwatch.datum import Datum
-from neuron_monitor.exporters.cloudwatch.mapping import ReportMapper
+from neuron_monitor.exporters.cloudwatch.mapping import MapOptions, ReportMapper
 from tests.exporters.cloudwatch.conftest import (
     FaultProxy,
     aws_env,
@@ -43,7 +43,9 @@ def summary(stderr: bytes) -> dict[str, Any]:
 
 
 def mapped(reports: list[dict[str, Any]]) -> list[Datum]:
-    return [d for r in reports for d in ReportMapper().map(r)]
+    """The datums the command sends for ``reports``: one mapper, the command's default series detail (budget)."""
+    mapper = ReportMapper(options=MapOptions(detail="budget"))
+    return [d for r in reports for d in mapper.map(r)]
 
 
 def assert_stored_exactly(url: str, namespace: str, datums: list[Datum]) -> None:
