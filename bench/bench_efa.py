@@ -22,8 +22,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.inprocess import cpu_ms, pread_floor, simulated_host  # noqa: E402
 from neuron_monitor.groups.efa_counters.collector import EfaCounters  # noqa: E402
+from neuron_monitor.groups.efa_counters.sim import EfaTree  # noqa: E402
 from neuron_monitor.host.rootfs import RootFS  # noqa: E402
-from neuron_monitor.sim.efa import EfaTree  # noqa: E402
 
 SETTLE = 0.005  # seconds of sleep before each timed call
 

@@ -1,10 +1,14 @@
 """The simulator's animation: runtimes start and stop, execute, fail, move memory; ECC events arrive.
 
-`Simulator(root, shape, runtimes, seed, options)` builds the tree (tree.py), starts the initial runtimes (real
-worker processes) and then, every ``step`` seconds, advances every runtime's counters in its NDS slab, rewrites
-the ioctl files when the application lists change, moves /proc/stat, and appends ground truth. Control commands
-(appended by tests to ``run/neuron-sim/control.jsonl``) and scheduled faults are applied at step boundaries.
-The options are documented on `TemporarySimulator` (temporary.py).
+`Simulator(root, shape, runtimes, seed, options)` builds the tree (tree.py: the host's and each device's own files,
+and through them every group's simulator part, ``groups/<name>/sim.py``, see part.py), starts the initial
+runtimes (real worker processes) and then, every ``step`` seconds, advances every runtime's counters in its NDS
+slab, rewrites the ioctl files when the application lists change, steps the parts, and appends ground truth. The
+simulator keeps the workload, the clock, the ground truth and the control file; the groups' parts keep their
+files. Control commands (appended by tests to ``run/neuron-sim/control.jsonl``) and scheduled faults are applied
+at step boundaries: a command is the workload's (`Simulator.WORKLOAD_COMMANDS`) or a device's
+(`DEVICE_COMMANDS`), or else the part that names its kind answers it. The options are documented on
+`TemporarySimulator` (temporary.py).
 """
 
 from __future__ import annotations
@@ -15,34 +19,46 @@ import mmap
 import os
 import random
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from neuron_monitor.neuron import layout as L
-from neuron_monitor.neuron.pci import sim_answer_rel
 from neuron_monitor.sim.datastore import AppEntry, IoctlFile, SlabWriter
-from neuron_monitor.sim.efa import FAULT_KINDS as EFA_FAULT_KINDS
-from neuron_monitor.sim.efa import EfaTree
 from neuron_monitor.sim.ground_truth import GROUND_TRUTH_FILE, GroundTruthWriter
+from neuron_monitor.sim.layouts import DriverLayout, default_driver, driver_layout
+from neuron_monitor.sim.part import SimPart, node_families, parts
+from neuron_monitor.sim.runtime import COUNTER_INDEX, Runtime
 from neuron_monitor.sim.shapes import Shape
-from neuron_monitor.sim.tree import DeviceTree, InPlaceFile, TreeBuilder, driver_tuple, write_host_files
+from neuron_monitor.sim.tree import DeviceTree, TreeBuilder, write_host_files
 from neuron_monitor.sim.workers import spawn_worker, stop_worker
 from neuron_monitor.sim.workload import Activity, RuntimePlan, plan_runtimes
 
+__all__ = ["CONTROL_FILE", "Runtime", "Simulator", "command_kinds", "default_driver"]
+
 CONTROL_FILE = "run/neuron-sim/control.jsonl"
-COUNTER_INDEX: dict[str, int] = dict(L.EXECUTION_SUMMARY + L.ERROR_SUMMARY)
 HOST_NAMES = {ctr: name for name, ctr in L.HOST_MEM_COUNTERS}
 CORE_NAMES = {ctr: name for name, ctr in L.DEVICE_MEM_COUNTERS}
-FAULT_KINDS = (
-    "numerical_burst", "hardware_error", "timeouts", "failed_to_queue_burst", "generic_errors",
-    "ecc_uncorrected", "ecc_corrected", "stop_runtime", "hang_runtime", "resume_runtime", "pause", "resume",
-    "start_runtime", "set_rate", "remove_device", "unhealthy", "healthy", "ecc_repairable", "power_no_data",
-    "power_valid", "busy_without_runtime", "hw_error_event", "reset_device", *EFA_FAULT_KINDS,
-)  # fmt: skip
+# the workload's commands: errors added to a runtime (kind -> ground truth counters), and the runtimes' lifecycle
+ERROR_BURSTS: dict[str, tuple[str, ...]] = {
+    "numerical_burst": ("completed_with_num_err", "numerical"),
+    "hardware_error": ("completed_with_err", "hardware"),
+    "timeouts": ("timed_out",),
+    "failed_to_queue_burst": ("failed_to_queue",),
+    "generic_errors": ("generic",),
+}
+WORKLOAD_COMMANDS = (*ERROR_BURSTS, "stop_runtime", "hang_runtime", "resume_runtime", "pause", "resume",
+                     "start_runtime", "set_rate")  # fmt: skip
+# a device's own events, which every part hears
+DEVICE_COMMANDS = ("remove_device", "reset_device", "remove_nodes")
+
+
+def command_kinds() -> tuple[str, ...]:
+    """Every command kind the simulator answers: the workload's, the devices', and each group part's."""
+    return (*WORKLOAD_COMMANDS, *DEVICE_COMMANDS, *(k for _, part in parts() for k in part.commands))
+
+
 # the per-core sysfs files fed by the datastore counters (status counters and busy time)
 SYSFS_CORE_NAMES: dict[int, str] = {
     L.NC_TIME_IN_USE: "nc_time_in_use", L.NC_INFER_COMPLETED: "success",
@@ -51,41 +67,25 @@ SYSFS_CORE_NAMES: dict[int, str] = {
     L.NC_TIMED_OUT: "timeout", L.NC_INCORRECT_INPUT: "exec_bad_input", L.NC_FAILED_TO_QUEUE: "execute_failed_to_queue",
     L.NC_ERR_GENERIC: "generic_error", L.NC_ERR_HW: "hw_error",
 }  # fmt: skip
-DEVICE_CATEGORY_OF = {ctr: name for name, ctr in L.DEVICE_MEM_COUNTERS}
-HOST_CATEGORY_OF = {ctr: name for name, ctr in L.HOST_MEM_COUNTERS}
-
-
 WAKE_SECONDS = 0.1  # the longest sleep between checks for a stop request
 
 
-def default_driver(shape: Shape) -> str:
-    return "2.24.7.0" if shape.nd_arch == "NDv1" else "2.30.2.0"
-
-
-@dataclass
-class Runtime:
-    plan: RuntimePlan
-    proc: subprocess.Popen[bytes]
-    pid: int
-    tag: str
-    state: str = "running"  # running | hung | paused | stopped
-    ready_at: float = 0.0  # models load until then: no executions, no busy time
-    slots: dict[int, int] = field(default_factory=dict)
-    writers: dict[int, SlabWriter] = field(default_factory=dict)
-    mirror: dict[tuple[int, int, int], int] = field(default_factory=dict)  # absolute slab values
-    base: dict[tuple[int, int, int], int] = field(default_factory=dict)  # slab values at attach
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTER_INDEX, 0))
-    busy: dict[tuple[int, int], float] = field(default_factory=dict)
-    busy_written: dict[tuple[int, int], int] = field(default_factory=dict)
-    macs: dict[tuple[int, int], int] = field(default_factory=dict)
-    exec_acc: dict[tuple[int, int], float] = field(default_factory=dict)
-    err_acc: dict[str, float] = field(default_factory=dict)
-    activity: float = 1.0  # share of the planned load now (option "vary"; always 1.0 without it)
-    host_mem: dict[int, dict[int, int]] = field(default_factory=dict)  # device -> ND counter -> bytes
-    core_mem: dict[tuple[int, int], dict[int, int]] = field(default_factory=dict)
-
-    def core_keys(self) -> list[tuple[int, int]]:
-        return [(d, c) for d, cores in self.plan.cores.items() for c in cores]
+def _absent_nodes(value: Any, devices: int) -> dict[int, frozenset[str]]:
+    """Option ``absent_nodes`` ({device: [node family, ...]}: families the tree is built without) by device;
+    ValueError names what is wrong."""
+    if not value:
+        return {}
+    known = node_families()
+    if not isinstance(value, dict):
+        raise ValueError("option absent_nodes: expected an object {device: [node family, ...]}")
+    out: dict[int, frozenset[str]] = {}
+    for key, families in value.items():
+        if not str(key).isdigit() or not 0 <= int(key) < devices:
+            raise ValueError(f"option absent_nodes: no device {key!r} (0..{devices - 1})")
+        if not isinstance(families, list) or any(f not in known for f in families):
+            raise ValueError(f"option absent_nodes: device {key}: list node families among {', '.join(sorted(known))}")
+        out[int(key)] = frozenset(families)
+    return out
 
 
 class Simulator:
@@ -99,69 +99,78 @@ class Simulator:
         self.truth_interval = float(options.get("truth_interval", 1.0))
         self.memory_interval = float(options.get("memory_interval", 5.0))
         self.sysfs_interval = float(options.get("sysfs_interval", 1.0))  # rewrites of the per-core sysfs counters
-        self.ecc_rate = float(options.get("ecc_rate", 0.02))  # corrected ECC events per device per second
         self.burn = int(options.get("worker_cpu", 1000))
         self.load_time = float(options.get("load_time", 0.5))
         self.slot_policy = str(options.get("slot_policy", "round_robin"))
         self.vary = bool(options.get("vary", False))  # phases, bursts and idle gaps (workload.Activity)
         self._activity: dict[int, Activity] = {}
-        self.driver = str(options.get("driver") or default_driver(shape))
-        self.live_counters = driver_tuple(self.driver) >= (2, 30)
+        self.layout: DriverLayout = driver_layout(options.get("driver"), shape)
+        self.driver = self.layout.version
+        self.live_counters = self.layout.ver >= (2, 30)
+        absent = _absent_nodes(options.get("absent_nodes"), shape.devices)
         family_default_lnc = 2 if shape.nc_arch in ("NCv3", "NCv4") else 1
         self.builder = builder = TreeBuilder()  # each directory made once; its remove() undoes the tree
-        write_host_files(root, shape, self.driver, family_default_lnc, builder)
-        self.devices = [DeviceTree(root, shape, i, self.driver, builder) for i in range(shape.devices)]
-        self.efa = EfaTree(root, shape, options, builder)
+        write_host_files(root, shape, self.layout, family_default_lnc, builder)
+        self.devices = [
+            DeviceTree(root, shape, i, self.layout, builder, absent.get(i, frozenset())) for i in range(shape.devices)
+        ]
+        self.removed_devices: set[int] = set()
+        # what the driver counted per core, (device, core, sysfs name) -> count (the status counters, busy time)
+        self.driver_counts: dict[tuple[int, int, str], int] = {}
+        self.runtimes: list[Runtime] = []
+        self.parts: list[SimPart] = [part(name, self) for name, part in parts()]  # after the device trees
+        self.part_of: dict[str, SimPart] = {kind: p for p in self.parts for kind in p.commands}
         self.maps = [mmap.mmap(d.dev_fd, L.NDS_SLOTS * L.NDS_SIZE, mmap.MAP_SHARED) for d in self.devices]
         self.ioctl = [IoctlFile(str(d.ioctl_path)) for d in self.devices]
         self.slot_owner: list[dict[int, Runtime]] = [{} for _ in self.devices]
         self.next_slot = [0 for _ in self.devices]
-        self.removed_devices: set[int] = set()
-        self.ecc: list[dict[str, int]] = [dict.fromkeys(d.ecc, 0) for d in self.devices]
-        self.sysfs_core: dict[tuple[int, int, str], int] = {}
-        self.unhealthy: dict[int, list[str]] = {}  # device -> components the driver reports unhealthy
-        self.power_no_data: set[int] = set()
-        self.hw_error_events: dict[int, int] = {}  # device -> health_status/hw_error_event
-        self.power_lines: dict[int, str] = {}
-        self._power_minute = -1
-        self.orphan_busy: dict[
-            tuple[int, int], float
-        ] = {}  # (device, core) -> utilization of a process without data block
-        self._orphan_acc: dict[tuple[int, int], float] = {}
-        self.mem_peak: dict[tuple[int, int, str], int] = {}  # (device, core or -1 for host, category) -> peak bytes
         self.truth = GroundTruthWriter(root / GROUND_TRUTH_FILE)
         self.control_path = root / CONTROL_FILE
         self.control_path.touch()
         self._control_offset = 0
-        self.runtimes: list[Runtime] = []
         self.plans = plan_runtimes(shape, runtimes, options, self.rng)
         self.scheduled: list[tuple[float, dict[str, Any]]] = sorted(
             ((float(f.get("at", 0.0)), dict(f)) for f in options.get("faults") or []), key=lambda x: x[0]
         )
-        self._proc_stat = InPlaceFile(root / "proc/stat")
-        self._meminfo = InPlaceFile(root / "proc/meminfo")
-        self._uptime = InPlaceFile(root / "proc/uptime")
-        self._cpu_load = [self.rng.uniform(0.02, 0.4) for _ in range(shape.vcpus)]
-        self._jiffies = [[0.0] * 8 for _ in range(shape.vcpus)]
-        self._ctxt = 0.0
-        self._boot = time.monotonic() - 1000.0
         self.t0 = time.monotonic()
         self._last = self.t0
         self._last_truth = 0.0
         self._last_slow = 0.0
-        self._last_proc = self.t0
         self._last_memory = self.t0
         self._mem_turn = 0
-        self._write_proc(self.t0, 0.0)
+        for part in self.parts:
+            part.begin(self.t0)
         for plan in self.plans:
             self._start(plan)
         self._write_ioctl_all()
         self.truth.write(
             "ready", shape=shape.name, lnc=shape.lnc, devices=shape.devices, phys_cores=shape.phys_cores,
-            logical_cores=shape.logical_cores, driver=self.driver, live_counters=self.live_counters, seed=seed,
-            step=self.step_s, root=str(root),
+            logical_cores=shape.logical_cores, driver=self.driver, layout=self.layout.label,
+            live_counters=self.live_counters, seed=seed, step=self.step_s, root=str(root),
         )  # fmt: skip
         self._write_totals()
+
+    def part(self, name: str) -> SimPart:
+        """The simulator part of group ``name`` (KeyError when the group has none)."""
+        for p in self.parts:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    # -- what the parts see (part.Host) ----------------------------------------------------------------------
+    def owners(self, device: int) -> list[Runtime]:
+        return list(self.slot_owner[device].values())
+
+    def wall_clock(self) -> float:
+        return time.time()
+
+    def add_driver_count(self, device: int, core: int, name: str, amount: int) -> None:
+        key = (device, core, name)
+        self.driver_counts[key] = self.driver_counts.get(key, 0) + amount
+
+    def _device_changed(self, device: int) -> None:
+        for part in self.parts:
+            part.device_changed(device)
 
     # -- runtimes ------------------------------------------------------------------------------------------
     def _start(self, plan: RuntimePlan) -> Runtime | None:
@@ -201,7 +210,7 @@ class Simulator:
             for j, model in enumerate(plan.models.get(dev, [])[: L.MODEL_SLOTS]):
                 w.write_model(j, model)
                 self._add(rt, dev, model.nc_index, L.NC_MODEL_LOAD_COUNT, 1)
-            self._sysfs_mem(dev)
+            self._device_changed(dev)
         self.runtimes.append(rt)
         self.truth.write(
             "start", pid=rt.pid, tag=rt.tag, index=plan.index, cores={str(d): c for d, c in plan.cores.items()},
@@ -233,10 +242,9 @@ class Simulator:
             if not self.live_counters:  # old drivers fold the process's counts into sysfs at exit
                 for core in rt.plan.cores[dev]:
                     for ctr, name in SYSFS_CORE_NAMES.items():
-                        key = (dev, core, name)
-                        self.sysfs_core[key] = self.sysfs_core.get(key, 0) + self._own(rt, dev, core, ctr)
+                        self.add_driver_count(dev, core, name, self._own(rt, dev, core, ctr))
             rt.writers[dev].release(keep_nc_counters=self.live_counters)
-            self._sysfs_mem(dev)
+            self._device_changed(dev)
         for w in rt.writers.values():
             w.view.release()
         rt.writers.clear()
@@ -259,9 +267,8 @@ class Simulator:
         if w is not None:
             w.set_nc(core, ctr, value)
         if self.live_counters and ctr in SYSFS_CORE_NAMES:
-            name = SYSFS_CORE_NAMES[ctr]
-            skey = (dev, core, name)
-            self.sysfs_core[skey] = self.sysfs_core.get(skey, 0) + k
+            skey = (dev, core, SYSFS_CORE_NAMES[ctr])
+            self.driver_counts[skey] = self.driver_counts.get(skey, 0) + k
 
     def _count(self, rt: Runtime, dev: int, core: int, name: str, k: int) -> None:
         if k <= 0:
@@ -282,20 +289,15 @@ class Simulator:
                 rt.activity = pattern.level(now - self.t0)
             if rt.state == "running" and now >= rt.ready_at:
                 self._advance(rt, min(dt, now - rt.ready_at))
-        self._ecc_step(dt)
-        if self.efa.adapters:
-            self.efa.step(dt, self._busy_share(now))
-        if self.orphan_busy and self.live_counters:
-            self._orphan_step(dt)
+        for part in self.parts:
+            part.step(now, dt)
         if self.memory_interval > 0 and now - self._last_memory >= self.memory_interval:
             self._last_memory = now
             self._memory_step()
-        if now - self._last_proc >= 0.1:
-            self._write_proc(now, now - self._last_proc)
-            self._last_proc = now
         if now - self._last_slow >= self.sysfs_interval:
             self._last_slow = now
-            self._write_slow(now)
+            for part in self.parts:
+                part.write(now)
         if now - self._last_truth >= self.truth_interval:
             self._write_totals()
 
@@ -356,7 +358,7 @@ class Simulator:
             w.set_nc(core, L.NC_LATENCY_DEVICE, lat)
             w.set_nc(core, L.NC_LATENCY_TOTAL, int(lat * self.rng.uniform(1.05, 1.15)))
 
-    def _busy_share(self, now: float) -> dict[int, float]:
+    def busy_share(self, now: float) -> dict[int, float]:
         """Neuron device -> the busy share of its physical cores now (what drives its collective traffic)."""
         busy: dict[int, float] = {}
         cores = max(1, self.shape.phys_cores)
@@ -365,30 +367,6 @@ class Simulator:
                 for dev, owned in rt.plan.cores.items():
                     busy[dev] = busy.get(dev, 0.0) + rt.plan.utilization * rt.activity * len(owned) / cores
         return busy
-
-    def _orphan_step(self, dt: float) -> None:
-        """Busy time of processes with no readable data block: the driver counts it, no runtime reports it."""
-        for (dev, core), utilization in self.orphan_busy.items():
-            acc = self._orphan_acc.get((dev, core), 0.0) + utilization * dt * 1e6
-            k = int(acc)
-            self._orphan_acc[(dev, core)] = acc - k
-            key = (dev, core, "nc_time_in_use")
-            self.sysfs_core[key] = self.sysfs_core.get(key, 0) + k
-
-    def _ecc_step(self, dt: float) -> None:
-        if self.ecc_rate <= 0:
-            return
-        for dev, counts in enumerate(self.ecc):
-            eligible = "mem_ecc_corrected" in counts and dev not in self.removed_devices
-            if eligible and self.rng.random() < self.ecc_rate * dt:
-                self._ecc_add(dev, self.rng.choice(("mem_ecc_corrected", "sram_ecc_corrected")), 1)
-
-    def _ecc_add(self, dev: int, name: str, k: int) -> None:
-        if name not in self.ecc[dev] or dev in self.removed_devices:
-            return
-        self.ecc[dev][name] += k
-        # the firmware keeps 16-bit counts; the driver prints the register field
-        self.devices[dev].ecc[name].write(b"%d\n" % (self.ecc[dev][name] & 0xFFFF))
 
     def _memory_step(self) -> None:
         live = [rt for rt in self.runtimes if rt.state != "stopped" and rt.writers]
@@ -405,7 +383,7 @@ class Simulator:
         host = rt.host_mem[dev]
         host[L.ND_MEM_TENSORS_HOST] = max(0, host[L.ND_MEM_TENSORS_HOST] + self.rng.randint(-8, 8) * 1024**2)
         rt.writers[dev].set_nd(L.ND_MEM_TENSORS_HOST, host[L.ND_MEM_TENSORS_HOST])
-        self._sysfs_mem(dev)
+        self._device_changed(dev)
         self._write_ioctl(dev)
 
     # -- control -------------------------------------------------------------------------------------------
@@ -438,161 +416,95 @@ class Simulator:
         return None
 
     def apply(self, cmd: dict[str, Any]) -> None:
-        kind = cmd.get("kind")
+        """Apply one command: the workload's or a device's here, else the part that names its kind answers it."""
+        kind = str(cmd.get("kind"))
         count = int(cmd.get("count", 1))
         rt = self._find(cmd)
-        detail: dict[str, Any] = {"kind": kind, "count": count}
+        detail: dict[str, Any] = {"kind": cmd.get("kind"), "count": count}
         if rt is not None:
             detail.update(pid=rt.pid, tag=rt.tag)
-        first = next(iter(rt.core_keys()), None) if rt is not None else None
-        if kind in ("numerical_burst", "hardware_error", "timeouts", "failed_to_queue_burst", "generic_errors"):
-            if rt is None or first is None:
-                return self._reject(cmd, "no such runtime")
-            dev, core = first
-            names = {
-                "numerical_burst": ("completed_with_num_err", "numerical"),
-                "hardware_error": ("completed_with_err", "hardware"),
-                "timeouts": ("timed_out",),
-                "failed_to_queue_burst": ("failed_to_queue",),
-                "generic_errors": ("generic",),
-            }[kind]
-            for name in names:
-                self._count(rt, dev, core, name, count)
-            if kind == "hardware_error":
-                self._add(rt, dev, core, L.NC_HW_ERR_HBM_UE, count)
-        elif kind in ("ecc_uncorrected", "ecc_corrected"):
-            dev = int(cmd.get("device", 0))
-            where = cmd.get("memory", "mem")
-            name = f"{where}_ecc_{'uncorrected' if kind == 'ecc_uncorrected' else 'corrected'}"
-            if dev >= len(self.ecc) or name not in self.ecc[dev]:
-                return self._reject(cmd, f"device {dev} has no {name}")
-            self._ecc_add(dev, name, count)
-            detail.update(device=dev, counter=name)
-        elif kind == "stop_runtime":
-            if rt is None:
-                return self._reject(cmd, "no such runtime")
-            self._stop(rt, cmd.get("reason", "stopped by command"))
-        elif kind in ("hang_runtime", "resume_runtime"):
-            if rt is None:
-                return self._reject(cmd, "no such runtime")
-            rt.state = "hung" if kind == "hang_runtime" else "running"
-            self._write_ioctl_all()
-            if kind == "hang_runtime":
-                self.truth.write("hang", pid=rt.pid, tag=rt.tag)
-        elif kind in ("pause", "resume"):
-            for r in self.runtimes:
-                if r.state in ("running", "paused"):
-                    r.state = "paused" if kind == "pause" else "running"
-            self._write_ioctl_all()
-        elif kind == "set_rate":
-            if rt is None:
-                return self._reject(cmd, "no such runtime")
-            if "exec_rate" in cmd:
-                rt.plan.exec_rate = float(cmd["exec_rate"])
-            if "utilization" in cmd:
-                rt.plan.utilization = float(cmd["utilization"])
-        elif kind == "start_runtime":
-            new = self._start_like(cmd)
-            if new is None:
-                return self._reject(cmd, "no cores for the new runtime")
-            detail.update(pid=new.pid, tag=new.tag)
-            self._write_ioctl_all()
-        elif kind in ("unhealthy", "healthy", "ecc_repairable", "power_no_data", "power_valid", "busy_without_runtime",
-                      "hw_error_event", "reset_device"):  # fmt: skip
-            error = self._apply_device_fault(kind, cmd, count, detail)
-            if error:
-                return self._reject(cmd, error)
-        elif kind in EFA_FAULT_KINDS:
-            error = self.efa.apply(kind, cmd)
-            if error:
-                return self._reject(cmd, error)
-            detail.update(adapter=int(cmd.get("adapter", 0)))
-        elif kind == "remove_device":
-            dev = int(cmd.get("device", 0))
-            self._remove_device(dev)
-            detail.update(device=dev)
+        if kind in WORKLOAD_COMMANDS:
+            error = self._apply_workload(kind, cmd, rt, count, detail)
+        elif kind in DEVICE_COMMANDS:
+            error = self._apply_device(kind, cmd, detail)
+        elif kind in self.part_of:
+            error = self.part_of[kind].apply(kind, cmd, detail)
         else:
-            return self._reject(cmd, f"unknown command kind {kind!r}")
-        if kind not in ("stop_runtime",):
+            error = f"unknown command kind {cmd.get('kind')!r}"
+        if error:
+            return self._reject(cmd, error)
+        if kind != "stop_runtime":
             self.truth.write("fault", **detail)
         self._write_totals()
         if "id" in cmd:
             self.truth.write("command", id=cmd["id"], ok=True, **detail)
 
-    def _apply_device_fault(self, kind: str, cmd: dict[str, Any], count: int, detail: dict[str, Any]) -> str:
-        """The device-telemetry faults; returns why a command cannot apply ("" when applied)."""
+    def _apply_workload(
+        self, kind: str, cmd: dict[str, Any], rt: Runtime | None, count: int, detail: dict[str, Any]
+    ) -> str:
+        """The runtimes' commands; returns why a command cannot apply ("" when applied)."""
+        if kind == "pause" or kind == "resume":
+            for r in self.runtimes:
+                if r.state in ("running", "paused"):
+                    r.state = "paused" if kind == "pause" else "running"
+            self._write_ioctl_all()
+            return ""
+        if kind == "start_runtime":
+            new = self._start_like(cmd)
+            if new is None:
+                return "no cores for the new runtime"
+            detail.update(pid=new.pid, tag=new.tag)
+            self._write_ioctl_all()
+            return ""
+        if rt is None:
+            return "no such runtime"
+        if kind in ERROR_BURSTS:
+            first = next(iter(rt.core_keys()), None)
+            if first is None:
+                return "no such runtime"
+            dev, core = first
+            for name in ERROR_BURSTS[kind]:
+                self._count(rt, dev, core, name, count)
+            if kind == "hardware_error":
+                self._add(rt, dev, core, L.NC_HW_ERR_HBM_UE, count)
+        elif kind == "stop_runtime":
+            self._stop(rt, cmd.get("reason", "stopped by command"))
+        elif kind in ("hang_runtime", "resume_runtime"):
+            rt.state = "hung" if kind == "hang_runtime" else "running"
+            self._write_ioctl_all()
+            if kind == "hang_runtime":
+                self.truth.write("hang", pid=rt.pid, tag=rt.tag)
+        else:  # set_rate
+            if "exec_rate" in cmd:
+                rt.plan.exec_rate = float(cmd["exec_rate"])
+            if "utilization" in cmd:
+                rt.plan.utilization = float(cmd["utilization"])
+        return ""
+
+    def _apply_device(self, kind: str, cmd: dict[str, Any], detail: dict[str, Any]) -> str:
+        """A device's own events, which every part hears; returns why a command cannot apply ("" when applied)."""
         dev = int(cmd.get("device", 0))
+        if kind == "remove_device":
+            self._remove_device(dev)
+            detail.update(device=dev)
+            return ""
         if not 0 <= dev < len(self.devices) or dev in self.removed_devices:
             return f"no device {dev}"
         detail.update(device=dev)
-        d = self.devices[dev]
-        if kind in ("unhealthy", "healthy"):
-            if d.health is None:
-                return f"driver {self.driver} exposes no health status"
-            comps = self.unhealthy.setdefault(dev, [])
-            component = str(cmd.get("component", "hbm"))
-            if kind == "unhealthy" and component not in comps:
-                comps.append(component)
-            elif kind == "healthy":
-                comps[:] = [c for c in comps if c != component] if "component" in cmd else []
-            detail.update(component=component, unhealthy=list(comps))
-            d.health.write((",".join(comps) + "\n").encode())
-        elif kind == "ecc_repairable":
-            if "mem_ecc_repairable_uncorrected" not in self.ecc[dev]:
-                return f"device {dev} has no mem_ecc_repairable_uncorrected"
-            self._ecc_add(dev, "mem_ecc_repairable_uncorrected", count)
-            detail.update(counter="mem_ecc_repairable_uncorrected")
-        elif kind in ("hw_error_event", "reset_device"):
-            if d.health is None and kind == "hw_error_event":
-                return f"driver {self.driver} exposes no health status"
-            if kind == "reset_device":  # the driver's counts start again; a pending repair is done
-                for name in self.ecc[dev]:
-                    self.ecc[dev][name] = 0
-                    d.ecc[name].write(b"0\n")
-                self.hw_error_events[dev] = 0
-                self.unhealthy.pop(dev, None)
-                if d.health is not None:
-                    d.health.write(b"\n")
-            else:
-                self.hw_error_events[dev] = self.hw_error_events.get(dev, 0) + count
-            if d.health is not None:
-                hw = d.dir / "stats/hardware/health_status/hw_error_event"
-                hw.write_bytes(b"%d\n" % self.hw_error_events.get(dev, 0))
-        elif kind in ("power_no_data", "power_valid"):
-            if d.power is None:
-                return f"driver {self.driver} exposes no power utilization"
-            (self.power_no_data.add if kind == "power_no_data" else self.power_no_data.discard)(dev)
-            self._write_power(force=True)
-        else:  # busy_without_runtime
-            core = int(cmd.get("core", 0))
-            if not 0 <= core < self.shape.phys_cores:
-                return f"no core {core}"
-            utilization = float(cmd.get("utilization", 0.5))
-            if utilization > 0:
-                self.orphan_busy[(dev, core)] = min(1.0, utilization)
-            else:
-                self.orphan_busy.pop((dev, core), None)
-            detail.update(core=core, utilization=utilization)
+        if kind == "reset_device":  # the driver's counts start again; a pending repair is done
+            for part in self.parts:
+                part.device_reset(dev)
+            return ""
+        # remove_nodes: the named node families of the device vanish (a driver that no longer has them there)
+        families = cmd.get("nodes")
+        known = node_families()
+        if not isinstance(families, list) or not families or any(f not in known for f in families):
+            return f"remove_nodes: 'nodes' must list node families among {', '.join(sorted(known))}"
+        for family in families:
+            for name in known[family]:
+                self.part(name).remove_nodes(dev, family)
+        detail.update(nodes=list(families))
         return ""
-
-    def _write_power(self, force: bool = False) -> None:
-        """The driver's once-a-minute power roll-up: rewritten when the wall-clock minute changes."""
-        minute = int(time.time() // 60)
-        if minute == self._power_minute and not force:
-            return
-        self._power_minute = minute
-        for dev, d in enumerate(self.devices):
-            if d.power is None or dev in self.removed_devices:
-                continue
-            if dev in self.power_no_data:
-                line = f"POWER_STATUS_NO_DATA,{minute * 60},0.00,0.00,0.00"
-            else:
-                util = sum(rt.plan.utilization * rt.activity * len(rt.plan.cores.get(dev, ())) for rt in self.runtimes
-                           if rt.state == "running") / max(1, self.shape.phys_cores)  # fmt: skip
-                avg = min(95.0, 10.0 + 70.0 * util)
-                line = f"POWER_STATUS_VALID,{minute * 60},{max(0.0, avg - 5):.2f},{min(100.0, avg + 5):.2f},{avg:.2f}"
-            self.power_lines[dev] = line
-            d.power.write(line.encode() + b"\n")
 
     def _reject(self, cmd: dict[str, Any], why: str) -> None:
         if "id" in cmd:
@@ -622,14 +534,15 @@ class Simulator:
         self.removed_devices.add(dev)
         d = self.devices[dev]
         shutil.rmtree(d.dir, ignore_errors=True)
-        bdf = self.root / sim_answer_rel(dev)
-        for p in (self.root / "sys/class/neuron_device" / f"neuron{dev}", d.dev_path, d.ioctl_path, bdf):
+        for p in (self.root / "sys/class/neuron_device" / f"neuron{dev}", d.dev_path, d.ioctl_path):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
         for rt in self.runtimes:
             w = rt.writers.pop(dev, None)
             if w is not None:
                 w.view.release()
+        for part in self.parts:
+            part.device_removed(dev)
 
     # -- files ---------------------------------------------------------------------------------------------
     def _entries(self, dev: int) -> list[AppEntry]:
@@ -668,80 +581,6 @@ class Simulator:
         for dev in range(len(self.devices)):
             self._write_ioctl(dev)
 
-    def _sysfs_mem(self, dev: int) -> None:
-        if dev in self.removed_devices:
-            return
-        d = self.devices[dev]
-        owners = list(self.slot_owner[dev].values())
-        for core, files in enumerate(d.core_files):
-            total = 0
-            by_cat: dict[str, int] = {}
-            for rt in owners:
-                for ctr, size in rt.core_mem.get((dev, core), {}).items():
-                    total += size
-                    cat = DEVICE_CATEGORY_OF.get(ctr, "uncategorized")
-                    by_cat[cat] = by_cat.get(cat, 0) + size
-            files["memory_usage/device_mem"].write(b"%d\n" % total)
-            self._write_mem(d.core_mem[core], dev, core, by_cat)
-        host: dict[str, int] = {}
-        for rt in owners:
-            for ctr, size in rt.host_mem.get(dev, {}).items():
-                cat = HOST_CATEGORY_OF.get(ctr, "uncategorized")
-                host[cat] = host.get(cat, 0) + size
-        self._write_mem(d.host_mem, dev, -1, host)
-
-    def _write_mem(self, files: dict[str, Any], dev: int, core: int, by_cat: dict[str, int]) -> None:
-        for cat, (total_f, peak_f) in files.items():
-            used = by_cat.get(cat, 0)
-            peak = max(used, self.mem_peak.get((dev, core, cat), 0))
-            self.mem_peak[(dev, core, cat)] = peak
-            total_f.write(b"%d\n" % used)
-            peak_f.write(b"%d\n" % peak)
-
-    def _write_slow(self, now: float) -> None:
-        for dev, d in enumerate(self.devices):
-            if dev in self.removed_devices:
-                continue
-            for core, files in enumerate(d.core_files):
-                busy = self.sysfs_core.get((dev, core, "nc_time_in_use"), 0)
-                files["other_info/nc_time_in_use"].write(b"%d\n" % busy)
-                for name in d.status_names:
-                    files[f"status/{name}"].write(b"%d\n" % self.sysfs_core.get((dev, core, name), 0))
-        self._write_power()
-        self.efa.write()
-        used = 4 * 1024**3 + sum(sum(sum(h.values()) for h in rt.host_mem.values()) for rt in self.runtimes
-                                 if rt.state != "stopped")  # fmt: skip
-        total_kb = self.shape.host_memory // 1024
-        free_kb = max(0, total_kb - used // 1024)
-        self._meminfo.write(
-            (
-                f"MemTotal:       {total_kb} kB\nMemFree:        {free_kb} kB\nMemAvailable:   {free_kb} kB\n"
-                f"Buffers:        0 kB\nCached:         0 kB\nSwapCached:     0 kB\n"
-                f"SwapTotal:      0 kB\nSwapFree:       0 kB\n"
-            ).encode()
-        )
-        up = now - self._boot
-        self._uptime.write(b"%.2f %.2f\n" % (up, up * self.shape.vcpus * 0.8))
-
-    def _write_proc(self, now: float, dt: float) -> None:
-        ticks = 100.0 * dt  # USER_HZ
-        running = sum(1 for rt in self.runtimes if rt.state == "running")
-        lines = []
-        total = [0] * 8
-        for cpu, j in enumerate(self._jiffies):
-            load = min(0.98, self._cpu_load[cpu] + (0.3 if cpu < running else 0.0))
-            j[0] += ticks * load * 0.8
-            j[2] += ticks * load * 0.2
-            j[3] += ticks * (1.0 - load)
-            vals = [int(x) for x in j]
-            for i, v in enumerate(vals):
-                total[i] += v
-            lines.append(f"cpu{cpu} " + " ".join(map(str, vals)) + " 0 0")
-        self._ctxt += dt * 2000 * self.shape.vcpus
-        head = "cpu  " + " ".join(map(str, total)) + " 0 0"
-        body = "\n".join([head, *lines, "intr 0", f"ctxt {int(self._ctxt)}", f"btime {int(time.time() - 1000)}"])
-        self._proc_stat.write((body + "\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n").encode())
-
     # -- ground truth --------------------------------------------------------------------------------------
     def _runtime_totals(self, rt: Runtime) -> dict[str, Any]:
         host: dict[str, int] = dict.fromkeys(HOST_NAMES.values(), 0)
@@ -764,15 +603,13 @@ class Simulator:
 
     def _write_totals(self) -> None:
         self._last_truth = time.monotonic()
-        self.truth.write(
-            "totals",
-            runtimes={str(rt.pid): self._runtime_totals(rt) for rt in self.runtimes if rt.state != "stopped"},
-            ecc={str(d): dict(c) for d, c in enumerate(self.ecc)},
-            sysfs={f"{d}:{c}:{n}": v for (d, c, n), v in self.sysfs_core.items()},
-            unhealthy={str(d): list(c) for d, c in self.unhealthy.items()},
-            power={str(d): line for d, line in self.power_lines.items()},
-            efa=self.efa.totals(),
-        )
+        totals: dict[str, Any] = {
+            "runtimes": {str(rt.pid): self._runtime_totals(rt) for rt in self.runtimes if rt.state != "stopped"},
+            "sysfs": {f"{d}:{c}:{n}": v for (d, c, n), v in self.driver_counts.items()},
+        }
+        for part in self.parts:
+            totals.update(part.totals())
+        self.truth.write("totals", **totals)
 
     # -- lifetime ------------------------------------------------------------------------------------------
     def run(self, should_stop: Any, duration: float | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -803,6 +640,8 @@ class Simulator:
         self.truth.close()
         for f in self.ioctl:
             f.close()
+        for part in self.parts:
+            part.close()
         for m in self.maps:
             with contextlib.suppress(BufferError):
                 m.close()

@@ -1,6 +1,6 @@
 """``neuron-monitor-sim``: build a simulated Trainium/Inferentia host under a directory and animate it.
 
-    neuron-monitor-sim --shape trn2.48xlarge --runtimes 16 --root DIR [--seed N] [--lnc 1] [--driver 2.24.7.0]
+    neuron-monitor-sim --shape trn2.48xlarge --runtimes 16 --root DIR [--seed N] [--lnc 1] [--driver VERSION|LAYOUT]
                        [--step 0.05] [--errors] [--duration S] [--options JSON]
 
 Runs until SIGTERM/SIGINT (or ``--duration``), then stops its worker processes and writes the final ground truth.
@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from neuron_monitor.sim.layouts import REORGANIZED, driver_layout
 from neuron_monitor.sim.shapes import SHAPES, get_shape
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 
@@ -46,7 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--root", help="directory to build the host tree in (created; must be empty or a previous tree)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (same seed, same workload)")
     p.add_argument("--lnc", type=int, choices=(1, 2), default=None, help="logical NeuronCore config (Trn2/Trn3)")
-    p.add_argument("--driver", default=None, help="driver version to imitate (default 2.30.2.0; 2.24.7.0 on inf1)")
+    p.add_argument(
+        "--driver",
+        default=None,
+        help="driver to imitate: a version (default 2.30.2.0; 2.24.7.0 on inf1) or a reorganized layout "
+        f"({', '.join(REORGANIZED)}; see docs/neuron-data.md)",
+    )
     p.add_argument("--step", type=float, default=None, help="animation step in seconds (default 0.05)")
     p.add_argument(
         "--errors",
@@ -107,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(options, dict):
             return _fail("--options: expected a JSON object")
     if args.driver:
+        try:
+            driver_layout(args.driver, shape)
+        except ValueError as e:
+            return _fail(str(e))
         options["driver"] = args.driver
     if args.errors:
         options["errors"] = True

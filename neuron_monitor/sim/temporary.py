@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 
 import neuron_monitor
 from neuron_monitor.sim.ground_truth import GROUND_TRUTH_FILE, GroundTruth
+from neuron_monitor.sim.layouts import driver_layout
 from neuron_monitor.sim.shapes import get_shape
 
 log = logging.getLogger("neuron_monitor.sim")
@@ -76,8 +77,13 @@ class TemporarySimulator:
     Options (all optional):
 
     - ``lnc`` (1 or 2): logical NeuronCore config on Trn2/Trn3 (ValueError if the shape cannot).
-    - ``driver``: driver version imitated, default "2.30.2.0" ("2.24.7.0" on inf1). Before 2.30 the NDS slab is
-      zeroed when its owner exits and the corrected-ECC files do not exist; before 2.8 stats live in ``metrics/``.
+    - ``driver``: the driver imitated (ValueError if neither): a version, default "2.30.2.0" ("2.24.7.0" on inf1),
+      in the layout of that version (before 2.30 the NDS slab is zeroed when its owner exits and the corrected-ECC
+      files do not exist; before 2.8 stats live in ``metrics/``), or a reorganized layout by name, "moved-cores"
+      (driver 2.31.0.0) or "regrouped" (2.32.0.0): the simulator's own inventions, where each node lives in
+      docs/neuron-data.md ("Simulated driver layouts"; sim/layouts.py).
+    - ``absent_nodes``: {device: [node family, ...]}: the tree is built without those nodes of that device
+      ("ecc": the ECC counters, "health": health_status/, "power": power/utilization).
     - ``step`` (0.05 s): animation step. ``truth_interval`` (1.0 s): how often totals go to the ground truth.
     - ``exec_rate`` (executions/s per physical core), ``utilization`` (busy fraction 0..1), ``latency_us``
       ([lo, hi] device latency): the same for every runtime; default: drawn per runtime from the seed.
@@ -95,7 +101,8 @@ class TemporarySimulator:
     - ``worker_cpu`` (1000): size of each worker's counting loop, once a second (real CPU use).
     - ``faults``: scheduled commands, each a dict with ``at`` (seconds after start) and a command (below).
 
-    Commands (`command` / `inject`, and ``faults``), by ``kind``: ``numerical_burst``, ``hardware_error``,
+    Commands (`command` / `inject`, and ``faults``), by ``kind`` (each group's part documents its own in its
+    ``sim.py``; `neuron_monitor.sim.animator.command_kinds` lists them all): ``numerical_burst``, ``hardware_error``,
     ``timeouts``, ``failed_to_queue_burst``, ``generic_errors`` (``tag``, ``count``) add errors to a runtime;
     ``ecc_uncorrected`` / ``ecc_corrected`` (``device``, ``count``, ``memory``: "mem" or "sram");
     ``stop_runtime`` (``tag``): stops executing and exits (detaches); ``hang_runtime`` / ``resume_runtime``
@@ -106,13 +113,16 @@ class TemporarySimulator:
     ``unhealthy`` / ``healthy`` (``device``, ``component``), ``ecc_repairable`` (``device``, ``count``),
     ``power_no_data`` / ``power_valid`` (``device``), ``hw_error_event`` (``device``, ``count``: the driver's
     health_status/hw_error_event grows) and ``reset_device`` (``device``: a device reset, the driver's ECC and
-    hardware-error counts start again from zero and its unhealthy components clear).
+    hardware-error counts start again from zero and its unhealthy components clear); ``remove_nodes``
+    (``device``, ``nodes``: a list of node families as for ``absent_nodes``): those files of the device vanish;
+    the EFA commands of ``groups/efa_counters/sim.py``.
 
     Attributes: ``root`` (pathlib.Path), ``ground_truth_path``, ``truth`` (a `GroundTruth` reader).
     """
 
     def __init__(self, shape: str, runtimes: int | None = None, seed: int = 0, **options: Any) -> None:
         self.shape = get_shape(shape, options.get("lnc"))
+        self.layout = driver_layout(options.get("driver"), self.shape)  # a bad --driver fails here, not in the child
         self.shape_name = shape
         self.runtimes = runtimes
         self.seed = seed
@@ -182,10 +192,11 @@ class TemporarySimulator:
 
     def command(self, kind: str, wait: bool = True, timeout: float = 10.0, **params: Any) -> dict[str, Any]:
         """Send a control command; with ``wait``, return its ``command`` ground-truth event once applied."""
-        from neuron_monitor.sim.animator import CONTROL_FILE, FAULT_KINDS  # the animator runs in the child
+        from neuron_monitor.sim.animator import CONTROL_FILE, command_kinds  # the animator runs in the child
 
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown command kind {kind!r} (known: {', '.join(FAULT_KINDS)})")
+        kinds = command_kinds()
+        if kind not in kinds:
+            raise ValueError(f"unknown command kind {kind!r} (known: {', '.join(kinds)})")
         self._next_id += 1
         cid = self._next_id
         line = json.dumps({"id": cid, "kind": kind, **params}) + "\n"

@@ -1,23 +1,31 @@
-"""Builds the simulated host's file tree under a root, and rewrites its files in place afterwards.
+"""Builds the simulated host's own file tree under a root, and the file types every part rewrites in place.
 
-What is created (all paths below the root), for a `Shape` and a driver version:
+What is created here (all paths below the root), for a `Shape` and a driver (`layouts.DriverLayout`: a version, or
+a reorganized layout's name):
 
-- ``sys/devices/virtual/neuron_device/neuronN/``: ``core_count`` (no newline), ``connected_devices``,
-  ``info/architecture/{arch_type,instance_type,device_name}``, ``info/serial_number`` (not on v1),
-  ``stats/hardware/{mem,sram}_ecc_uncorrected`` and ``mem_ecc_repairable_uncorrected`` (not on v1), the
-  ``*_ecc_corrected`` files (driver >= 2.30), ``neuron_coreK/info/architecture/arch_type`` and a few per-core
-  counters (``stats/other_info/{nc_time_in_use,inference_count,flop_count}``, ``stats/status/success``,
-  ``stats/memory_usage/device_mem``). Drivers before 2.8 put ``stats`` under ``metrics/``.
-  ``sys/class/neuron_device/neuronN`` links to it; ``sys/module/neuron/version`` holds the driver version.
+- ``sys/devices/virtual/neuron_device/neuronN/`` (`DeviceTree`): ``core_count`` (no newline),
+  ``connected_devices``, ``reset``, ``info/notify_delay``, ``info/architecture/{arch_type,instance_type,
+  device_name}``, ``info/serial_number`` (not on v1) and, per physical core, ``neuron_coreK/info/architecture/
+  arch_type`` (layout ``moved-cores``: ``cores/neuron_coreK/``). ``sys/class/neuron_device/neuronN`` links to it.
+  Every other file below it belongs to a group's simulator part (``groups/<name>/sim.py``, see part.py), made
+  through `SimPart.device_nodes` and kept in ``DeviceTree.nodes``: the ECC counters (neuron_hw_counters), the
+  health status (neuron_device_health), power, memory by category and the per-core status and busy counters
+  (neuron_device_telemetry). `DeviceTree` tells them where: ``top`` (the device's directory), ``stats`` (its
+  ``stats``, under ``metrics/`` before driver 2.8), ``core_stats`` (each core's ``stats``).
 - ``dev/neuronN``: a sparse regular file holding the device's 16 NDS slabs back to back (slot s at s x 256 KiB,
-  exactly the mmap offsets the ACQUIRE ioctl returns), and ``dev/neuron-sim/neuronN.ioctl`` (see layout.py).
-- ``proc/stat``, ``proc/meminfo``, ``proc/uptime`` for the shape, ``proc/<pid>`` links to real worker processes.
-- ``sys/class/dmi/id/product_name``; ``opt/aws/neuron/logical_nc_config`` when the LNC differs from the default;
-  the driver's UltraServer class attributes ``sys/class/neuron_device/{server_id,node_id}_{2,4}``,
-  ``ultraserver_mode`` (a member of a 4-node pod for trn2u shapes, "not in a pod" otherwise).
+  exactly the mmap offsets the ACQUIRE ioctl returns), and ``dev/neuron-sim/`` for ``neuronN.ioctl`` (see
+  neuron/layout.py; the animator writes them).
+- `write_host_files`: ``sys/module/neuron/version`` (the driver version), ``sys/class/dmi/id/product_name``,
+  ``opt/aws/neuron/logical_nc_config`` when the LNC differs from the default, the driver's UltraServer class
+  attributes ``sys/class/neuron_device/{server_id,node_id}_{2,4}`` and ``ultraserver_mode`` (a member of a 4-node
+  pod for trn2u shapes, "not in a pod" otherwise), and the ``proc`` and ``run/neuron-sim`` directories.
 
-Files that change are rewritten in place (pwrite at offset 0, then truncate), never replaced, because readers keep
-their descriptors open.
+The host's ``proc/stat``, ``proc/meminfo`` and ``proc/uptime`` are the parts of vcpu_usage, memory_info and
+neuron_runtime_vcpu_usage; ``proc/<pid>`` links to the real worker processes are the animator's.
+
+Files that change are rewritten in place (pwrite at offset 0, then truncate: `InPlaceFile`, `ReopenedFile`), never
+replaced, because readers keep their descriptors open. `TreeBuilder` makes each directory once and removes the
+tree without listing it.
 """
 
 from __future__ import annotations
@@ -26,16 +34,19 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.sim.layouts import DriverLayout, driver_layout, driver_tuple
 from neuron_monitor.sim.shapes import SERIAL_BASE, Shape
+
+if TYPE_CHECKING:
+    from neuron_monitor.sim.part import DeviceNodes
+
+__all__ = ["DeviceTree", "InPlaceFile", "ReopenedFile", "TreeBuilder", "driver_tuple", "write_host_files"]
 
 SYSFS_DEVICES = "sys/devices/virtual/neuron_device"
 SYSFS_CLASS = "sys/class/neuron_device"
-
-
-def driver_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
 class TreeBuilder:
@@ -106,9 +117,10 @@ def write_new(path: str | Path, content: bytes) -> None:
 class InPlaceFile:
     """A file the simulator rewrites in place through one kept descriptor (created, or emptied, when made)."""
 
-    __slots__ = ("_last", "fd")
+    __slots__ = ("_last", "fd", "path")
 
     def __init__(self, path: str | Path, content: bytes = b"") -> None:
+        self.path = path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         self._last = content
         if content:
@@ -160,19 +172,42 @@ class ReopenedFile:
 
 
 class DeviceTree:
-    """The sysfs and /dev files of one simulated Neuron device."""
+    """The sysfs and /dev files of one simulated Neuron device: the driver's device directory and what every
+    group's simulator part puts in it (`SimPart.device_nodes`, kept in ``nodes`` by group name)."""
 
-    def __init__(self, root: Path, shape: Shape, index: int, driver: str, builder: TreeBuilder | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        shape: Shape,
+        index: int,
+        driver: str | DriverLayout,
+        builder: TreeBuilder | None = None,
+        absent: frozenset[str] = frozenset(),
+    ) -> None:
         """Create the device's files below ``root`` (paths as strings and each directory made once: a trn2.48xlarge
-        has about 430 files and 280 directories per device). ``builder``: shared by the devices of one host."""
+        has about 430 files and 280 directories per device). ``driver``: a version or a layout (sim/layouts.py);
+        ``builder``: shared by the devices of one host; ``absent``: node families the parts leave out."""
+        from neuron_monitor.sim.part import parts  # the parts import this module
+
         self.index = index
-        ver = driver_tuple(driver)
+        self.shape = shape
+        self.layout = layout = driver_layout(driver, shape)
+        self.absent = absent
+        ver = layout.ver
         self.live_counters = ver >= (2, 30)
         self.dir = root / SYSFS_DEVICES / f"neuron{index}"
-        builder = builder or TreeBuilder()
+        self.builder = builder = builder or TreeBuilder()
         mk, put = builder.make, builder.write
-        top = str(self.dir)
+        self.top = top = str(self.dir)
         stats_parent = f"{top}/metrics" if ver < (2, 8) else top
+        self.stats = f"{stats_parent}/stats"  # the device's stats directory
+        core_parent = f"{top}/{CORE_PARENT[layout.name]}" if layout.name in CORE_PARENT else top
+        self.core_dirs = [f"{core_parent}/neuron_core{k}" for k in range(shape.phys_cores)]
+        # each core's stats directory: below the core's directory, or below metrics/ before 2.8
+        self.core_stats = [
+            f"{stats_parent}/neuron_core{k}/stats" if ver < (2, 8) else f"{d}/stats"
+            for k, d in enumerate(self.core_dirs)
+        ]
         put(f"{top}/core_count", str(shape.phys_cores))
         peers = [str((index + k) % shape.devices) for k in (1, -1)] if shape.devices > 1 else []
         put(f"{top}/connected_devices", ", ".join(dict.fromkeys(peers)) + "\n")
@@ -184,44 +219,13 @@ class DeviceTree:
         put(f"{arch}/device_name", shape.device_name + "\n")
         if shape.has_serial:
             put(f"{top}/info/serial_number", f"{SERIAL_BASE + index:016x}\n")
-        self.ecc: dict[str, InPlaceFile] = {}
-        if shape.has_ecc_files:
-            hw = mk(f"{stats_parent}/stats/hardware")
-            names = ["mem_ecc_uncorrected", "sram_ecc_uncorrected"]
-            if ver >= (2, 23):
-                names.append("mem_ecc_repairable_uncorrected")
-            if ver >= (2, 30):
-                names += ["mem_ecc_corrected", "sram_ecc_corrected"]
-            self.ecc = {n: InPlaceFile(builder.new(f"{hw}/{n}"), b"0\n") for n in names}
-        self.health: InPlaceFile | None = None
-        if shape.has_ecc_files and ver >= (2, 30, 2):
-            hs = mk(f"{stats_parent}/stats/hardware/health_status")
-            self.health = InPlaceFile(builder.new(f"{hs}/unhealthy_components"), b"\n")
-            put(f"{hs}/healthcheck_heartbeat", b"1\n")
-            put(f"{hs}/hw_error_event", b"0\n")
-        self.power: InPlaceFile | None = None
-        if ver >= (2, 21):
-            power = mk(f"{stats_parent}/stats/power")
-            self.power = InPlaceFile(builder.new(f"{power}/utilization"), b"POWER_STATUS_NO_DATA,0,0.00,0.00,0.00\n")
-        # memory by category: {category: (total, peak)} files, on the device (host memory) and per core
-        self.host_mem = _mem_files(builder, f"{stats_parent}/stats/memory_usage/host_mem", HOST_CATEGORIES, ver)
-        self.status_names = [n for n, since in STATUS_COUNTERS if ver >= since]
-        self.core_mem: list[dict[str, tuple[ReopenedFile, ReopenedFile]]] = []
-        self.core_files: list[dict[str, InPlaceFile | ReopenedFile]] = []
-        rels = ["other_info/nc_time_in_use", "other_info/inference_count", "other_info/flop_count",
-                "memory_usage/device_mem", *(f"status/{n}" for n in self.status_names)]  # fmt: skip
-        kept = ("other_info/nc_time_in_use", "status/success", "memory_usage/device_mem")
-        for k in range(shape.phys_cores):
-            put(f"{top}/neuron_core{k}/info/architecture/arch_type", shape.nc_arch + "\n")
-            st = f"{stats_parent}/neuron_core{k}/stats"
-            files: dict[str, InPlaceFile | ReopenedFile] = {}
-            self.core_mem.append(_mem_files(builder, f"{st}/memory_usage/device_mem", DEVICE_CATEGORIES, ver))
-            for rel in rels:
-                d = mk(f"{st}/{rel}")
-                files[rel] = (InPlaceFile if rel in kept else ReopenedFile)(builder.new(f"{d}/total"), b"0\n")
-                if rel == "memory_usage/device_mem":
-                    put(f"{d}/peak", b"0\n")
-            self.core_files.append(files)
+        for core_dir in self.core_dirs:
+            put(f"{core_dir}/info/architecture/arch_type", shape.nc_arch + "\n")
+        self.nodes: dict[str, DeviceNodes] = {}
+        for name, part in parts():
+            nodes = part.device_nodes(self)
+            if nodes is not None:
+                self.nodes[name] = nodes
         link = f"{mk(str(root / SYSFS_CLASS))}/neuron{index}"
         if not os.path.islink(link):
             os.symlink(os.path.relpath(top, os.path.dirname(link)), builder.new(link))
@@ -233,68 +237,43 @@ class DeviceTree:
         self.ioctl_path = root / L.SIM_IOCTL_DIR / f"neuron{index}.ioctl"
         mk(str(self.ioctl_path.parent))
 
+    def __getattr__(self, name: str) -> Any:
+        """A group part's node by its attribute name, for tests that write a file of a static tree
+        (``device.ecc["mem_ecc_uncorrected"]``: the ECC files of neuron_hw_counters' nodes)."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        for nodes in self.__dict__.get("nodes", {}).values():
+            if hasattr(nodes, name):
+                return getattr(nodes, name)
+        raise AttributeError(f"no group part of device {self.__dict__.get('index')} has nodes {name!r}")
+
     def close(self) -> None:
-        kept: list[InPlaceFile | ReopenedFile | None] = [*self.ecc.values(), self.health, self.power]
-        for files in self.core_files:
-            kept += files.values()
-        for f in kept:
-            if f is not None:
-                f.close()
+        for nodes in self.nodes.values():
+            nodes.close()
         self._close_dev()
 
     def _close_dev(self) -> None:
-        if self.dev_fd >= 0:
+        if self.__dict__.get("dev_fd", -1) >= 0:
             fd, self.dev_fd = self.dev_fd, -1
             os.close(fd)
 
     def __del__(self) -> None:  # the InPlaceFiles close themselves; the device file is ours
-        with contextlib.suppress(OSError, AttributeError):  # AttributeError: __init__ failed before opening it
+        with contextlib.suppress(OSError):
             self._close_dev()
 
 
-# the driver's memory categories (device memory per core, host memory per device) and the driver version that
-# added them: the basic ones with 2.10, the rest with 2.18
-DEVICE_CATEGORIES: tuple[tuple[str, tuple[int, ...]], ...] = (
-    ("model_code", (2, 10)), ("tensors", (2, 10)), ("constants", (2, 10)), ("model_shared_scratchpad", (2, 10)),
-    ("runtime_memory", (2, 10)), ("driver_memory", (2, 18)), ("collectives", (2, 18)),
-    ("nonshared_scratchpad", (2, 18)), ("notifications", (2, 18)), ("dma_rings", (2, 18)),
-    ("uncategorized", (2, 18)),
-)  # fmt: skip
-HOST_CATEGORIES: tuple[tuple[str, tuple[int, ...]], ...] = (
-    ("dma_buffers", (2, 10)), ("tensors", (2, 10)), ("constants", (2, 10)), ("application_memory", (2, 10)),
-    ("driver_memory", (2, 18)), ("notifications", (2, 18)), ("dma_rings", (2, 18)), ("uncategorized", (2, 18)),
-)  # fmt: skip
-# per-core status counters (sysfs name) and the driver version that added them
-STATUS_COUNTERS: tuple[tuple[str, tuple[int, ...]], ...] = (
-    ("success", (2, 7)), ("failure", (2, 7)), ("timeout", (2, 7)), ("exec_bad_input", (2, 7)), ("hw_error", (2, 7)),
-    ("execute_completed_with_error", (2, 8)), ("execute_completed_with_num_error", (2, 8)),
-    ("generic_error", (2, 7)), ("execute_failed_to_queue", (2, 8)), ("hw_repairable_hbm_ue_error", (2, 23)),
-)  # fmt: skip
-
-
-def _mem_files(
-    builder: TreeBuilder, base: str, categories: tuple[tuple[str, tuple[int, ...]], ...], ver: tuple[int, ...]
-) -> dict[str, tuple[ReopenedFile, ReopenedFile]]:
-    out: dict[str, tuple[ReopenedFile, ReopenedFile]] = {}
-    for name, since in categories:
-        if ver >= since:
-            d = builder.make(f"{base}/{name}")
-            builder.write(f"{d}/present", b"0\n")
-            out[name] = (
-                ReopenedFile(builder.new(f"{d}/total"), b"0\n"),
-                ReopenedFile(builder.new(f"{d}/peak"), b"0\n"),
-            )
-    return out
+# reorganized layouts (sim/layouts.py) that move every neuron_coreK directory, and the directory they move to
+CORE_PARENT: dict[str, str] = {"moved-cores": "cores"}
 
 
 def write_host_files(
-    root: Path, shape: Shape, driver: str, default_lnc: int, builder: TreeBuilder | None = None
+    root: Path, shape: Shape, driver: str | DriverLayout, default_lnc: int, builder: TreeBuilder | None = None
 ) -> None:
     """The host's own files: driver version, DMI product name, UltraServer attributes, the LNC file when it differs
     from the default, and the ``proc`` and ``run/neuron-sim`` directories."""
     builder = builder or TreeBuilder()
     top = str(root)
-    builder.write(f"{top}/sys/module/neuron/version", driver + "\n")
+    builder.write(f"{top}/sys/module/neuron/version", driver_layout(driver, shape).version + "\n")
     builder.write(f"{top}/sys/class/dmi/id/product_name", shape.name + "\n")
     for name, value in shape.ultraserver_files.items():
         builder.write(f"{top}/{SYSFS_CLASS}/{name}", value)

@@ -1,5 +1,6 @@
-"""The simulated host's EFA adapters: PCI functions beside the Neuron devices, the kernel's RDMA class tree, and
-counters driven by the workload (facts and public sources: docs/neuron-data.md).
+"""The simulator's part for ``efa_counters`` (contract: sim/part.py): the simulated host's EFA adapters, PCI
+functions beside the Neuron devices, the kernel's RDMA class tree, and counters driven by the workload (facts and
+public sources: docs/neuron-data.md).
 
 What is created (below the root), for a shape with ``efa_adapters`` adapters and ``devices`` Neuron devices:
 
@@ -23,17 +24,22 @@ are (the busy share of their physical cores times 60 % of the link rate), split 
 read/write; a small share is retransmitted. Faults: a retransmit storm on an adapter (a share of its packets
 retransmitted, with timeouts), impaired remote connections (events, and as many unresponsive remotes), a link
 down (state DOWN, no traffic) and up again, and a counter reset (the adapter starts counting from 0). Files are
-rewritten at the simulator's sysfs interval, in place.
+rewritten at the simulator's sysfs interval, in place. Commands: ``efa_retrans_storm`` (``adapter``, ``share``),
+``efa_retrans_clear``, ``efa_impaired`` (``adapter``, ``count``), ``efa_link_down``, ``efa_link_up``, ``efa_reset``
+(``adapter``). Options: ``efa_counter_set``, ``neuron_pci_parent``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from neuron_monitor.neuron.pci import pack_answer, sim_answer_rel
+from neuron_monitor.sim.part import Host, SimPart
 from neuron_monitor.sim.shapes import Shape
 from neuron_monitor.sim.tree import SYSFS_DEVICES, ReopenedFile, TreeBuilder
 
@@ -81,7 +87,9 @@ class Adapter:
 class EfaTree:
     """The EFA part of a simulated host: its files and its counters."""
 
-    def __init__(self, root: Path, shape: Shape, options: dict[str, Any], builder: TreeBuilder | None = None) -> None:
+    def __init__(
+        self, root: Path, shape: Shape, options: Mapping[str, Any], builder: TreeBuilder | None = None
+    ) -> None:
         self.root = root
         self.builder = builder = builder or TreeBuilder()
         self.counter_set = COUNTER_SETS[str(options.get("efa_counter_set", "full"))]
@@ -211,3 +219,37 @@ class EfaTree:
     def totals(self) -> dict[str, dict[str, int]]:
         """Ground truth: the counters of each port (``<adapter>/1``) as written last."""
         return {f"{a.name}/1": dict(a.written) for a in self.adapters}
+
+
+class EfaPart(SimPart):
+    """The EFA tree on the simulator's clock: traffic every step, files at the sysfs interval."""
+
+    commands = FAULT_KINDS
+
+    def __init__(self, name: str, host: Host) -> None:
+        super().__init__(name, host)
+        self.efa = EfaTree(host.root, host.shape, host.options, host.builder)
+
+    def step(self, now: float, dt: float) -> None:
+        if self.efa.adapters:
+            self.efa.step(dt, self.host.busy_share(now))
+
+    def write(self, now: float) -> None:
+        self.efa.write()
+
+    def apply(self, kind: str, command: dict[str, Any], detail: dict[str, Any]) -> str:
+        error = self.efa.apply(kind, command)
+        if not error:
+            detail.update(adapter=int(command.get("adapter", 0)))
+        return error
+
+    def device_removed(self, device: int) -> None:
+        """The driver's ioctl answer goes with the device."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.host.root / sim_answer_rel(device)).unlink()
+
+    def totals(self) -> dict[str, Any]:
+        return {"efa": self.efa.totals()}
+
+
+PART = EfaPart
