@@ -55,7 +55,7 @@ venv: $(VENV)/.installed  ## the virtualenv with the test extras and the compile
 run: $(VENV)/.installed-run  ## daemon | Prometheus exporter (simulated SHAPE without /dev/neuron0); Ctrl-C stops
 	@$(PY) scripts/run.py --bin $(VENV)/bin --config $(CONFIG) --bind $(BIND) --port $(PORT) --shape '$(SHAPE)'
 
-test-tools:  ## the Debian tools the tests run (prometheus, promtool, systemd, tmux, openssl, kubectl)
+test-tools:  ## the Debian tools the tests run (prometheus, promtool, systemd, tmux, openssl, kubectl, victoria-metrics)
 	@missing=""; { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
@@ -65,6 +65,8 @@ test-tools:  ## the Debian tools the tests run (prometheus, promtool, systemd, t
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	@# a real OTLP receiver (VictoriaMetrics, Debian's package unpacked into $(VENV)/tools; see the script)
+	@scripts/otlp-receivers.sh $(VENV)/tools >/dev/null || echo "test-tools: no VictoriaMetrics binary (the OTLP receiver test will skip)"
 
 test: $(VENV)/.installed test-tools  ## ruff, mypy --strict and every test (what .ci/run runs)
 	$(VENV)/bin/ruff check .

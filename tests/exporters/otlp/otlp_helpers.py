@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import json as jsonlib
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,6 +20,7 @@ from neuron_monitor.exporters.otlp.pipeline import Encoder, ReportPipeline
 from neuron_monitor.exporters.otlp.resource import ResourceBuilder
 from neuron_monitor.exporters.otlp.wire import ProtobufEncoder
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions, SnapshotBuilder
+from neuron_monitor.schema.spec import registry
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report
 
 
@@ -61,3 +66,36 @@ def trn2(
     ]
     report = trn2_report(rts, report_time=1.7e9 + i, ecc=i % 2)
     return orjson.loads(orjson.dumps(report))  # type: ignore[no-any-return]
+
+
+def record_lines(workdir: Path, reports: int, runtimes: int = 16) -> list[bytes]:
+    """``reports`` report lines of the real daemon on a simulated trn2.48xlarge (``runtimes`` runtimes, every
+    group, 1 s period)."""
+    conf = workdir / "monitor.conf"
+    conf.write_text(
+        jsonlib.dumps(
+            {
+                "period": "1s",
+                "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in registry().runtime]}],
+                "system_metrics": [{"type": t} for t in registry().system],
+            }
+        )
+    )
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--no-imds", "--simulate",
+         "trn2.48xlarge", "--sim-runtimes", str(runtimes), "--seed", "7"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert daemon.stdout is not None
+    got: list[bytes] = []
+    try:
+        while len(got) < reports:
+            line = daemon.stdout.readline()
+            assert line, "the daemon stopped"
+            if line.strip():
+                got.append(line)
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+    return got

@@ -9,15 +9,13 @@ since 3.0), so Prometheus's translation runs here as ``prom_translate`` rather t
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from neuron_monitor.schema.spec import registry
+from tests.exporters.otlp.otlp_helpers import record_lines
 from tests.exporters.otlp.prom_translate import Series, translate
 from tests.exporters.otlp.receiver import Receiver
 from tests.exporters.prometheus.prom_process import ExporterProcess
@@ -28,37 +26,8 @@ OWN_PREFIXES = ("neuron_exporter_", "process_", "python_")
 
 
 @pytest.fixture(scope="module")
-def lines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[bytes]]:
-    """Report lines of a simulated trn2.48xlarge with 16 runtimes, every group, 1 s period."""
-    conf = tmp_path_factory.mktemp("otlp") / "monitor.conf"
-    conf.write_text(
-        json.dumps(
-            {
-                "period": "1s",
-                "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in registry().runtime]}],
-                "system_metrics": [{"type": t} for t in registry().system],
-            }
-        )
-    )
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--no-imds", "--simulate",
-         "trn2.48xlarge", "--sim-runtimes", "16", "--seed", "7"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert daemon.stdout is not None
-    got: list[bytes] = []
-    try:
-        while len(got) < REPORTS:
-            line = daemon.stdout.readline()
-            assert line, "the daemon stopped"
-            if line.strip():
-                got.append(line)
-    finally:
-        daemon.terminate()
-        daemon.wait(30)
-    assert all(line.endswith(b"\n") for line in got)
-    yield got
+def lines(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
+    return record_lines(tmp_path_factory.mktemp("otlp"), REPORTS)
 
 
 def scrape_series(text: str) -> dict[Series, float]:
