@@ -34,17 +34,23 @@ class Node:
     search matches, the trailing path components (the family itself, except for directories whose entries the
     reader lists: ``status`` for ``status/<counter>/total``); ``known``: its path below the known layouts' stats
     directory; ``core``: it lives below each ``neuron_coreK`` rather than on the device; ``directory``: it is a
-    directory (of categories or counters), else a regular file."""
+    directory (of categories or counters), else a regular file; ``in_stats``: ``known`` is below the stats
+    directory (else below the device's, or the core's, own directory: ``info/architecture/...``)."""
 
     family: str
     match: tuple[str, ...]
     known: str
     core: bool = False
     directory: bool = False
+    in_stats: bool = True
 
 
 def _file(family: str, known: str | None = None, core: bool = False) -> Node:
     return Node(family, tuple(family.split("/")), known or family, core)
+
+
+def _info(family: str, core: bool = False) -> Node:
+    return Node(family, tuple(family.split("/")), f"info/{family}", core, in_stats=False)
 
 
 def _dir(family: str, match: str, known: str, core: bool = False) -> Node:
@@ -60,6 +66,8 @@ MEM_ECC_REPAIRABLE: Final = _file("hardware/mem_ecc_repairable_uncorrected")
 UNHEALTHY_COMPONENTS: Final = _file("health_status/unhealthy_components", "hardware/health_status/unhealthy_components")
 HW_ERROR_EVENT: Final = _file("health_status/hw_error_event", "hardware/health_status/hw_error_event")
 POWER_UTILIZATION: Final = _file("power/utilization")
+DEVICE_NAME: Final = _info("architecture/device_name")
+DEVICE_ARCH: Final = _info("architecture/arch_type")
 HOST_MEM: Final = _dir("memory_usage/host_mem/<category>", "memory_usage/host_mem", "memory_usage/host_mem")
 
 # --- per physical NeuronCore ---------------------------------------------------------------------------------------
@@ -68,6 +76,7 @@ CORE_DEVICE_MEM: Final = _dir(
     "memory_usage/device_mem/<category>", "memory_usage/device_mem", "memory_usage/device_mem", core=True
 )
 CORE_STATUS: Final = _dir("status/<counter>/total", "status", "status", core=True)
+CORE_ARCH: Final = _info("architecture/arch_type", core=True)
 
 ECC_BY_COUNTER: Final = {
     "mem_ecc_corrected": MEM_ECC_CORRECTED,
@@ -88,12 +97,14 @@ class KnownLayout:
     cores: str
 
     def device_path(self, device_rel: str, node: Node) -> str:
-        return f"{device_rel}/{self.stats}/{node.known}"
+        return f"{device_rel}/{self.stats}/{node.known}" if node.in_stats else f"{device_rel}/{node.known}"
 
     def core_dir(self, device_rel: str, core: int) -> str:
         return f"{device_rel}/{self.cores}/neuron_core{core}" if self.cores else f"{device_rel}/neuron_core{core}"
 
     def core_path(self, device_rel: str, core: int, node: Node) -> str:
+        if not node.in_stats:  # a core's info directory stays beside the device's (drivers before 2.8 too)
+            return f"{device_rel}/neuron_core{core}/{node.known}"
         return f"{self.core_dir(device_rel, core)}/stats/{node.known}"
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from neuron_monitor.groups.base import device_ranges
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron import nodes
 from neuron_monitor.neuron.discovery import DISCOVERED, NONE, DeviceNodes, Found
 from neuron_monitor.neuron.nodes import Node
 
@@ -150,17 +151,22 @@ class DriverTree:
                 raise
             return len(found)
 
+    def device_name(self, index: int) -> str:
+        """``info/architecture/device_name`` (e.g. "Trainium2"); "" when not found or unreadable."""
+        rel = self.find(index, nodes.DEVICE_NAME).rel
+        try:
+            return self.root.read_text(rel).strip()[:64] if rel is not None else ""
+        except OSError:
+            return ""
+
     def arch(self, index: int) -> tuple[str, str, str]:
-        """(device_name, device arch_type, core arch_type), e.g. ("Trainium2", "NDv3", "NCv3"); "" if absent."""
-        base = f"{self.device_rel(index)}/info/architecture"
+        """(device_name, device arch_type, core arch_type), e.g. ("Trainium2", "NDv3", "NCv3"); "" if absent.
+        Found where the known layout puts them, else by the device's search."""
         out = []
-        for rel in (
-            f"{base}/device_name",
-            f"{base}/arch_type",
-            f"{self.device_rel(index)}/neuron_core0/info/architecture/arch_type",
-        ):
+        for node, core in ((nodes.DEVICE_NAME, -1), (nodes.DEVICE_ARCH, -1), (nodes.CORE_ARCH, 0)):
+            rel = self.find(index, node, core).rel
             try:
-                out.append(self.root.read_text(rel).strip())
+                out.append(self.root.read_text(rel).strip() if rel is not None else "")
             except OSError:
                 out.append("")
         return out[0], out[1], out[2]

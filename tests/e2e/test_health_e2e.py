@@ -145,3 +145,46 @@ def test_cli_without_an_exporter_cannot_tell() -> None:
     assert done.returncode == 2 and done.stdout.startswith("unknown: ")
     done = health_cli("--url", "ftp://x")
     assert done.returncode == 2
+
+
+def test_a_blind_device_is_never_healthy_end_to_end(tmp_path: Path) -> None:
+    """A device whose ECC and health nodes the daemon cannot find: the report leaves its ECC counters out (no
+    series, not a zero), its verdict is unknown naming them, /readyz is 503 saying why, the CLI exits 2."""
+    conf = tmp_path / "plain.conf"
+    conf.write_text('{"period": "1s"}')
+    with TemporarySimulator("trn2.48xlarge", runtimes=1, seed=5) as sim:
+        hardware = sim.root / "sys/devices/virtual/neuron_device/neuron2/stats/hardware"
+        for name in ("mem_ecc_uncorrected", "sram_ecc_uncorrected", "health_status/unhealthy_components"):
+            (hardware / name).unlink()
+        daemon = subprocess.Popen(
+            daemon_cmd("--root", str(sim.root), "-c", str(conf), "--no-imds"),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        exporter = ExporterProcess(stdin=daemon.stdout)
+        try:
+            status, _, text = wait_for(
+                "/readyz naming the missing nodes",
+                lambda: (got := exporter.get("/readyz"))[0] == 503 and "mem_ecc_uncorrected" in got[2] and got,
+            )
+            assert "hardware/mem_ecc_uncorrected on neuron_device 2" in text
+            assert "health_status/unhealthy_components on neuron_device 2" in text
+            url = f"http://127.0.0.1:{exporter.port}"
+            done = health_cli("--url", url)
+            assert done.returncode == 2, done.stdout
+            body = exporter.get("/metrics")[2]
+            assert _value(body, "neuron_device_health_state", neuron_device_index="2", state="unknown") == 1
+            assert _value(body, "neuron_device_health_state", neuron_device_index="3", state="healthy") == 1
+            ecc = select(parse(body), "hardware_ecc_events_total", neuron_device_index="2")
+            assert {dict(labels)["event_type"] for labels in ecc} == {
+                "mem_ecc_corrected",
+                "sram_ecc_corrected",
+                "mem_ecc_repairable_uncorrected",  # from neuron_device_telemetry
+            }  # the two counters it could not read serve no series, not a zero
+            done = health_cli("--root", str(sim.root))
+            assert done.returncode == 2 and "signal_missing" in done.stdout
+        finally:
+            exporter.stop()
+            daemon.terminate()
+            daemon.wait(timeout=15)

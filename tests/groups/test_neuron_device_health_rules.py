@@ -63,6 +63,21 @@ TABLE: list[tuple[str, Sig, str, list[tuple[str, str]]]] = [
         [("signal_unreadable", "hw_error_event")],
     ),
     (
+        "an expected signal not found",
+        _with(unhealthy_components=None, missing=(("health_status/unhealthy_components", ""),)),
+        "unknown",
+        [("signal_missing", "health_status/unhealthy_components")],
+    ),
+    (
+        "an expected signal with two candidates",
+        _with(
+            mem_ecc_uncorrected=None,
+            missing=(("hardware/mem_ecc_uncorrected", "2 candidates (a/hardware/x, b/hardware/x), none used"),),
+        ),
+        "unknown",
+        [("signal_missing", "hardware/mem_ecc_uncorrected")],
+    ),
+    (
         "unhealthy outranks unknown and warning",
         _with(mem_ecc_uncorrected=1, mem_ecc_repairable=1, power_status="NO_DATA"),
         "unhealthy",
@@ -120,3 +135,27 @@ def test_expected_devices() -> None:
     assert H.expected_devices("trn2.48xlarge") == 16
     assert H.expected_devices("inf2.24xlarge") == 6
     assert H.expected_devices("m5.large") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "driver", "expected"),
+    [
+        ("Trainium2", (2, 30, 2, 0), {"hardware/mem_ecc_uncorrected", "health_status/unhealthy_components"}),
+        ("Trainium2", (2, 31, 7, 0), {"hardware/mem_ecc_uncorrected", "health_status/unhealthy_components"}),
+        ("Trainium1", (2, 30, 2, 0), {"hardware/mem_ecc_uncorrected", "power/utilization"}),
+        ("Inferentia2", None, {"hardware/sram_ecc_uncorrected"}),
+        ("", (2, 31, 7, 0), {"hardware/mem_ecc_uncorrected", "power/utilization"}),
+    ],
+)
+def test_expected_signals_from_driver_2_30_2(name: str, driver: tuple[int, ...] | None, expected: set[str]) -> None:
+    got = set(H.expected_signals(name, driver))
+    assert expected <= got
+    if name != "Trainium2":
+        assert "health_status/unhealthy_components" not in got  # health_status: Trn2 and Trn3 only
+
+
+@pytest.mark.parametrize(
+    ("name", "driver"), [("Inferentia", (2, 24, 7, 0)), ("Trainium2", (2, 29, 0, 0)), ("Trainium1", (2, 24, 7, 0))]
+)
+def test_older_drivers_and_inf1_expect_nothing(name: str, driver: tuple[int, ...]) -> None:
+    assert H.expected_signals(name, driver) == ()

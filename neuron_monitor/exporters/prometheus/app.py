@@ -4,7 +4,8 @@
 when ``Accept-Encoding`` allows it (q-values honoured). ``/healthz`` (liveness) answers ``200 ok`` while a fresh
 report is served and stdin is open, else ``503`` with the reason; ``/readyz`` (readiness) answers ``503`` until the
 first report that lists a Neuron device has been applied, ``200`` from then on (as Neuron Observer's /readyz waits
-for its first collection cycle). Both need no credentials, so kubelet probes work with basic auth on. With basic
+for its first collection cycle), except while the newest report's health verdicts are blind: ``503`` naming the
+driver signals the daemon did not find and on which devices (rule ``signal_missing``, docs/health.md). Both need no credentials, so kubelet probes work with basic auth on. With basic
 auth users configured, every other path needs them: a cached verdict answers at once, anything else waits for the
 bounded bcrypt pool (``auth``, ``server``).
 """
@@ -73,6 +74,10 @@ class ExporterApp:
             view = self.state.view()
             return plain(200 if view.healthy else 503, view.reason)
         if path == "/readyz":
+            if self.state.blind:
+                return plain(
+                    503, f"not ready: {self.state.blind} (health verdicts unknown; run neuron-monitor --check)"
+                )
             if self.state.ready:
                 return plain(200, "ready")
             return plain(503, "not ready: no report with Neuron device data applied yet")

@@ -33,7 +33,11 @@ from neuron_monitor.exporters.prometheus.created import CreatedClock
 from neuron_monitor.exporters.prometheus.snapshot import Shaped, ShapeOptions, Snapshot, SnapshotBuilder
 from neuron_monitor.exporters.prometheus.values import MalformedReport
 from neuron_monitor.exporters.stream import MAX_RUNTIMES  # entries past it are not served (issue 32)
+from neuron_monitor.groups.base import device_ranges
+from neuron_monitor.groups.neuron_device_health.spec import NAME as HEALTH_GROUP
+from neuron_monitor.groups.neuron_device_health.spec import NeuronDeviceHealth, missing_signals
 from neuron_monitor.schema.read import Report, read_report
+from neuron_monitor.util.sanitize import sanitize
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 
@@ -56,6 +60,22 @@ class View:
     window: float = 0.0
     age: float | None = None
     changes: int = 0  # the state's change count when this view was taken (see ``ExporterState.changes``)
+
+
+BLIND_TEXT_MAX = 400  # characters of /readyz's reason
+
+
+def blind_reason(read: Report) -> str:
+    """Why the report's health verdicts are blind: the signals the daemon did not find and on which devices
+    (``neuron_device_health``'s ``signal_missing`` reasons), sanitized and capped; "" when none is missing."""
+    group = read.system.get(HEALTH_GROUP)
+    value = group.data_as(NeuronDeviceHealth) if group is not None else None
+    missing = missing_signals(value) if value is not None else {}
+    if not missing:
+        return ""
+    parts = [f"{family} on neuron_device {device_ranges(sorted(set(devs)))}" for family, devs in missing.items()]
+    text = sanitize("the daemon does not find " + "; ".join(parts))
+    return text if len(text) <= BLIND_TEXT_MAX else text[: BLIND_TEXT_MAX - 3] + "..."
 
 
 def has_device_data(report: dict[str, Any], read: Report | None = None) -> bool:
@@ -101,6 +121,7 @@ class ExporterState:
         self.bad_input_total: Counter[str] = Counter()
         self.input_closed = False
         self.ready = False  # a report with Neuron device data was applied (/readyz)
+        self.blind = ""  # why the newest report's health verdicts are blind ("" when they are not; /readyz)
         self.changes = 0  # grows with every change the self-metrics show (a report, a rejection, bad input, EOF)
         self._lock = threading.Lock()  # guards the counters above against a concurrent view()
         self._last_reject_log = -1e18
@@ -139,6 +160,7 @@ class ExporterState:
             self._count_bad(bad)
         if not self.ready and has_device_data(report, snapshot.read):
             self.ready = True
+        self.blind = blind_reason(snapshot.read) if snapshot.read is not None else ""
         return True
 
     def _count_bad(self, bad: Counter[str]) -> None:

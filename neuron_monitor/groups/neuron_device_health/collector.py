@@ -58,7 +58,8 @@ _FILES = (
 @dataclass
 class _DeviceFiles:
     index: int
-    files: list[KeptFile | None]  # None: not exposed by this driver
+    files: list[KeptFile | None]  # None: not exposed by this driver, or not found
+    missing: tuple[tuple[str, str], ...] = ()  # expected signals not found (rules.expected_signals): family, why
 
 
 def _wall() -> float:
@@ -183,13 +184,20 @@ class NeuronDeviceHealth(SystemGroup):
 
     def _plan(self, listed: tuple[int, ...]) -> None:
         self._close_devices()
+        version = self.tree.driver_version()
         for index in listed:
             self.tree.forget(index)  # a device listed anew (or back): its nodes are looked for again
             files: list[KeptFile | None] = []
+            found = {}
             for _, node in _FILES:
-                rel = self.tree.find(index, node).rel
-                files.append(self.root.open_kept(rel, _READ) if rel is not None else None)
-            self._devices.append(_DeviceFiles(index, files))
+                found[node.family] = where = self.tree.find(index, node)
+                files.append(self.root.open_kept(where.rel, _READ) if where.rel is not None else None)
+            missing = tuple(
+                (family, found[family].problem)
+                for family in H.expected_signals(self.tree.device_name(index), version)
+                if found[family].rel is None
+            )
+            self._devices.append(_DeviceFiles(index, files, missing))
         self._listed = listed
         self._last_raw = None
         self._fds = None
@@ -220,6 +228,8 @@ class NeuronDeviceHealth(SystemGroup):
             self._fds = [-1 if f is None else f.fileno() for dev in self._devices for f in dev.files] if ok else None
         except OSError:
             self._fds = None
+        if not ok:  # a file vanished or failed (moved?): find the devices' files again at the next poll
+            self._listed = None
         return out
 
     def _signals(self, listed: tuple[int, ...], raw: list[bytes | None]) -> list[H.DeviceSignals]:
@@ -253,6 +263,7 @@ class NeuronDeviceHealth(SystemGroup):
                     mem_ecc_repairable=values.get("mem_ecc_repairable_uncorrected"),
                     power_status=values.get("power/utilization"),
                     unreadable=tuple(unreadable),
+                    missing=dev.missing,
                 )
             )
         for index in sorted((self.expected | set(self.verdicts)) - set(listed)):

@@ -82,6 +82,12 @@ R_UNREADABLE: Final = Rule(
 R_POWER: Final = Rule(
     "power_status", UNKNOWN, "stats/power/utilization", "the power roll-up is NO_DATA or INVALID (no fresh telemetry)"
 )
+R_SIGNAL_MISSING: Final = Rule(
+    "signal_missing",
+    UNKNOWN,
+    "the expected signals of the device's architecture and driver version (EXPECTED_SIGNALS)",
+    "a signal the driver exposes on this architecture and version was not found: the verdict cannot be made",
+)
 RULES: Final = (
     R_DEVICE_LOST,
     R_ECC_UNCORRECTED,
@@ -90,9 +96,38 @@ RULES: Final = (
     R_REPAIR_PENDING,
     R_UNREACHABLE,
     R_UNREADABLE,
+    R_SIGNAL_MISSING,
     R_POWER,
 )
 DEVICE_UNREACHABLE: Final = "device_unreachable"  # what unhealthy_components holds when the firmware did not answer
+
+# The signals a device must expose, per architecture (``info/architecture/device_name``), from driver
+# `EXPECTED_FROM_DRIVER` on (docs/health.md has the table and its public sources). Earlier drivers and Inferentia
+# (Inf1, dropped by driver 2.25) expose less: a signal they lack makes no finding there.
+EXPECTED_FROM_DRIVER: Final = (2, 30, 2)
+_ECC: Final = (
+    "hardware/mem_ecc_uncorrected",
+    "hardware/sram_ecc_uncorrected",
+    "hardware/mem_ecc_repairable_uncorrected",
+)
+_HEALTH_STATUS: Final = ("health_status/unhealthy_components", "health_status/hw_error_event")
+_POWER: Final = ("power/utilization",)
+EXPECTED_SIGNALS: Final[dict[str, tuple[str, ...]]] = {
+    "Inferentia": (),
+    "Inferentia2": (*_ECC, *_POWER),
+    "Trainium1": (*_ECC, *_POWER),
+    "Trainium2": (*_ECC, *_HEALTH_STATUS, *_POWER),
+    "Trainium3": (*_ECC, *_HEALTH_STATUS, *_POWER),
+}
+EXPECTED_UNNAMED: Final = (*_ECC, *_POWER)  # a device whose name cannot be read: what every supported one has
+
+
+def expected_signals(device_name: str, driver: tuple[int, ...] | None) -> tuple[str, ...]:
+    """The node families a device named ``device_name`` exposes under driver ``driver`` (None: unreadable, taken
+    as a current driver: a daemon that cannot tell must not call a blind device healthy)."""
+    if driver is not None and driver < EXPECTED_FROM_DRIVER:
+        return ()
+    return EXPECTED_SIGNALS.get(device_name, EXPECTED_UNNAMED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +145,7 @@ class DeviceSignals:
     mem_ecc_repairable: int | None = None
     power_status: str | None = None  # VALID, NO_DATA, INVALID
     unreadable: tuple[str, ...] = ()
+    missing: tuple[tuple[str, str], ...] = ()  # (node family, why) of the expected signals not found
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +191,9 @@ def evaluate(s: DeviceSignals) -> list[Finding]:
         out.append(_finding(R_UNREACHABLE, "", "driver could not read the device's health from its firmware"))
     for name in s.unreadable:
         out.append(_finding(R_UNREADABLE, name, f"cannot read {name}"))
+    for family, why in s.missing:
+        message = f"{family} not found: {why}" if why else f"{family} not found"
+        out.append(_finding(R_SIGNAL_MISSING, family, message if len(message) < 80 else f"{message[:76]}..."))
     if s.power_status in ("NO_DATA", "INVALID"):
         out.append(_finding(R_POWER, s.power_status, f"power telemetry {s.power_status}"))
     return out

@@ -306,6 +306,22 @@ def top(value: NeuronDeviceHealth, period: float | None) -> Iterator[S.TopCell]:
         yield COL_VERDICT, key, text if len(text) <= 40 else text[:39] + "…", STYLES[dev.state]
 
 
+SIGNAL_MISSING = "signal_missing"
+
+
+def missing_signals(value: NeuronDeviceHealth) -> dict[str, list[int]]:
+    """Node family -> the devices whose verdict could not be made because the daemon did not find it (rule
+    ``signal_missing``): what the exporter's /readyz names."""
+    out: dict[str, list[int]] = {}
+    for dev in value.devices:
+        if dev.index is None:
+            continue
+        for r in dev.reasons:
+            if r.rule == SIGNAL_MISSING:
+                out.setdefault(r.detail, []).append(dev.index)
+    return out
+
+
 def device_count(value: NeuronDeviceHealth) -> int:
     """The devices the watch lists (one entry per device it found)."""
     return len(value.devices)
