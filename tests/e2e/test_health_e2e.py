@@ -164,7 +164,7 @@ def test_a_blind_device_is_never_healthy_end_to_end(tmp_path: Path) -> None:
         )
         exporter = ExporterProcess(stdin=daemon.stdout)
         try:
-            status, _, text = wait_for(
+            _, _, text = wait_for(
                 "/readyz naming the missing nodes",
                 lambda: (got := exporter.get("/readyz"))[0] == 503 and "mem_ecc_uncorrected" in got[2] and got,
             )

@@ -5,9 +5,9 @@ when ``Accept-Encoding`` allows it (q-values honoured). ``/healthz`` (liveness) 
 report is served and stdin is open, else ``503`` with the reason; ``/readyz`` (readiness) answers ``503`` until the
 first report that lists a Neuron device has been applied, ``200`` from then on (as Neuron Observer's /readyz waits
 for its first collection cycle), except while the newest report's health verdicts are blind: ``503`` naming the
-driver signals the daemon did not find and on which devices (rule ``signal_missing``, docs/health.md). Both need no credentials, so kubelet probes work with basic auth on. With basic
-auth users configured, every other path needs them: a cached verdict answers at once, anything else waits for the
-bounded bcrypt pool (``auth``, ``server``).
+driver signals the daemon did not find and on which devices (rule ``signal_missing``, docs/health.md). Both need
+no credentials, so kubelet probes work with basic auth on. With basic auth users configured, every other path needs
+them: a cached verdict answers at once, anything else waits for the bounded bcrypt pool (``auth``, ``server``).
 """
 
 from __future__ import annotations
