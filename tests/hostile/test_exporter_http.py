@@ -120,7 +120,7 @@ def test_slowloris_sockets_are_dropped_before_rendering_and_scrapes_go_on() -> N
         assert [_scrape(port) for _ in range(20)] == [200] * 20
         closed = _wait_closed(slow, time.monotonic() + DEADLINE)
         assert closed == len(slow)
-        assert front.counts.get("timeout", 0) + front.counts.get("evicted", 0) >= len(slow)
+        assert front.closes["header_timeout"] + front.closes["idle_timeout"] + front.closes["evicted"] >= len(slow)
         assert front.counts.get("200") == 20  # the slow sockets got no answer at all, rendered nothing
         assert collector.rendered(collector.state.view()).renders == 1
     finally:
@@ -200,7 +200,7 @@ def test_idle_crowd_beyond_the_connection_limit_cannot_lock_out_a_scrape() -> No
     idle = [socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) for _ in range(100)]
     try:
         assert [_scrape(port) for _ in range(5)] == [200] * 5
-        assert front.counts.get("evicted", 0) >= 100 - 32
+        assert front.closes["evicted"] >= 100 - 32
     finally:
         for s in idle:
             s.close()

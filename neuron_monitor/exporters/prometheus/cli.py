@@ -28,12 +28,13 @@ from neuron_monitor.exporters.prometheus.app import ExporterApp
 from neuron_monitor.exporters.prometheus.auth import BasicAuth
 from neuron_monitor.exporters.prometheus.budget import BUDGET, SERIES_DETAILS
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.connection_metrics import ConnectionMetrics
 from neuron_monitor.exporters.prometheus.ingest import StdinIngest
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH
 from neuron_monitor.exporters.prometheus.labels import DRA_LABEL_MODES
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
 from neuron_monitor.exporters.prometheus.series_limit import DEFAULT_MAX_SERIES
-from neuron_monitor.exporters.prometheus.server import HTTPFront
+from neuron_monitor.exporters.prometheus.server import HTTPFront, ServerLimits
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
 from neuron_monitor.exporters.prometheus.state import DEFAULT_STALE_FLOOR, DEFAULT_STALE_PERIODS, ExporterState
 from neuron_monitor.exporters.prometheus.tls import ReloadingTLS
@@ -163,6 +164,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="add <name>_created samples to execution_errors, execution_status and hardware_ecc_events",
     )
+    p.add_argument(
+        "--write-timeout",
+        type=_positive_seconds,
+        default=ServerLimits.write_timeout,
+        metavar="SECONDS",
+        help="close a connection that has not read its whole response this long after it started, and count it "
+        'in neuron_exporter_connections_closed_total{reason="write_timeout"} (%(default)g)',
+    )
     p.add_argument("--exit-on-eof", action="store_true", help="exit with code 1 when stdin closes")
     p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES, help=argparse.SUPPRESS)
     add_verbosity(p, default=3)
@@ -232,9 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         options, stale_periods=args.stale_periods, stale_floor=args.stale_floor, created_series=args.created_series
     )
     stream = ReportStream(sys.stdin.buffer, max_line_bytes=args.max_line_bytes)
+    connections = ConnectionMetrics()
     app = ExporterApp(
         ExporterCollector(state, stream.stats),
-        runtime_collectors(),
+        [connections, *runtime_collectors()],
         BasicAuth(web.basic_auth_users) if web else None,
     )
     try:
@@ -242,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             (args.bind, args.port),
             app,
             tls,
+            limits=ServerLimits(write_timeout=args.write_timeout),
             server_name=f"neuron-monitor-prometheus/{__version__}",
             extra_headers=dict(web.http_server_config.headers) if web else None,
         )
@@ -249,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{args.bind}:{args.port}"
         print(f"{prog}: cannot listen on {where}: {e.strerror or e}", file=sys.stderr)
         return 1
-    app.front = server
+    app.front = connections.front = server
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop)
     stopped_by_eof = False

@@ -17,8 +17,10 @@ parts describe the same report, and a report is never half-applied (``state`` sw
 ``collect`` offers the same metrics through client_python's collector interface.
 
 A hostile report's text can be tens of MB (long label values repeated on every series): a text longer than
-``KEEP_TEXT_BYTES`` is not kept; it is rendered per uncompressed scrape and handed to the server as one part per
-family, and its compressed head is built family by family, so it is never held whole (issue 32).
+``KEEP_TEXT_BYTES`` is not kept whole; its compressed head is built family by family, once per report and format
+(issue 32), and an uncompressed scrape of it is inflated from that head as the client reads (``InflatingBody``),
+so it is rendered once whatever the number of scrapes, and a client that does not read holds a chunk of it, not
+a copy (issue 39: 200 such clients made 200 renders and 8.8 GB before).
 """
 
 from __future__ import annotations
@@ -58,6 +60,41 @@ def _deflater(size: int, gzip_wrapper: bool = False) -> zlib._Compress:
     window_bits = min(max(size.bit_length(), 9), 15)
     wbits = window_bits + 16 if gzip_wrapper else -window_bits
     return zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, wbits, min(max(window_bits - 7, 1), 8))
+
+
+INFLATE_INPUT_BYTES = 16 * 1024  # compressed bytes handed to the inflater at a time (bounds its unconsumed tail)
+
+
+class InflatingBody:
+    """An uncompressed /metrics body (a ``server.BodyStream``): the Neuron text inflated on demand from its kept
+    compressed head (``RenderedReport.gzip``), then the per-scrape ``tail``. It holds the shared head, an
+    inflater (its 32 KiB window) and at most ``INFLATE_INPUT_BYTES`` of input not yet inflated."""
+
+    def __init__(self, head: tuple[bytes, int, int], tail: bytes) -> None:
+        data, _crc, text_length = head
+        self.length = text_length + len(tail)
+        self._data = memoryview(data)[len(GZIP_HEADER) :]
+        self._at = 0
+        self._pending = b""
+        self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+        self._left = text_length
+        self._tail = tail
+
+    def read(self, limit: int) -> bytes:
+        while self._left > 0:
+            if not self._pending:
+                if self._at >= len(self._data):
+                    raise ValueError(f"the kept compressed text ended {self._left} bytes early")
+                self._pending = bytes(self._data[self._at : self._at + INFLATE_INPUT_BYTES])
+                self._at += INFLATE_INPUT_BYTES
+            out = self._inflate.decompress(self._pending, min(limit, self._left))
+            self._pending = self._inflate.unconsumed_tail
+            if out:
+                self._left -= len(out)
+                return out
+        tail = self._tail
+        self._tail = tail[limit:]
+        return tail[:limit]
 
 
 class RenderedReport:
@@ -203,16 +240,26 @@ class ExporterCollector(Collector):
 
     def body(self, others: Sequence[Collector], openmetrics: bool, gzipped: bool) -> bytes:
         """One /metrics body, gzip-compressed (one gzip member) when ``gzipped``."""
-        return b"".join(self.body_parts(others, openmetrics, gzipped))
+        body = self.body_parts(others, openmetrics, gzipped)
+        if isinstance(body, list):
+            return b"".join(body)
+        out = []
+        while chunk := body.read(1 << 20):
+            out.append(chunk)
+        return b"".join(out)
 
-    def body_parts(self, others: Sequence[Collector], openmetrics: bool, gzipped: bool) -> list[bytes]:
-        """One /metrics body as the parts that ``body`` joins (the server writes them one after the other, so a
-        large body is never copied whole)."""
+    def body_parts(self, others: Sequence[Collector], openmetrics: bool, gzipped: bool) -> list[bytes] | InflatingBody:
+        """One /metrics body as the parts that ``body`` joins (shared bytes: the server writes them a chunk at a
+        time, so a large body is never copied), or, for a text too long to keep, uncompressed, an
+        ``InflatingBody`` that makes it as it is read."""
         view = self.state.view()
         rendered = self.rendered(view)
         tail = self.tail(view, others, openmetrics)
         if not gzipped:
-            return [*rendered.parts(openmetrics), tail]
+            kept = rendered.kept_parts(openmetrics)
+            if kept is not None:
+                return [*kept, tail]
+            return InflatingBody(rendered.gzip(openmetrics), tail)
         if not rendered.scraped(openmetrics) and (parts := rendered.kept_parts(openmetrics)) is not None:
             # usually the only scrape of this report: one pass over it all (a text too long to keep goes family
             # by family into the kept head below instead, and is never held whole)

@@ -9,10 +9,18 @@ Design (issue 15's lean path and issue 20's hostile front are one):
 - **Deadlines.** A request's head (request line and headers, at most ``max_header_bytes``) must arrive completely
   within ``header_timeout`` seconds of its first byte, and a keep-alive connection may idle ``idle_timeout``
   seconds between requests; a TLS handshake gets ``header_timeout`` too. A slow (slowloris) client is dropped
-  when its deadline passes, before anything is parsed or rendered. A response that the client does not read
-  within ``write_timeout`` seconds is dropped too.
+  when its deadline passes, before anything is parsed or rendered. A response that the client has not read
+  whole within ``write_timeout`` seconds of its start is dropped too (a total, as Go's ``http.Server``
+  ``WriteTimeout`` that promhttp runs under), and counted by why (``closed``: ``write_timeout``,
+  ``header_timeout``, ``idle_timeout``, ``evicted``, ``refused``).
+- **Bounded unsent bytes.** A response is written in chunks of at most ``CHUNK_BYTES``, taken from its body only
+  while the transport's buffer is below ``WRITE_BUFFER_BYTES``; a body is shared bytes (the kept report text) or
+  a ``BodyStream`` that makes its bytes on demand. A client that never reads so pins at most about
+  ``WRITE_BUFFER_BYTES + CHUNK_BYTES`` of its own, however large the body (issue 39: 200 such clients of a
+  46 MB text held 8.8 GB before).
 - **Bounded connections.** At most ``max_connections`` are open; a new one beyond that evicts the oldest
-  connection that is not sending a response, so idle or dripping sockets cannot lock scrapers out.
+  connection that is not sending a response (or, when every one is, the one whose response started first), so
+  idle, dripping or never-reading sockets cannot lock scrapers out.
 - **Bounded work.** Handlers run on the loop thread and are cheap (``collector`` renders once per report); the
   only blocking work, bcrypt, runs on a pool of ``auth.max_concurrent`` threads with at most
   ``max_auth_pending`` requests waiting (more get ``503`` at once). Pipelined requests are answered in order;
@@ -35,7 +43,7 @@ import socket
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from neuron_monitor.exporters.prometheus.tls import ReloadingTLS
 
@@ -54,7 +62,10 @@ REASONS = {
 }
 
 
-JOIN_BYTES = 1024 * 1024  # a response body up to this long is written with its head in one write
+CHUNK_BYTES = 64 * 1024  # a response is handed to the transport at most this much at a time
+WRITE_BUFFER_BYTES = 64 * 1024  # more is taken from the body only while the transport holds less than this
+# why the server closes a connection (counted in ``HTTPFront.closes``, served as a self-metric)
+CLOSE_REASONS = ("write_timeout", "header_timeout", "idle_timeout", "evicted", "refused")
 DEADLINE_SLACK = 0.001  # seconds: a deadline this close when its timer fires counts as passed
 
 
@@ -81,10 +92,58 @@ class Request:
         return self.target.split("?", 1)[0]
 
 
+class BodyStream(Protocol):
+    """A response body made on demand: ``length`` bytes in all, ``read(limit)`` gives the next at most
+    ``limit`` of them (``b""`` once they are all given)."""
+
+    length: int
+
+    def read(self, limit: int) -> bytes | memoryview: ...
+
+
+class PartsBody:
+    """A body of parts (shared bytes, never copied here) given out in slices of at most ``limit`` bytes."""
+
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = [p for p in parts if p]
+        self.length = sum(map(len, self.parts))
+        self._at = 0  # the part being given out
+        self._offset = 0  # bytes of it already given
+
+    def read(self, limit: int) -> bytes | memoryview:
+        if self._at >= len(self.parts):
+            return b""
+        part = self.parts[self._at]
+        start = self._offset
+        if start == 0 and len(part) <= limit:
+            self.parts[self._at] = b""
+            self._at += 1
+            return part
+        end = min(start + limit, len(part))
+        chunk = memoryview(part)[start:end]
+        if end == len(part):
+            self.parts[self._at] = b""  # let the part go (the transport holds what it did not send)
+            self._at, self._offset = self._at + 1, 0
+        else:
+            self._offset = end
+        return chunk  # a slice, not a copy: the transport copies only what the socket did not take
+
+
+def read_all(body: bytes | list[bytes] | BodyStream) -> bytes:
+    """A body as one ``bytes`` (tests, and callers that want it whole)."""
+    if isinstance(body, bytes):
+        return body
+    stream = PartsBody(body) if isinstance(body, list) else body
+    out = []
+    while chunk := stream.read(CHUNK_BYTES):
+        out.append(bytes(chunk))
+    return b"".join(out)
+
+
 @dataclass
 class Response:
     status: int
-    body: bytes | list[bytes] = b""  # a list: parts written one after the other (see ``Connection._respond``)
+    body: bytes | list[bytes] | BodyStream = b""  # a list: shared parts written one after the other
     content_type: str = "text/plain; charset=utf-8"
     headers: dict[str, str] = field(default_factory=dict)
     close: bool = False
@@ -160,20 +219,23 @@ class Connection(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None  # fires at or before ``deadline`` (see _arm)
         self.deadline = math.inf  # loop time at which this connection is dropped
         self.closed = False
-        self._unsent: list[bytes] = []  # the parts of a large response not yet written (see ``_write_on``)
-        self._unsent_at = 0
+        self.why = "idle_timeout"  # what passing ``deadline`` means (counted as the reason it was closed)
+        self.responding_since = math.inf  # loop time at which the response being written started
+        self._body: BodyStream | None = None  # what is left to write of the response
         self._keep_alive = False
 
     # --- asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_BYTES)
         self.front.opened(self)
-        self._arm(self.front.limits.idle_timeout)
+        self._arm(self.front.limits.idle_timeout, "idle_timeout")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._disarm()
+        self._body = None
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -181,7 +243,7 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if not self.buffer and not self.busy:
-            self._arm(self.front.limits.header_timeout)  # the head's deadline runs from its first byte
+            self._arm(self.front.limits.header_timeout, "header_timeout")  # runs from the head's first byte
         self.buffer += data
         if not self.busy:
             self._next_request()
@@ -193,7 +255,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        if self._unsent:
+        if self._body is not None:
             self._write_on()
         elif self.busy:
             self._sent()
@@ -204,7 +266,8 @@ class Connection(asyncio.Protocol):
     # leaves the timer alone (when it fires it finds the deadline moved and waits on for it), and only an
     # earlier one replaces it. A keep-alive scraper's connection then schedules about one timer per
     # ``header_timeout`` instead of three per request.
-    def _arm(self, seconds: float) -> None:
+    def _arm(self, seconds: float, why: str) -> None:
+        self.why = why
         loop = self.front.loop
         self.deadline = deadline = loop.time() + seconds
         timer = self.timer
@@ -224,7 +287,7 @@ class Connection(asyncio.Protocol):
         if self.deadline > loop.time() + DEADLINE_SLACK:  # moved on since the timer was set
             self.timer = loop.call_at(self.deadline, self._expired)
             return
-        self.front.count("timeout")
+        self.front.closed(self.why)
         self.abort()
 
     def abort(self) -> None:
@@ -288,8 +351,8 @@ class Connection(asyncio.Protocol):
         self.busy = True
         keep_alive = keep_alive and not response.close
         body = response.body
-        parts = [body] if isinstance(body, bytes) else body
-        length = sum(map(len, parts))
+        stream = PartsBody([body] if isinstance(body, bytes) else body) if isinstance(body, (bytes, list)) else body
+        length = stream.length
         lines = [
             f"HTTP/1.1 {response.status} {REASONS.get(response.status, 'Unknown')}",
             f"Content-Type: {response.content_type}",
@@ -302,35 +365,36 @@ class Connection(asyncio.Protocol):
         elif request is not None and request.version == "HTTP/1.0":
             lines.append("Connection: keep-alive")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        self.front.count(str(response.status))
         if (request is not None and request.method == "HEAD") or not length:
-            parts = []
-        if length <= JOIN_BYTES:
-            transport.write(b"".join([head, *parts]))  # one write (a small body: every usual response)
-            parts = []
+            transport.write(head)
+            stream = PartsBody([])
+        elif length <= CHUNK_BYTES:  # one write: every usual response but an uncompressed /metrics
+            transport.write(b"".join([head, *iter(lambda: stream.read(CHUNK_BYTES), b"")]))
         else:
             transport.write(head)
-        self.front.count(str(response.status))
-        self._arm(self.front.limits.write_timeout)  # a client that does not read its response is dropped
-        self._unsent = list(parts)  # emptied as written; the caller's list stays as it was
-        self._unsent_at = 0
+        self.responding_since = self.front.loop.time()
+        self._arm(self.front.limits.write_timeout, "write_timeout")  # the whole response, read or not
+        self._body = stream
         self._keep_alive = keep_alive
         self._write_on()
 
     def _write_on(self) -> None:
-        """Write the response's remaining parts while the transport takes them (``resume_writing`` calls this
-        again): a large body is never copied into the transport's buffer whole."""
+        """Hand the transport the body's next chunks while its buffer is below ``WRITE_BUFFER_BYTES``
+        (``resume_writing`` calls this again): a client that does not read pins at most one chunk beyond it."""
         transport = self.transport
-        if transport is None or self.closed:
+        body = self._body
+        if transport is None or self.closed or body is None:
             return
-        parts = self._unsent
-        while self._unsent_at < len(parts):
-            if self.writing_paused:
-                return
-            transport.write(parts[self._unsent_at])
-            parts[self._unsent_at] = b""  # let the written part go (the transport holds what it did not send)
-            self._unsent_at += 1
-        self._unsent = []
-        self._unsent_at = 0
+        while not self.writing_paused:
+            chunk = body.read(CHUNK_BYTES)
+            if not chunk:
+                break
+            transport.write(chunk)
+        else:
+            return
+        self._body = None
+        self.responding_since = math.inf
         if not self._keep_alive:
             transport.close()  # after the buffer drains, or at the write deadline
             return
@@ -343,10 +407,10 @@ class Connection(asyncio.Protocol):
         if self.transport is not None and not self.closed:
             self.transport.resume_reading()
         if self.buffer:
-            self._arm(self.front.limits.header_timeout)
+            self._arm(self.front.limits.header_timeout, "header_timeout")
             self._next_request()
         else:
-            self._arm(self.front.limits.idle_timeout)
+            self._arm(self.front.limits.idle_timeout, "idle_timeout")
 
 
 class HTTPFront:
@@ -371,7 +435,8 @@ class HTTPFront:
         self.auth_pool = concurrent.futures.ThreadPoolExecutor(auth_threads, thread_name_prefix="bcrypt")
         self.auth_pending = 0
         self.connections: dict[Connection, None] = {}  # insertion order: oldest first
-        self.counts: dict[str, int] = {}
+        self.counts: dict[str, int] = {}  # responses by status, and auth_busy
+        self.closes: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)  # connections this server closed, by why
         self.sock = self._listen(address)
         self.server_address: tuple[str, int] = self.sock.getsockname()[:2]
         self._thread: threading.Thread | None = None
@@ -396,19 +461,25 @@ class HTTPFront:
     def count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
 
+    def closed(self, why: str) -> None:
+        """Count a connection this server closed, by why (``CLOSE_REASONS``)."""
+        self.closes[why] = self.closes.get(why, 0) + 1
+
     # --- connection bookkeeping (loop thread)
     def opened(self, conn: Connection) -> None:
         self.connections[conn] = None
         if len(self.connections) > self.limits.max_connections:
-            for old in self.connections:
-                if not old.busy:
-                    self.count("evicted")
-                    old.abort()
-                    self.connections.pop(old, None)
-                    break
-            else:  # every connection is sending a response: refuse the newcomer
-                self.count("refused")
+            victim = next((old for old in self.connections if not old.busy and old is not conn), None)
+            if victim is None:  # every other one is answering: drop the response that started first
+                writing = [old for old in self.connections if old.responding_since < math.inf]
+                victim = min(writing, key=lambda old: old.responding_since) if writing else None
+            if victim is None:  # every other one waits on its handler (bcrypt): refuse the newcomer
+                self.closed("refused")
                 conn.abort()
+                return
+            self.closed("evicted")
+            victim.abort()
+            self.connections.pop(victim, None)
 
     def lost(self, conn: Connection) -> None:
         self.connections.pop(conn, None)
