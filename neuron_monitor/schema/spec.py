@@ -95,6 +95,18 @@ def only(label: str, *values: str) -> Budget:
 NONZERO = Budget(nonzero=True)
 
 
+@dataclass(frozen=True, slots=True)
+class OtelName:
+    """What a family is under ``neuron-monitor-otlp --naming otel`` where an OpenTelemetry semantic convention
+    covers it (``hw.errors``, ``hw.status`` ...); a family without one gets the exporter's generic name."""
+
+    name: str  # the convention's metric name
+    unit: str = ""  # its UCUM unit ("{error}", "1" ...)
+    labels: tuple[tuple[str, str], ...] = ()  # (family label, attribute name) where the convention names one
+    values: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (label, ((value, convention's value) ...))
+    updown: bool = False  # a gauge the convention makes an UpDownCounter (a non-monotonic cumulative sum)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class PromFamily:
     """One Prometheus family a group produces. ``name`` is without ``_total``. Compared by identity."""
@@ -108,6 +120,7 @@ class PromFamily:
     drops_unlisted: bool = False  # counters: a key whose first label no sample named is dropped (device gone)
     budget: Budget = FULL  # what the exporter's default series budget keeps (see ``Budget``)
     created: bool = False  # counters: a ``<name>_created`` sample per series with ``--created-series``
+    otel: OtelName | None = None  # neuron-monitor-otlp --naming otel: its semantic convention, where one exists
 
 
 class PromSample(NamedTuple):
