@@ -49,8 +49,8 @@ class JsonEncoder:
             self._attrs[labels] = cached
         return cached
 
-    def _point(self, labels: Labels, value: float, start: int, time_ns: str, monotonic: bool) -> bytes:
-        start_part = b'"startTimeUnixNano":"%d",' % start if monotonic else b""
+    def _point(self, labels: Labels, value: float, start: int, time_ns: str, summed: bool) -> bytes:
+        start_part = b'"startTimeUnixNano":"%d",' % start if summed else b""
         return (
             b'{"attributes":'
             + self._point_attrs(labels)
@@ -72,6 +72,8 @@ class JsonEncoder:
         data = b'{"dataPoints":[' + b",".join(points) + b"]"
         if metric.monotonic:
             body = b'"sum":' + data + b',"aggregationTemporality":%d,"isMonotonic":true}' % CUMULATIVE
+        elif metric.updown:
+            body = b'"sum":' + data + b',"aggregationTemporality":%d,"isMonotonic":false}' % CUMULATIVE
         else:
             body = b'"gauge":' + data + b"}"
         return orjson.dumps(head)[:-1] + b"," + body + b"}"
@@ -105,7 +107,7 @@ class JsonEncoder:
             points: list[bytes] = []
             psize = 0
             for labels, value, start in metric.points:
-                point = self._point(labels, value, start, stamp, metric.monotonic)
+                point = self._point(labels, value, start, stamp, metric.monotonic or metric.updown)
                 if points and psize + len(point) > room:
                     chunk = self._metric(metric, points)
                     if batch and size + len(chunk) > room:

@@ -42,6 +42,7 @@ class MetricName:
     description: str
     keys: tuple[str | None, ...]  # one per label of the family
     values: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None  # rewrites label values (None: as they are)
+    updown: bool = False  # a gauge sent as an UpDownCounter (a non-monotonic cumulative sum)
 
 
 @dataclass(slots=True)
@@ -49,8 +50,9 @@ class MetricOut:
     name: str
     description: str
     unit: str
-    monotonic: bool  # a cumulative monotonic Sum (else a Gauge)
+    monotonic: bool  # a cumulative monotonic Sum (else a Gauge, or the non-monotonic Sum of ``updown``)
     points: list[Point]
+    updown: bool = False  # a cumulative non-monotonic Sum (an UpDownCounter's)
 
 
 class StartTimes:
@@ -129,12 +131,25 @@ class ReportConverter:
                     )
                     for values, value in family.samples.items()
                 ]
+            elif named.updown:  # its start: when the series was first sent (a level may go down: no reset)
+                mname = named.name
+                points = [
+                    (
+                        (keys, rewrite(values) if rewrite else values),
+                        value,
+                        start_of(mname, values, 0.0, time_ns, period_ns),
+                    )
+                    for values, value in family.samples.items()
+                ]
             else:
                 points = [
                     ((keys, rewrite(values) if rewrite else values), 1.0 if family.kind == INFO else value, 0)
                     for values, value in family.samples.items()
                 ]
-            out.append(MetricOut(named.name, named.description, named.unit, family.kind == COUNTER, points))
+            counter = family.kind == COUNTER
+            out.append(
+                MetricOut(named.name, named.description, named.unit, counter, points, named.updown and not counter)
+            )
         return out
 
 

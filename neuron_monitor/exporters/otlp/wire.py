@@ -31,6 +31,7 @@ ATTR_CACHE_LIMIT = 200_000  # kept attribute encodings (cleared past it: the cac
 _gauge_point = struct.Struct("<BQBd").pack  # time_unix_nano (3), as_double (4)
 _sum_point = struct.Struct("<BQBQBd").pack  # start_time_unix_nano (2), time_unix_nano (3), as_double (4)
 _SUM_TAIL = b"\x10\x02\x18\x01"  # aggregation_temporality = CUMULATIVE, is_monotonic = true
+_UPDOWN_TAIL = b"\x10\x02"  # aggregation_temporality = CUMULATIVE (is_monotonic false: its default)
 
 
 def varint(n: int) -> bytes:
@@ -80,7 +81,7 @@ class ProtobufEncoder:
     def _points(self, metric: MetricOut, time_ns: int) -> Iterator[bytes]:
         """Each data point as a ``data_points`` (1) field."""
         point_attrs = self._point_attrs
-        if metric.monotonic:
+        if metric.monotonic or metric.updown:
             for attrs, value, start in metric.points:
                 body = point_attrs(attrs) + _sum_point(0x11, start, 0x19, time_ns, 0x21, value)
                 yield b"\x0a" + varint(len(body)) + body
@@ -98,6 +99,8 @@ class ProtobufEncoder:
         data = b"".join(points)
         if metric.monotonic:
             return head + field_bytes(7, data + _SUM_TAIL)
+        if metric.updown:
+            return head + field_bytes(7, data + _UPDOWN_TAIL)
         return head + field_bytes(5, data)
 
     def _metric_chunks(self, metric: MetricOut, time_ns: int, room: int) -> Iterator[tuple[bytes, int]]:

@@ -141,6 +141,15 @@ FAM_STATE = S.PromFamily(
     "Health verdict of the Neuron device: 1 for its current state (healthy, unhealthy or unknown), 0 for the others",
     S.INSTANCE_SCOPE,
     (*_DEV, "state"),
+    # OpenTelemetry's hardware conventions: hw.status, an UpDownCounter per hw.state (ok and failed are theirs;
+    # unknown has no counterpart there and stays unknown)
+    otel=S.OtelName(
+        "hw.status",
+        "1",
+        labels=(("state", "hw.state"),),
+        values=(("state", (("healthy", "ok"), ("unhealthy", "failed"))),),
+        updown=True,
+    ),
 )
 FAM_REASON = S.PromFamily(
     "neuron_device_health_reason",

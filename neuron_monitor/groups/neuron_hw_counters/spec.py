@@ -62,6 +62,8 @@ FAM_ECC = S.PromFamily(
     ("neuron_device_index", "event_type"),
     drops_unlisted=True,
     created=True,
+    # OpenTelemetry's hardware conventions: hw.errors (Counter, {error}) with error.type (docs/otlp.md)
+    otel=S.OtelName("hw.errors", "{error}", labels=(("event_type", "error.type"),)),
 )
 
 

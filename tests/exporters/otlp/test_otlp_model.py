@@ -194,8 +194,11 @@ def test_otel_naming() -> None:
     assert "neuron.neuroncore_utilization" in names and "neuron.runtime_memory_used" in names
     util = next(p for (n, a), p in points.items() if n == "neuron.neuroncore_utilization")
     assert util["unit"] == "1"
-    ecc = [a for n, a in points if n == "neuron.hardware_ecc_events"]
-    assert ecc and all(("hw.type", "npu") in a and any(k == "hw.id" for k, _ in a) for a in ecc)
+    ecc = [(a, p) for (n, a), p in points.items() if n == "hw.errors"]  # the spec's semantic convention
+    assert ecc and all(("hw.type", "npu") in a and any(k == "hw.id" for k, _ in a) for a, _ in ecc)
+    assert {dict(a)["error.type"] for a, _ in ecc} >= {"mem_ecc_corrected", "mem_ecc_uncorrected"}
+    assert all(p["monotonic"] and p["unit"] == "{error}" for _, p in ecc)
+    assert not any(n == "neuron.hardware_ecc_events" for n, _ in points)
     assert not any(k in ("instance_id", "region") for n, a in points if n != "neuron.instance_info" for k, _ in a)
     latency = [dict(a) for n, a in points if n == "neuron.execution_latency"]
     assert {a["quantile"] for a in latency} >= {"0.5", "0.99"}

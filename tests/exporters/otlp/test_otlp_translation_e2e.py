@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.exporters.otlp.otlp_helpers import record_lines
 from tests.exporters.otlp.prom_translate import Series, translate
-from tests.exporters.otlp.receiver import Receiver
+from tests.exporters.otlp.receiver import Receiver, series
 from tests.exporters.prometheus.prom_process import ExporterProcess
 
 pytestmark = pytest.mark.e2e
@@ -76,3 +76,30 @@ def test_translated_points_are_the_prometheus_exporters_series(lines: list[bytes
     assert len(scraped) > 1000
     assert set(neuron) == set(scraped), (sorted(set(neuron) - set(scraped))[:5], sorted(set(scraped) - set(neuron))[:5])
     assert neuron == pytest.approx(scraped)
+
+
+def test_otel_naming_uses_the_specs_semantic_conventions(lines: list[bytes]) -> None:
+    """``--naming otel`` on the simulated host: device health as hw.status (an UpDownCounter per hw.state), ECC
+    events as hw.errors (a Counter with error.type), devices as hw.id + hw.type, no instance label on points."""
+    receiver = Receiver()
+    try:
+        otlp = subprocess.run(
+            [sys.executable, "-m", "neuron_monitor.exporters.otlp.cli", "--endpoint", receiver.url, "--naming", "otel"],
+            input=b"".join(lines),
+            capture_output=True,
+            timeout=120,
+        )
+        assert otlp.returncode == 0, otlp.stderr.decode()
+        points = series(receiver.accepted()[-1])
+    finally:
+        receiver.stop()
+    status = {a: p for (n, a), p in points.items() if n == "hw.status"}
+    assert len(status) == 16 * 3  # 16 devices x ok, failed, unknown
+    for attrs, p in status.items():
+        a = dict(attrs)
+        assert a["hw.type"] == "npu" and a["hw.state"] in ("ok", "failed", "unknown") and "hw.id" in a
+        assert p["kind"] == "sum" and p["monotonic"] is False and p["temporality"] == 2 and 0 < p["start"] < p["time"]
+    assert sum(p["value"] for a, p in status.items() if dict(a)["hw.state"] == "ok") == 16
+    errors = [p for (n, _), p in points.items() if n == "hw.errors"]
+    assert errors and all(p["monotonic"] and p["unit"] == "{error}" for p in errors)
+    assert not any(k in ("instance_id", "instance_type") for n, a in points if not n.endswith("_info") for k, _ in a)
