@@ -205,3 +205,39 @@ def test_sigterm_during_start_up_or_idle_ends_the_process() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_sigterm_while_start_up_waits_on_the_credential_chain_ends_the_process() -> None:
+    """--sigv4 looks for credentials, which may wait on the instance metadata service: a SIGTERM then ends the
+    process at once (here the metadata service accepts and never answers, with a 600 s timeout)."""
+    import os
+    import socket
+
+    imds = socket.socket()
+    imds.bind(("127.0.0.1", 0))
+    imds.listen(4)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT": f"http://127.0.0.1:{imds.getsockname()[1]}/",
+        "AWS_METADATA_SERVICE_TIMEOUT": "600",
+        "AWS_METADATA_SERVICE_NUM_ATTEMPTS": "1",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neuron_monitor.exporters.otlp.cli", "--endpoint", "http://127.0.0.1:9/v1/metrics",
+         "--sigv4", "us-west-2"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )  # fmt: skip
+    try:
+        imds.settimeout(DEADLINE)
+        conn, _ = imds.accept()  # botocore is waiting on the metadata service now
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(DEADLINE) == 0
+        conn.close()
+    finally:
+        proc.kill()
+        proc.wait()
+        imds.close()

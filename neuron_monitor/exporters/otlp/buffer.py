@@ -3,7 +3,7 @@
 ``put`` never blocks the reader (so the daemon upstream is never held up by the receiver). The queue holds at
 most ``max_reports`` reports (``--buffer-seconds`` of reports at their own cadence) and ``max_bytes`` of encoded
 bodies; past either, the oldest reports are dropped whole and counted (logged at most once a minute). The
-request the sender is working on is never dropped under it: the next oldest goes instead.
+report the sender is working on is never dropped under it: the next oldest goes instead.
 """
 
 from __future__ import annotations
@@ -88,8 +88,11 @@ class RequestBuffer:
                 )
 
     def _oldest_droppable(self) -> Request | None:
+        """The oldest request of a report other than the one in flight (a report is dropped whole or not at all,
+        and the one being delivered is finished first)."""
+        busy = self._in_flight.report if self._in_flight is not None else None
         for request in self._queue:
-            if request is not self._in_flight:
+            if request.report != busy:
                 return request
         return None
 

@@ -18,16 +18,20 @@ import threading
 
 
 class Stop:
-    """Set by SIGTERM/SIGINT or by the end of input."""
+    """Set by SIGTERM/SIGINT or by the end of input. Until ``running`` (start-up: imports, credentials, which may
+    wait on the network), a signal ends the process at once with 0; afterwards it starts the orderly stop."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signal_name = ""
+        self.running = False
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if not self.signal_name:
             self.signal_name = signal.Signals(signum).name
         self.event.set()
+        if not self.running:
+            raise SystemExit(0)
 
 
 # Signals first: installed before the rest of the program is even imported (a quarter of a second of imports),
@@ -280,6 +284,7 @@ def _read(
 
 def main(argv: list[str] | None = None) -> int:
     stop = STOP
+    stop.running = False  # (a signal before this point already ended the process)
     for signum in (signal.SIGTERM, signal.SIGINT):  # again, in case the module was imported long before main ran
         signal.signal(signum, stop.on_signal)
     prog = called_name(PROG)
@@ -339,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
         headers["Content-Encoding"] = "gzip"
     transport = Transport(endpoint, conn.headers, conn.timeout, context, signer)
     sender = Sender(buffer, transport, headers, RetryPolicy(args.retry_base_delay, args.retry_max_delay), json)
+    stop.running = True  # from here on a signal stops in order (delivery for STOP_FLUSH_SECONDS, then the summary)
+    if stop.event.is_set():
+        return 0
     sender.start()
     log.info(
         "started (version %s, pid %d): reading reports on stdin, pushing %s to %s",
