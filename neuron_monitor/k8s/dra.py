@@ -14,6 +14,10 @@ seconds and reads at most ``max_claim_gets`` claims per refresh, so a node with 
 of requests per period; after a request with no HTTP answer (a timeout) it asks nothing more until the next refresh,
 so an unreachable server costs one timeout per refresh, not one per claim.
 
+Only this node's slices are used: the list asks for ``spec.nodeName=<node>``, and a slice that names another node
+(or none) anyway, from a server that ignores the selector or a pool name shared across nodes, is refused and named
+in ``errors``; without a node name, slices are used only while they all name one node.
+
 Device names without the API: ``index_from_name`` accepts the two documented forms, ``neurondeviceN`` (AWS's DRA
 docs) and ``neuron-device-N`` (the CloudWatch agent's open pull request), and nothing else.
 """
@@ -105,6 +109,60 @@ def _attribute(attrs: dict[str, Any], driver: str, name: str) -> object:
         if kind in raw:
             return raw[kind]
     return None
+
+
+def slice_node(item: object) -> str:
+    """The node a ResourceSlice describes (``spec.nodeName``; empty for one that names none)."""
+    return _text(_dict(_dict(item).get("spec")).get("nodeName"))
+
+
+def slice_name(item: object) -> str:
+    return _text(_dict(_dict(item).get("metadata")).get("name"), 80) or "(unnamed)"
+
+
+class NodeCheck:
+    """Which slices are this node's: with ``node_name``, those whose ``spec.nodeName`` is it; without, those of
+    the one node every listed slice names (more than one: none). ``refused`` says what was left out."""
+
+    def __init__(self, node_name: str) -> None:
+        self.node_name = node_name
+        self.refused: list[tuple[str, str]] = []  # (slice name, the node it names)
+        self.nodes: set[str] = set()
+
+    def keep(self, items: list[Any], driver: str) -> list[Any]:
+        out = []
+        for item in items:
+            if _dict(_dict(item).get("spec")).get("driver") != driver:
+                continue
+            node = slice_node(item)
+            self.nodes.add(node)
+            if not node or (self.node_name and node != self.node_name):
+                if len(self.refused) < MAX_PAGES * int(PAGE_LIMIT):
+                    self.refused.append((slice_name(item), node))
+                continue
+            out.append(item)
+        return out
+
+    def ambiguous(self) -> bool:
+        """Without a node name: the slices name more than one node, so none can be trusted as this one's."""
+        return not self.node_name and len(self.nodes - {""}) > 1
+
+    def error(self) -> str:
+        """One line naming what was refused (empty when nothing was)."""
+        if self.ambiguous():
+            nodes = sorted(self.nodes - {""})
+            shown = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+            return (
+                f"resourceslices: refused every slice: they name {len(nodes)} nodes ({shown}) and this node's "
+                "name is not known (set NODE_NAME or --node-name)"
+            )
+        if not self.refused:
+            return ""
+        name, node = self.refused[0]
+        where = f"of node {node!r}" if node else "bound to no node"
+        more = f" and {len(self.refused) - 1} more" if len(self.refused) > 1 else ""
+        mine = f" (this node is {self.node_name!r})" if self.node_name else ""
+        return f"resourceslices: refused slice {name!r} {where}{more}{mine}: only this node's devices are attributed"
 
 
 def parse_slices(items: list[Any], driver: str, out: dict[DeviceKey, SliceDevice], gen: dict[str, int]) -> None:
@@ -221,6 +279,7 @@ class DraDirectory:
         self._claims: dict[tuple[str, str], tuple[float, ClaimDetails | None]] = {}
         self._gets_left = max_claim_gets
         self._slice_error = ""
+        self._refused_error = ""  # slices of another node (or of none) in the last listing
         self._unreachable = False  # a request of this refresh got no HTTP answer: one timeout per refresh at most
         self._claim_errors: dict[tuple[str, str], str] = {}
         self._version = API_VERSIONS[0]
@@ -238,7 +297,7 @@ class DraDirectory:
     def errors(self) -> list[str]:
         """What the last reads that failed said (until a read of the same thing succeeds): what is cached is
         missing exactly this, so it is reported at every refresh, not only at those that read again."""
-        out = [self._slice_error] if self._slice_error else []
+        out = [text for text in (self._slice_error, self._refused_error) if text]
         for text in self._claim_errors.values():
             if text not in out and len(out) < 8:
                 out.append(text)
@@ -253,10 +312,11 @@ class DraDirectory:
             devices: dict[DeviceKey, SliceDevice] = {}
             generations: dict[str, int] = {}
             query = {"fieldSelector": selector, "limit": PAGE_LIMIT}
+            check = NodeCheck(self.node_name)
             try:
                 for _ in range(MAX_PAGES):
                     answer = _dict(self.api.get(f"/apis/resource.k8s.io/{version}/resourceslices", query))
-                    parse_slices(_list(answer.get("items")), self.driver, devices, generations)
+                    parse_slices(check.keep(_list(answer.get("items")), self.driver), self.driver, devices, generations)
                     token = _text(_dict(answer.get("metadata")).get("continue"), 4096)
                     if not token or len(devices) >= MAX_SLICE_DEVICES:
                         break
@@ -267,7 +327,8 @@ class DraDirectory:
                     continue
                 raise
             self._version = version
-            return devices
+            self._refused_error = check.error()
+            return {} if check.ambiguous() else devices
         assert last is not None
         raise last
 

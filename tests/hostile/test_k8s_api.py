@@ -198,3 +198,47 @@ def test_an_unreachable_server_costs_one_timeout_per_refresh(token_file: str) ->
         assert any("0.3 s" in e for e in directory.errors)
     finally:
         listener.close()
+
+
+def _node_slice(node: str, pool: str, device_id: int, generation: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{node}-neuron"},
+        "spec": {
+            "driver": "neuron.aws.com",
+            "nodeName": node,
+            "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1},
+            "devices": [{"name": "dev-a", "attributes": {"deviceId": {"int": device_id}}}],
+        },
+    }
+
+
+def test_a_slice_of_another_node_is_refused_and_named(api: StubApiServer, token_file: str) -> None:
+    """Before (issue 39): a server that ignores the field selector answered node-b's slice of the same pool name
+    (a newer generation), and node-b's device 0 was attributed on node-a."""
+    api.ignore_node_selector = True
+    api.slices = [_node_slice("node-a", "shared", 5, 1), _node_slice("node-b", "shared", 0, 2)]
+    directory = DraDirectory(KubeApi(api.url, token_file, None, timeout=5.0), node_name="node-a")
+    directory.begin()
+    devices = directory.slice_devices()
+    assert {key: d.device_id for key, d in devices.items()} == {("shared", "dev-a"): 5}
+    (error,) = directory.errors
+    assert "node-b-neuron" in error and "'node-b'" in error and "this node is 'node-a'" in error
+    api.slices.append({**_node_slice("", "shared", 3, 3), "metadata": {"name": "unbound"}})
+    directory.begin()
+    devices = directory._list_slices()  # listed again now (the cache would wait max_age)
+    assert {key: d.device_id for key, d in devices.items()} == {("shared", "dev-a"): 5}
+    assert "and 1 more" in directory.errors[0]
+
+
+def test_without_a_node_name_slices_of_several_nodes_are_all_refused(api: StubApiServer, token_file: str) -> None:
+    api.slices = [_node_slice("node-a", "shared", 5, 1), _node_slice("node-b", "shared", 0, 2)]
+    directory = DraDirectory(KubeApi(api.url, token_file, None, timeout=5.0))
+    directory.begin()
+    assert directory.slice_devices() == {}
+    (error,) = directory.errors
+    assert "2 nodes (node-a, node-b)" in error and "NODE_NAME" in error
+    api.slices = [_node_slice("node-a", "shared", 5, 1)]
+    lone = DraDirectory(KubeApi(api.url, token_file, None, timeout=5.0))
+    lone.begin()
+    assert {key: d.device_id for key, d in lone.slice_devices().items()} == {("shared", "dev-a"): 5}
+    assert lone.errors == []

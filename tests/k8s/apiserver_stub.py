@@ -4,7 +4,8 @@ ResourceSlices (list, with field selectors and pages) and ResourceClaims (get) t
 Behaviour switches for hostile cases: ``status`` (answer every request with this status and a Status object),
 ``huge`` (a body of that many bytes), ``chunked`` (no Content-Length), ``drip`` (send the body one byte per
 ``drip`` seconds, chunked), ``not_json``,
-``missing_versions`` (API versions answered 404). ``requests`` records (path, query, Authorization header).
+``missing_versions`` (API versions answered 404), ``ignore_node_selector`` (answer the slices of every node
+whatever ``spec.nodeName`` the field selector asks for). ``requests`` records (path, query, Authorization header).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class StubApiServer:
         self.drip = 0.0
         self.chunked = False
         self.not_json = False
+        self.ignore_node_selector = False
         self.missing_versions: set[str] = set()
         self.requests: list[tuple[str, dict[str, list[str]], str]] = []
         self._lock = threading.Lock()
@@ -136,7 +138,7 @@ class StubApiServer:
             if all(
                 (s["spec"].get("driver") if k == "spec.driver" else s["spec"].get("nodeName")) == v
                 for k, v in selectors.items()
-                if k in ("spec.driver", "spec.nodeName")
+                if k == "spec.driver" or (k == "spec.nodeName" and not self.ignore_node_selector)
             )
         ]
         start = int(query.get("continue", ["0"])[0])
