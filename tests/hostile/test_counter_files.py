@@ -165,7 +165,7 @@ def test_hw_counters_name_a_bad_file_and_count_nothing_from_it(tree: Any, raw: b
     devs[3].ecc["mem_ecc_corrected"].write(raw)
     body = g.collect()
     assert "mem_ecc_corrected of neuron_device 3" in body["error"]
-    assert body["neuron_devices"][3]["mem_ecc_corrected"] == 0
+    assert "mem_ecc_corrected" not in body["neuron_devices"][3]  # not read: left out, never 0
     assert all(n >= 0 for n in numbers(body)) and max(numbers(body)) < 2**16
     devs[3].ecc["mem_ecc_corrected"].write(b"4\n")
     g.collect()  # the counter is good again: its baseline
