@@ -80,8 +80,16 @@ lint: $(VENV)/.installed  ## ruff check, ruff format --check, mypy --strict
 bench: $(VENV)/.installed  ## every benchmark in bench/ (each prints its ratio to its baseline)
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b; done
 
-dist: $(VENV)/.installed  ## the wheel and the sdist in dist/ (python -m build)
-	$(PY) -m build --outdir dist .
+# `make dist` needs only the build tools, in a virtualenv of their own (not the test toolchain)
+BUILD_VENV ?= .venv-build
+$(BUILD_VENV)/.installed:
+	@echo "[venv] creating $(BUILD_VENV): the build tools only (build, setuptools)"
+	@python3 -m venv $(BUILD_VENV)
+	@set -o pipefail; $(BUILD_VENV)/bin/python -m pip install --disable-pip-version-check 'build>=1.2' 'setuptools>=77' 2>&1 | $(PIP_LINES)
+	@touch $@
+
+dist: $(BUILD_VENV)/.installed  ## the wheel (abi3: one for every CPython >= 3.10) and the sdist in dist/
+	$(BUILD_VENV)/bin/python -m build --no-isolation --outdir dist .
 
 # FLEET_NODES simulated nodes -> Prometheus agent -> remote write -> central Prometheus (docs/fleet.md)
 FLEET_NODES ?= 100

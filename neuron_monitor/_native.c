@@ -32,7 +32,99 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h> /* qsort: Python.h includes it only outside the limited API */
 #include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------------- */
+/* The stable ABI: setup.py builds this file with Py_LIMITED_API = 3.10 (the oldest supported Python), so that one
+ * abi3 wheel serves every CPython from 3.10 on. Under the limited API the access macros below are the functions of
+ * the same meaning (the same borrowed/stolen references), and the buffer protocol, which joined the stable ABI in
+ * 3.11, is a copy: a view of an array.array or a memoryview is its tobytes(), with its typecode or format and
+ * itemsize. Built without Py_LIMITED_API (a plain compile), every name below is CPython's own.
+ * tests/deploy/test_abi3.py compiles this file with -DPy_LIMITED_API=0x030A0000 -Werror. */
+#ifdef Py_LIMITED_API
+#define PyTuple_GET_SIZE(o) PyTuple_Size(o)
+#define PyTuple_GET_ITEM(o, i) PyTuple_GetItem((o), (i))
+#define PyList_GET_SIZE(o) PyList_Size(o)
+#define PyList_GET_ITEM(o, i) PyList_GetItem((o), (i))
+#define PyList_SET_ITEM(o, i, v) ((void)PyList_SetItem((o), (i), (v)))
+#define PyFloat_AS_DOUBLE(o) PyFloat_AsDouble(o)
+#define PyBytes_GET_SIZE(o) PyBytes_Size(o)
+#define PyBytes_AS_STRING(o) PyBytes_AsString(o)
+#define PyDict_GET_SIZE(o) PyDict_Size(o)
+#ifndef Py_SETREF
+#define Py_SETREF(dst, src)                                                                                        \
+    do {                                                                                                           \
+        PyObject **nm_ref_ = (PyObject **)&(dst);                                                                  \
+        PyObject *nm_old_ = *nm_ref_;                                                                              \
+        *nm_ref_ = (PyObject *)(src);                                                                              \
+        Py_DECREF(nm_old_);                                                                                        \
+    } while (0)
+#define Py_XSETREF(dst, src)                                                                                       \
+    do {                                                                                                           \
+        PyObject **nm_ref_ = (PyObject **)&(dst);                                                                  \
+        PyObject *nm_old_ = *nm_ref_;                                                                              \
+        *nm_ref_ = (PyObject *)(src);                                                                              \
+        Py_XDECREF(nm_old_);                                                                                       \
+    } while (0)
+#endif
+#if Py_LIMITED_API + 0 < 0x030B0000
+typedef struct {
+    void *buf;
+    PyObject *obj; /* the bytes copy */
+    Py_ssize_t len, itemsize;
+    int ndim;
+    char *format;
+    char fmt[2];
+} nm_buffer;
+#define Py_buffer nm_buffer
+#define PyBUF_FORMAT 0x0004
+#define PyBUF_C_CONTIGUOUS 0x0038
+#define PyObject_GetBuffer nm_get_buffer
+#define PyBuffer_Release nm_buffer_release
+
+/* A copy of an array.array's or a memoryview's items; -1 with an exception for anything else. */
+static int nm_get_buffer(PyObject *obj, nm_buffer *view, int flags) {
+    (void)flags;
+    memset(view, 0, sizeof(*view));
+    PyObject *code = PyObject_HasAttrString(obj, "typecode") ? PyObject_GetAttrString(obj, "typecode")
+                                                              : PyObject_GetAttrString(obj, "format");
+    if (code == NULL) return -1;
+    Py_ssize_t size = 0;
+    const char *text = PyUnicode_Check(code) ? PyUnicode_AsUTF8AndSize(code, &size) : NULL;
+    if (text == NULL || size != 1) {
+        Py_DECREF(code);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "not a one-letter typecode");
+        return -1;
+    }
+    view->fmt[0] = text[0];
+    Py_DECREF(code);
+    PyObject *itemsize = PyObject_GetAttrString(obj, "itemsize");
+    if (itemsize == NULL) return -1;
+    view->itemsize = PyLong_AsSsize_t(itemsize);
+    Py_DECREF(itemsize);
+    if (view->itemsize <= 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "bad itemsize");
+        return -1;
+    }
+    PyObject *bytes = PyObject_CallMethod(obj, "tobytes", NULL);
+    if (bytes == NULL) return -1;
+    if (!PyBytes_Check(bytes)) {
+        Py_DECREF(bytes);
+        PyErr_SetString(PyExc_TypeError, "tobytes() did not return bytes");
+        return -1;
+    }
+    view->obj = bytes;
+    view->buf = PyBytes_AsString(bytes);
+    view->len = PyBytes_Size(bytes);
+    view->ndim = 1;
+    view->format = view->fmt;
+    return 0;
+}
+
+static void nm_buffer_release(nm_buffer *view) { Py_CLEAR(view->obj); }
+#endif
+#endif
 
 /* ---------------------------------------------------------------------------------------------------------- */
 /* /proc/stat                                                                                                  */

@@ -1,6 +1,7 @@
 """The wheel and the sdist (`make dist`: python -m build): built from the sdist, the wheel installs every command
-(each answers --version), ships the Grafana dashboard the exporter serves and, where a compiler is here, the
-compiled helper; the README's install lines work on what was built."""
+(each answers --version), ships the Grafana dashboard the exporter serves, the host files (systemd units,
+configurations, rules, manifests, dashboards) and, where a compiler is here, the compiled helper built against the
+stable ABI (a cp310-abi3 wheel); the README's install lines work on what was built (neuron-monitor-install)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ pytest.importorskip("build")
 
 REPO = Path(__file__).resolve().parents[2]
 
+from neuron_monitor.install.files import shipped_files  # noqa: E402
+
 
 @pytest.mark.e2e
 def test_wheel_and_sdist_install_every_command(tmp_path: Path) -> None:
@@ -26,17 +29,23 @@ def test_wheel_and_sdist_install_every_command(tmp_path: Path) -> None:
                    check=True, capture_output=True, timeout=900)  # fmt: skip
     (wheel,) = dist.glob("neuron_monitor-*.whl")
     (sdist,) = dist.glob("neuron_monitor-*.tar.gz")
-    with tarfile.open(sdist) as tar:
-        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    names = {n.split("/", 1)[1] for n in tar_names(sdist) if "/" in n}
     assert {"setup.py", "pyproject.toml", "MANIFEST.in", "dashboards/neuron-monitor.json"} <= names
     assert {"neuron_monitor/_native.c", "neuron_monitor/_native.pyi"} <= names
     with zipfile.ZipFile(wheel) as zf:
         members = set(zf.namelist())
     assert "neuron_monitor/exporters/prometheus/dashboard.json" in members
+    # the host files: every shipped file, the same bytes as the source tree's (neuron-monitor-install writes them)
+    shipped = sorted(n.split("/_shipped/", 1)[1] for n in members if n.startswith("neuron_monitor/_shipped/"))
+    assert shipped == shipped_files(REPO) and {"systemd/neuron-monitor@.service", "configs/monitor.conf"} <= set(
+        shipped
+    )
+    assert {f"{sdist.name[: -len('.tar.gz')]}/{n}" for n in shipped} <= {n for n in tar_names(sdist)}
     if sys.platform == "linux" and any(
         n.startswith("neuron_monitor/_native.") for n in os.listdir(REPO / "neuron_monitor")
-    ):
-        assert any(n.startswith("neuron_monitor/_native.") and n.endswith(".so") for n in members)
+    ):  # the helper against the stable ABI: one wheel for every CPython >= 3.10
+        assert "neuron_monitor/_native.abi3.so" in members
+        assert wheel.name.endswith("-cp310-abi3-linux_x86_64.whl"), wheel.name
 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target),
@@ -56,18 +65,32 @@ def test_wheel_and_sdist_install_every_command(tmp_path: Path) -> None:
     assert Path(where) == target / "neuron_monitor" / "exporters" / "prometheus" / "dashboard.json"
 
     # the README's own install lines, in the directory holding the wheel (pip --dry-run: the file names and
-    # extras as bash expands them must name the wheel; a quoted glob does not)
-    etc = tmp_path / "etc"
-    for line in readme_install_block().splitlines():  # the configuration taken from the sdist, as the README says
-        if line.startswith(("install -d ", "tar ")):
-            got = subprocess.run(["bash", "-c", line.replace("/etc/neuron-monitor", str(etc))], cwd=dist,
-                                 capture_output=True, text=True, timeout=60)  # fmt: skip
-            assert got.returncode == 0, got.stderr
-    assert (etc / "monitor.conf").read_bytes() == (REPO / "configs" / "monitor.conf").read_bytes()
+    # extras as bash expands them must name the wheel; a quoted glob does not); neuron-monitor-install below a
+    # scratch root
+    root = tmp_path / "root"
+    for line in readme_install_block().splitlines():
+        if line.startswith("/opt/neuron-monitor/bin/neuron-monitor-install "):
+            cmd = line.split("  #", 1)[0].replace("/opt/neuron-monitor/bin/", f"{target}/bin/")
+            cmd = cmd.replace("/opt/neuron-monitor/share", str(root / "share"))
+            cmd += f" --root {root}" if "--systemd" in cmd else ""
+            got = subprocess.run(["bash", "-c", cmd], cwd=dist, env=env, capture_output=True, text=True, timeout=60)
+            assert got.returncode == 0, (cmd, got.stderr)
+    assert (root / "etc/neuron-monitor/monitor.conf").read_bytes() == (REPO / "configs/monitor.conf").read_bytes()
+    for unit in ("neuron-monitor@.service", "neuron-monitor-prometheus.socket", "neuron-monitor-cloudwatch.target"):
+        assert (root / "etc/systemd/system" / unit).read_bytes() == (REPO / "systemd" / unit).read_bytes()
+    assert (root / "etc/neuron-monitor/prometheus.env").is_file()
+    for name in ("deploy/kubernetes/daemonset.yaml", "deploy/prometheus/neuron-monitor.rules.yml",
+                 "dashboards/neuron-fleet.json"):  # fmt: skip
+        assert (root / "share" / name).read_bytes() == (REPO / name).read_bytes()
     for args in readme_pip_installs():
         line = f"{sys.executable} -m pip install --dry-run --no-deps --no-index --quiet {args}"
         got = subprocess.run(["bash", "-c", line], cwd=dist, capture_output=True, text=True, timeout=300)
         assert got.returncode == 0, (args, got.stderr[-500:])
+
+
+def tar_names(sdist: Path) -> list[str]:
+    with tarfile.open(sdist) as tar:
+        return tar.getnames()
 
 
 def readme_install_block() -> str:
