@@ -14,6 +14,7 @@ import runpy
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 DASHBOARD = Path("dashboards") / "neuron-monitor.json"
@@ -54,13 +55,24 @@ class BuildWithDashboard(build_py):
                 self.copy_file(str(source), str(target))
 
 
+class BuildExtAbi3(build_ext):
+    """build_ext, removing an in-place helper of an older, interpreter-specific build first: Python prefers
+    ``_native.cpython-3XX-*.so`` to ``_native.abi3.so``, so a stale one would shadow the new build."""
+
+    def run(self) -> None:
+        if self.inplace or getattr(self, "editable_mode", False):
+            for stale in Path("neuron_monitor").glob("_native.cpython-*.so"):
+                stale.unlink()
+        super().run()
+
+
 # The helper uses the stable ABI of the oldest supported Python (requires-python), so one abi3 wheel serves every
 # CPython from 3.10 on (_native.c, "The stable ABI"; tests/deploy/test_abi3.py).
 LIMITED_API = ("Py_LIMITED_API", "0x030A0000")
 ABI3_TAG = "cp310"
 
 setup(
-    cmdclass={"build_py": BuildWithDashboard},
+    cmdclass={"build_py": BuildWithDashboard, "build_ext": BuildExtAbi3},
     ext_modules=[
         Extension(
             "neuron_monitor._native",
