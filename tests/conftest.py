@@ -21,9 +21,25 @@ from types import ModuleType
 
 import pytest
 
+from neuron_monitor.sim.layouts import REORGANIZED
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 GROUPS = REPO / "neuron_monitor" / "groups"
+
+
+# The driver layouts the simulator imitates (sim/layouts.py; where each node lives: docs/neuron-data.md): today's
+# layout at its default version, then each reorganized one. A ``driver`` value for TemporarySimulator, the
+# Simulator's options, DeviceTree and write_host_files; a group's tests run on each with the ``sim_driver`` fixture
+# or ``pytest.mark.parametrize("driver", SIM_LAYOUTS)``.
+SIM_LAYOUTS: tuple[str, ...] = ("2.30.2.0", *REORGANIZED)
+
+
+@pytest.fixture(params=SIM_LAYOUTS)
+def sim_driver(request: pytest.FixtureRequest) -> str:
+    """Each of `SIM_LAYOUTS` in turn."""
+    driver: str = request.param
+    return driver
 
 
 def group_testdata(group: str, name: str) -> Path:

@@ -67,6 +67,17 @@ def _watch_interval(text: str) -> float:
     return value
 
 
+def add_sim_driver(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--sim-driver``: the driver the simulated host imitates (neuron-monitor and neuron-monitor-top)."""
+    p.add_argument(
+        "--sim-driver",
+        default=None,
+        metavar="VERSION|LAYOUT",
+        help="driver the simulated host imitates: a version (default 2.30.2.0) or a reorganized layout "
+        "(moved-cores, regrouped; docs/neuron-data.md)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         "neuron-monitor",
@@ -86,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", default="/", metavar="DIR", help="read every host file below this directory (e.g. /host)")
     p.add_argument("--simulate", metavar="SHAPE", help="run against a temporary simulated host (e.g. trn1.32xlarge)")
     p.add_argument("--sim-runtimes", type=positive_int, default=None, metavar="N", help="simulated runtimes")
+    add_sim_driver(p)
     p.add_argument("--seed", type=int, default=0, help="simulator seed")
     p.add_argument("--record", metavar="FILE", help="also append every report to this recording (rotated)")
     p.add_argument(
@@ -190,7 +202,9 @@ def host_root(args: argparse.Namespace) -> Iterator[str]:
     except ImportError as e:
         raise ConfigError(f"--simulate: the simulator is not available in this build ({e})") from None
     try:
-        options = getattr(args, "sim_options", None) or {}  # neuron-monitor-top's demo host (top/cli.py)
+        options = dict(getattr(args, "sim_options", None) or {})  # neuron-monitor-top's demo host (top/cli.py)
+        if getattr(args, "sim_driver", None):
+            options["driver"] = args.sim_driver
         sim = TemporarySimulator(args.simulate, runtimes=args.sim_runtimes, seed=args.seed, **options)
     except (KeyError, ValueError) as e:
         raise ConfigError(f"--simulate: {e.args[0] if e.args else e}") from None

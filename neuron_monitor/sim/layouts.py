@@ -3,8 +3,8 @@
 ``--driver`` (and the ``driver`` option of `TemporarySimulator`) takes either a plain version, which keeps the
 layout of that version (``2.30.2.0``, the default; ``2.24.7.0``; before 2.8 the stats live under ``metrics/``),
 or the name of a *reorganized* layout. The Neuron driver 2.31 and later reorganized its sysfs tree and moved
-several nodes to new paths, not backwards compatible; which nodes moved is not public (AWS Neuron release notes,
-Neuron driver 2.31). The reorganized layouts here are the simulator's own inventions, made to test readers that
+several nodes to new paths, not backwards compatible; which nodes moved is not public (the Neuron sysfs user
+guide of SDK 2.33.0). The reorganized layouts here are the simulator's own inventions, made to test readers that
 find a node by its name and the directories right above it (``hardware/mem_ecc_uncorrected``,
 ``power/utilization``, ``status/success/total``, ``memory_usage/host_mem/tensors/total``,
 ``health_status/unhealthy_components``): those tails are kept, only their ancestors move. They imitate no real
@@ -82,4 +82,4 @@ def driver_layout(value: str | DriverLayout | None, shape: Shape) -> DriverLayou
     if _VERSION.match(value):
         return DriverLayout(value)
     known = ", ".join(REORGANIZED)
-    raise ValueError(f"--driver {value!r}: neither a version (e.g. 2.30.2.0) nor a layout ({known})")
+    raise ValueError(f"driver {value!r}: neither a version (e.g. 2.30.2.0) nor a layout ({known})")

@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-from neuron_monitor.daemon.cli import host_root
+from neuron_monitor.daemon.cli import add_sim_driver, host_root
 from neuron_monitor.daemon.config_values import ConfigError
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT
 from neuron_monitor.top.controls import ViewState
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--simulate", metavar="SHAPE", help="collect from a temporary simulated host (e.g. trn2.48xlarge)")
     src.add_argument("--sim-runtimes", type=positive_int, default=None, metavar="N", help="simulated runtimes")
     src.add_argument("--seed", type=int, default=0, help="simulator seed")
+    add_sim_driver(src)
     src.add_argument(
         "--sim-steady",
         action="store_true",
