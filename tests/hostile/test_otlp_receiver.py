@@ -10,7 +10,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -192,16 +191,19 @@ def test_a_receiver_that_is_down_bounds_the_buffer_and_counts_what_it_drops() ->
     assert "connection refused" in err and "buffer full" in err
 
 
-def test_sigterm_during_start_up_or_idle_ends_the_process() -> None:
+def test_sigterm_while_idle_ends_the_process() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "neuron_monitor.exporters.otlp.cli", "--endpoint", "http://127.0.0.1:9/v1/metrics"],
+        [sys.executable, "-m", "neuron_monitor.exporters.otlp.cli", "--endpoint", "http://127.0.0.1:9/v1/metrics",
+         "-v", "3"],
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
-    )
+    )  # fmt: skip
     try:
-        time.sleep(0.2)  # anywhere in start-up or waiting for input: the handler is installed first
+        assert proc.stderr is not None
+        assert b"started" in proc.stderr.readline()  # running, waiting for input
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(DEADLINE) == 0
+        assert '"reason":"SIGTERM"' in proc.stderr.read().decode()
     finally:
         proc.kill()
         proc.wait()

@@ -103,7 +103,7 @@ def key(metric: dict[str, str]) -> Series | None:
 
 def test_pushed_series_equal_the_scraped_ones_in_a_real_receiver(tmp_path: Path) -> None:
     lines = record_lines(tmp_path, REPORTS)
-    exporter = ExporterProcess()
+    exporter = ExporterProcess("--stale-floor", "600")  # a starved machine may take long between steps
     vm = Victoria(tmp_path, f"127.0.0.1:{exporter.port}")
     try:
         exporter.send(*lines)
