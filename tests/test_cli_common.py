@@ -42,6 +42,26 @@ def test_help_shows_defaults_once() -> None:
     assert "(default 1) (default" not in text
 
 
+def test_help_names_no_empty_default() -> None:
+    p = ArgumentParser("neuron-monitor-x")
+    p.add_argument("--cluster-name", default="", help="ClusterName dimension")
+    p.add_argument("--header", action="append", default=[], help="a header")
+    assert "(default: )" not in p.format_help() and "(default: [])" not in p.format_help()
+
+
+@pytest.mark.parametrize(
+    "command",
+    sorted(p.name for p in VENV_BIN.glob("neuron-monitor*") if not p.name.endswith(".py")),
+)
+def test_no_command_help_shows_an_empty_default(command: str) -> None:
+    """Every installed command's --help: no "(default: )", "(default: [])" or "(default: None)" (issue 43)."""
+    got = subprocess.run([str(VENV_BIN / command), "--help"], capture_output=True, text=True, timeout=60,
+                         env={"COLUMNS": "200", "PATH": str(VENV_BIN)})  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    for empty in ("(default: )", "(default: [])", "(default: None)", "(default: '')"):
+        assert empty not in got.stdout, (command, [ln for ln in got.stdout.splitlines() if empty in ln])
+
+
 def test_called_name_keeps_the_py_alias(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["/usr/bin/neuron-monitor-prometheus.py"])
     assert called_name("neuron-monitor-prometheus") == "neuron-monitor-prometheus.py"

@@ -389,10 +389,10 @@ class TopModel(NamedTuple):
     running: bool
     device_bytes: int
     host_bytes: int
-    cores: tuple[int, ...]  # NeuronCores (within their device) its subgraphs run on
+    cores: tuple[int, ...]  # NeuronCores its subgraphs run on, numbered across the host (device * per device + core)
 
 
-def _no_models(_: Any) -> Sequence[TopModel] | None:
+def _no_models(_: Any, cores_per_device: int) -> Sequence[TopModel] | None:
     return None
 
 
@@ -444,7 +444,7 @@ class GroupSpec(Generic[T]):
     top: Callable[[T, float | None], Iterable[TopCell]] = _none
     top_bars: Callable[[T], Iterable[TopBar]] = _none  # the group's bars of the host line (TOP_HOST columns)
     # the models a runtime has loaded (the models view); None when the group lists none
-    top_models: Callable[[T], Sequence[TopModel] | None] = _no_models
+    top_models: Callable[[T, int], Sequence[TopModel] | None] = _no_models  # (value, cores_per_device)
     # device index -> the period's average power (percent of the device's maximum): the devices' power history
     top_device_power: Callable[[T], Mapping[int, float]] = _no_power
     # system groups: how many Neuron devices the object lists (the Prometheus exporter's readiness on a host whose

@@ -472,7 +472,7 @@ def _model_lines(s: Screen, width: int, by: str) -> list[Line]:
         for i, m in enumerate(r.models):
             listed += 1
             state = "running" if m.running else "loaded"
-            cores = ",".join(str(c) for c in m.cores) or "-"
+            cores = core_ranges(m.cores) or "-"
             row = f"{_fit_tail(m.name or '?', name_w):<{name_w}} {_fit(m.model_id, 6):>6} {state:<7} "
             row += f"{human_bytes(m.device_bytes):>8} {human_bytes(m.host_bytes):>8} {cores}"
             lines.append(

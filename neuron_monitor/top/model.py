@@ -93,7 +93,7 @@ class Model:
     running: bool
     device_bytes: int
     host_bytes: int
-    cores: tuple[int, ...]  # NeuronCores within their devices, as the subgraphs name them
+    cores: tuple[int, ...]  # NeuronCores its subgraphs run on, numbered across the host
 
 
 @dataclass(frozen=True)
@@ -207,16 +207,17 @@ class _Sums:
         return {int(core): values for core, values in totals.items()}
 
 
-def _models(entry: RuntimeEntry) -> tuple[Model, ...] | None:
-    """The runtime's loaded models, from the first of its groups whose spec lists them (``top_models``)."""
+def _models(entry: RuntimeEntry, cores_per_device: int) -> tuple[Model, ...] | None:
+    """The runtime's loaded models, from the first of its groups whose spec lists them (``top_models``), their
+    cores numbered across the host as in the runtimes view and det."""
     for group in entry.groups.values():
-        listed = group.spec.top_models(group.data())
+        listed = group.spec.top_models(group.data(), cores_per_device)
         if listed is not None:
             return tuple(Model(*m) for m in listed)
     return None
 
 
-def _runtime(entry: RuntimeEntry, sums: Iterable[RuntimeSum]) -> Runtime:
+def _runtime(entry: RuntimeEntry, sums: Iterable[RuntimeSum], cores_per_device: int) -> Runtime:
     cores: set[int] = set()
     for wanted in sums:
         cores.update(int(c) for c in _per_runtime(entry, wanted))
@@ -233,7 +234,7 @@ def _runtime(entry: RuntimeEntry, sums: Iterable[RuntimeSum]) -> Runtime:
         cells=_cells(entry.groups, TOP_RUNTIMES).get((), {}),
         utilization=sum(utils) / len(utils) if utils else None,
         memory=int(memory),
-        models=_models(entry),
+        models=_models(entry, cores_per_device),
     )
 
 
@@ -278,7 +279,9 @@ def _errors(report: Report) -> list[str]:
 
 
 def _group_errors(who: str, group: Group) -> list[str]:
-    out = [f"{who}: {group.error}"] if group.error else []
+    """The group's error and read problems; an error that says the host has none of the group's source (no EFA
+    adapter: ``Group.absent``) is not one, as for the exporters."""
+    out = [f"{who}: {group.error}"] if group.error and not group.absent else []
     problems = group.read()[1]
     if problems:
         out.append(f"{who}: malformed: {problems.first()}")
@@ -391,7 +394,7 @@ def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | Non
             _details(report),
         ),
         cores=cores,
-        runtimes=tuple(_runtime(e, (UTILIZATION_SUM, MEMORY_SUM)) for e in entries),
+        runtimes=tuple(_runtime(e, (UTILIZATION_SUM, MEMORY_SUM), per_device) for e in entries),
         hidden_runtimes=len(report.runtimes) - len(entries),
         errors=tuple(_errors(report)),
         skipped_collections=int(skipped) if skipped is not None else None,

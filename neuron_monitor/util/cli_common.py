@@ -41,7 +41,8 @@ def verbosity(text: str) -> int:
 
 
 class _HelpFormatter(argparse.HelpFormatter):
-    """Appends ``(default: X)`` to an option's help unless it names its default already or has none."""
+    """Appends ``(default: X)`` to an option's help unless it names its default already or has none (None, False,
+    or empty: an empty string or list would read "(default: )")."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
@@ -49,6 +50,7 @@ class _HelpFormatter(argparse.HelpFormatter):
             not action.option_strings
             or action.default is None
             or action.default is False
+            or (isinstance(action.default, (str, list, tuple, dict)) and not action.default)
             or action.default == argparse.SUPPRESS
             or "default" in text.lower()
             or "%(default)" in text

@@ -221,3 +221,35 @@ def test_age_of_a_report_without_report_time_counts_from_its_arrival() -> None:
     assert title.endswith("(10.0s ago)") and "received" not in title
     title = plain(render(Frame(screen=screen, now=None, received=997.5), 120, 24)).splitlines()[0]
     assert "ago" not in title  # a replay shows its position instead
+
+
+def test_models_view_numbers_cores_across_the_host_as_the_runtimes_view() -> None:
+    """A subgraph on core 1 of device 5 of a trn1n.32xlarge (2 cores per device) runs on NeuronCore 11, as the
+    runtimes view, det and the other views number it, shown in the same ranges ("10-11", not "1")."""
+    report = cwagent()
+    s = screen_from_report(report)
+    expect: dict[str, set[int]] = {}
+    for rt in report["neuron_runtime_data"]:
+        for m in rt["report"]["memory_used"]["loaded_models"]:
+            for sg in m["subgraphs"].values():
+                core = sg["neuron_device_index"] * s.cores_per_device + sg["neuroncore_index"]
+                expect.setdefault(f"{rt['neuron_runtime_tag']}/{m['model_id']}", set()).add(core)
+    got = {f"{r.tag}/{m.model_id}": set(m.cores) for r in s.runtimes for m in r.models or ()}
+    assert got == expect and any(c >= s.cores_per_device for cores in got.values() for c in cores)
+    shown = text(report, width=140, view="m")
+    first = next(r.models[0] for r in s.runtimes if r.models)
+    assert core_ranges(first.cores) in shown
+
+
+def test_a_host_without_efa_adapters_shows_no_error() -> None:
+    """The exporters treat efa_counters' "no EFA adapters" as an absent source, not a failure: so does top; a real
+    EFA failure still shows."""
+    report = cwagent()
+    report["system_data"]["efa_counters"] = {
+        "period": 5.0,
+        "error": "no EFA adapters under /sys/class/infiniband (no EFA interface attached, or the efa driver is not"
+        " loaded)",
+    }
+    assert not [e for e in screen_from_report(report).errors if "efa_counters" in e]
+    report["system_data"]["efa_counters"]["error"] = "rdmap16s27: hw_counters: Permission denied"
+    assert "efa_counters: rdmap16s27: hw_counters: Permission denied" in screen_from_report(report).errors

@@ -238,8 +238,10 @@ def top(value: MemoryUsed, period: float | None) -> Iterator[S.TopCell]:
     yield COL_DEVICE, (), human_bytes(device), ""
 
 
-def top_models(value: MemoryUsed) -> list[S.TopModel] | None:
-    """neuron-monitor-top's models view: each loaded model's name, id, state, bytes and cores (None: none listed)."""
+def top_models(value: MemoryUsed, cores_per_device: int) -> list[S.TopModel] | None:
+    """neuron-monitor-top's models view: each loaded model's name, id, state, bytes and cores (None: none listed),
+    the cores numbered across the host as everywhere else (device * cores_per_device + core within the device;
+    the core within the device when the report gives no count)."""
     if value.models is None:
         return None
     return [
@@ -249,7 +251,7 @@ def top_models(value: MemoryUsed) -> list[S.TopModel] | None:
             running=m.running,
             device_bytes=int(m.memory.get(N.LOCATION_NEURON_DEVICE, 0)),
             host_bytes=int(m.memory.get(N.LOCATION_HOST, 0)),
-            cores=tuple(sorted({nc for _, nc in m.placement})),
+            cores=tuple(sorted({nd * cores_per_device + nc for nd, nc in m.placement})),
         )
         for m in value.models
     ]
