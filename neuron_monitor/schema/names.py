@@ -41,7 +41,7 @@ ERROR: Final = "error"
 FRESH: Final = "fresh"  # additive
 ENVELOPE_KEYS: Final = (PERIOD, ERROR, FRESH)
 
-# ---- group names --------------------------------------------------------------------------------------------
+# ---- group names (AWS's groups; every group: the spec registry, schema/spec.py) --------------------------------------
 NEURONCORE_COUNTERS: Final = "neuroncore_counters"
 EXECUTION_STATS: Final = "execution_stats"
 MEMORY_USED: Final = "memory_used"
@@ -49,8 +49,6 @@ NEURON_RUNTIME_VCPU_USAGE: Final = "neuron_runtime_vcpu_usage"
 VCPU_USAGE: Final = "vcpu_usage"
 MEMORY_INFO: Final = "memory_info"
 NEURON_HW_COUNTERS: Final = "neuron_hw_counters"
-RUNTIME_GROUP_NAMES: Final = (NEURONCORE_COUNTERS, EXECUTION_STATS, MEMORY_USED, NEURON_RUNTIME_VCPU_USAGE)
-SYSTEM_GROUP_NAMES: Final = (VCPU_USAGE, MEMORY_INFO, NEURON_HW_COUNTERS)
 
 # ---- neuroncore_counters ------------------------------------------------------------------------------------
 NEURONCORES_IN_USE: Final = "neuroncores_in_use"
