@@ -1,21 +1,25 @@
-"""Shared test helpers: the repository root, a fake procfs root built from fixture files, a collection of cyclic
-garbage after each test module, and the two modes of the tests that reach a fast path.
+"""Shared test helpers: the repository root, a fake procfs root built from fixture files, the simulator's driver
+layouts, a collection of cyclic garbage after each test module, and the two modes of the tests that reach a fast
+path.
 
 Both paths are tested (as msgpack's and markupsafe's suites run with and without their C extensions): every test
-in FAST_PATH_TESTS runs twice, ``[compiled]`` with the compiled helper (neuron_monitor/_native.c) and ``[pure]``
-with ``NEURON_MONITOR_NO_NATIVE=1`` (for subprocesses) and every in-process ``NATIVE`` set to None, so the
-pure-Python twins run. Tests whose name says "native" or "helper" exercise the helper itself: compiled only.
+that reaches a fast path (`reaches_fast_path`: its imports reach a module binding ``NATIVE``) runs twice,
+``[compiled]`` with the compiled helper (neuron_monitor/_native.c) and ``[pure]`` with ``NEURON_MONITOR_NO_NATIVE=1``
+(for subprocesses) and every in-process ``NATIVE`` set to None, so the pure-Python twins run. Tests whose name says
+"native" or "helper" exercise the helper itself: compiled only.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import gc
 import importlib
 import os
 import re
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -68,30 +72,55 @@ def lay_out_sysfs(group: str, name: str, root: Path) -> Path:
     return root
 
 
-# the tests that reach a fast path: the data-block and host groups, the device layer (deltas), the report
-# assembly, the helper's own tests and the daemon end to end (files, or folders ending in "/")
-FAST_PATH_TESTS = (
-    "tests/groups/test_data_block_group.py",
-    "tests/groups/test_execution_stats.py",
-    "tests/groups/test_group_testdata.py",
-    "tests/groups/test_host_groups.py",
-    "tests/groups/test_memory_used.py",
-    "tests/groups/test_neuron_hw_counters.py",
-    "tests/groups/test_neuron_runtime_vcpu_usage.py",
-    "tests/groups/test_neuroncore_counters.py",
-    "tests/neuron/test_app_source_truth.py",
-    "tests/neuron/test_equivalence.py",
-    "tests/collection/",
-    "tests/test_native.py",
-    "tests/e2e/test_daemon.py",
-)
 NO_NATIVE_ENV = "NEURON_MONITOR_NO_NATIVE"
 _USES_NATIVE = re.compile(r"^from neuron_monitor\.native import NATIVE$", re.M)
 
 
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _imports(path: Path, known: Collection[str]) -> set[str]:
+    """The package's and the tests' modules that ``path`` imports, as written anywhere in it (function bodies too)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # a submodule imported by name
+    return found & set(known)
+
+
+@functools.cache
+def fast_path_modules() -> frozenset[str]:
+    """The modules (package and tests) whose imports reach a module that binds ``NATIVE``."""
+    paths = {_module_name(p): p for top in ("neuron_monitor", "tests") for p in (REPO / top).rglob("*.py")}
+    graph = {name: _imports(path, paths) for name, path in paths.items()}
+    reached = {name for name, path in paths.items() if name.startswith("neuron_monitor.")
+               and _USES_NATIVE.search(path.read_text(encoding="utf-8"))}  # fmt: skip
+    assert reached, "no module uses the compiled helper"
+    grown = True
+    while grown:  # every module that imports a reached one is reached
+        more = {name for name, imported in graph.items() if name not in reached and imported & reached}
+        reached |= more
+        grown = bool(more)
+    return frozenset(reached)
+
+
+@functools.cache
 def reaches_fast_path(path: Path) -> bool:
-    rel = path.resolve().relative_to(REPO).as_posix()
-    return any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in FAST_PATH_TESTS)
+    """A test module reaches a fast path when its imports (followed through the package's and the tests' modules)
+    reach a module binding ``NATIVE``: found, not listed, so a new fast path's tests run in both modes without
+    anyone adding them. A lazy import (``importlib``) is not followed: a test that reaches a fast path only so
+    imports the module it exercises."""
+    return _module_name(path.resolve()) in fast_path_modules()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -112,7 +141,7 @@ def native_users() -> list[ModuleType]:
             if _USES_NATIVE.search(path.read_text(encoding="utf-8")):
                 name = ".".join(path.relative_to(REPO).with_suffix("").parts)
                 _native_users.append(importlib.import_module(name))
-        assert _native_users, "no module uses the compiled helper: FAST_PATH_TESTS is stale"
+        assert _native_users, "no module uses the compiled helper"
     return _native_users
 
 

@@ -433,8 +433,13 @@ def test_pure_mode_leaves_no_helper_in_use(native_mode: str) -> None:
         assert all(m.NATIVE is users[0].NATIVE for m in users)
 
 
-def test_every_fast_path_test_listed_exists() -> None:
-    """A moved test file must not silently drop out of the pure-Python mode."""
-    from tests.conftest import FAST_PATH_TESTS, REPO
+def test_the_fast_path_tests_are_found_by_their_imports() -> None:
+    """The tests of each fast path run in both modes because their imports reach it, none by a list."""
+    from tests.conftest import REPO, reaches_fast_path
 
-    assert [p for p in FAST_PATH_TESTS if not (REPO / p).exists()] == []
+    found = ("test_native.py", "groups/test_host_groups.py", "groups/test_neuroncore_counters.py",
+             "neuron/test_equivalence.py", "e2e/test_daemon.py", "groups/test_memory_used.py")  # fmt: skip
+    for rel in found:
+        assert reaches_fast_path(REPO / "tests" / rel), rel
+    for rel in ("sim/test_layouts.py", "exporters/prometheus/test_prom_e2e.py", "schema/test_new_group.py"):
+        assert not reaches_fast_path(REPO / "tests" / rel), rel
