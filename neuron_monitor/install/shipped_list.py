@@ -11,6 +11,7 @@ SHIPPED = (
     "deploy/kubernetes",
     "deploy/kubernetes-dra",
     "deploy/kubernetes-otlp",
+    "deploy/kubernetes-aws-values",
     "deploy/image/entrypoint.sh",
     "dashboards/neuron-monitor.json",
     "dashboards/neuron-fleet.json",
