@@ -3,8 +3,9 @@
 File: ``<root>/run/neuron-sim/ground_truth.jsonl``, JSON lines, appended and flushed as things happen. Every line
 has ``t`` (wall-clock epoch seconds) and ``event``:
 
-- ``ready``: the tree is built. ``shape``, ``lnc``, ``devices``, ``phys_cores``, ``logical_cores``, ``driver``,
-  ``live_counters`` (driver >= 2.30.2: NC counters survive their owner), ``seed``, ``step``.
+- ``ready``: the tree is built. ``shape``, ``lnc``, ``devices``, ``phys_cores``, ``logical_cores``, ``driver``
+  (the version written), ``layout`` (what ``--driver`` named: a layout, or the version), ``live_counters``
+  (driver >= 2.30.2: NC counters survive their owner), ``seed``, ``step``.
 - ``start``: a runtime attached. ``pid``, ``tag`` (its effective tag: NEURON_PROCESS_TAG, else the pid),
   ``index``, ``cores`` ({device: [physical cores]}), ``slots`` ({device: NDS slot}), ``exec_rate``,
   ``utilization``, ``latency_us`` [lo, hi] (device latency range; total latency is 1.05-1.15 x device).
@@ -17,8 +18,11 @@ has ``t`` (wall-clock epoch seconds) and ``event``:
   timed_out, incorrect_input, failed_to_queue, generic, numerical, transient, model, runtime, hardware}),
   ``busy_us`` ({"dev:core": µs}), ``macs`` ({"dev:core": n}), ``host_mem`` ({application_memory, constants,
   dma_buffers, tensors}), ``core_mem`` ({"dev:core": {constants, model_code, model_shared_scratchpad,
-  runtime_memory, tensors}}), ``running`` (bool)}}; ``ecc`` = {device: {mem_ecc_corrected, mem_ecc_uncorrected,
-  sram_ecc_corrected, sram_ecc_uncorrected}} (cumulative, as in sysfs).
+  runtime_memory, tensors}}), ``running`` (bool)}}; ``sysfs`` = {"dev:core:name": what the driver counted per
+  core}; then each group part's keys (its ``totals``): ``ecc`` = {device: {mem_ecc_corrected, mem_ecc_uncorrected,
+  sram_ecc_corrected, sram_ecc_uncorrected, ...}} (cumulative, as in sysfs; neuron_hw_counters), ``unhealthy`` =
+  {device: [components]} (neuron_device_health), ``power`` = {device: the last roll-up line}
+  (neuron_device_telemetry), ``efa`` = {"<adapter>/1": counters} (efa_counters).
 - ``stopped``: the simulator shut down.
 
 `GroundTruth(path)` reads the file (again on each call, incrementally) and answers questions such as

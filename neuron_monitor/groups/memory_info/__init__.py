@@ -1,2 +1,2 @@
-"""The ``memory_info`` metric group: ``collector.py``, what the daemon reads; ``spec.py``, what the report
-carries and how every consumer shows it."""
+"""The ``memory_info`` metric group: ``collector.py``, what the daemon reads; ``spec.py``, what the report carries and
+how every consumer shows it; ``sim.py``, the simulator's part that imitates its sources."""
