@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         "--driver",
         default=None,
         help="driver to imitate: a version (default 2.30.2.0; 2.24.7.0 on inf1) or a reorganized layout "
-        f"({', '.join(REORGANIZED)}; see docs/neuron-data.md)",
+        f"({', '.join(REORGANIZED)}; see --list-layouts)",
     )
     p.add_argument("--step", type=float, default=None, help="animation step in seconds (default 0.05)")
     p.add_argument(
@@ -62,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--options", default=None, help="JSON object of further options (see TemporarySimulator)")
     p.add_argument("--list-shapes", action="store_true", help="print the known shapes and exit")
+    p.add_argument("--list-layouts", action="store_true", help="print the reorganized driver layouts and exit")
     p.add_argument("--owner-pid", type=int, default=None, help="stop when this process (the parent) is gone")
     p.add_argument("--remove-on-exit", default=None, metavar="DIR", help="remove DIR (the temporary tree) on exit")
     add_verbosity(p, default=2)
@@ -94,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0) and 2
     setup_logging(called_name("neuron-monitor-sim"), args.verbose)
+    if args.list_layouts:
+        for name, layout in REORGANIZED.items():
+            print(f"{name:12} driver {layout.version}: {layout.moves}")
+        return 0
     if args.list_shapes:
         for name, s in SHAPES.items():
             print(f"{name:16} devices={s.devices:2} cores/device={s.phys_cores} lnc={s.lnc} vcpus={s.vcpus}")

@@ -179,6 +179,8 @@ def test_absent_nodes_and_remove_nodes_on_a_running_simulator(tmp_path: Path) ->
         sim.step(sim.t0 + 1.5)  # the parts write nothing to what is gone
         left = device_files(root, 4)
         assert not [rel for rel in left if "ecc" in rel or rel.endswith("power/utilization")]
+        top = root / DEVICES / "neuron4"
+        assert not (top / "counters/hardware").exists() and not (top / "telemetry/power").exists()
         assert "diagnostics/health_status/unhealthy_components" in left
     finally:
         sim.shutdown()
@@ -210,6 +212,13 @@ def test_a_bad_driver_is_one_line_and_exit_2(tmp_path: Path) -> None:
     daemon = [sys.executable, "-m", "neuron_monitor.daemon.cli", "--simulate", "trn1.2xlarge", "--once", "--no-imds"]
     got = subprocess.run([*daemon, "--sim-driver", "newest"], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert got.returncode == 2 and got.stderr.count("\n") == 1 and "--simulate: driver 'newest'" in got.stderr
+
+
+def test_the_layouts_are_listed() -> None:
+    cmd = [sys.executable, "-m", "neuron_monitor.sim.cli", "--list-layouts"]
+    got = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert got.returncode == 0 and got.stdout.splitlines()[0].startswith("moved-cores  driver 2.31.0.0: each neuron")
+    assert [line.split()[0] for line in got.stdout.splitlines()] == list(REORGANIZED)
 
 
 def test_neuron_monitor_simulates_a_layout(tmp_path: Path) -> None:

@@ -94,8 +94,11 @@ class HealthPart(SimPart):
                     os.unlink(f.path)
                 f.close()
         if nodes.health is not None:
+            folder = os.path.dirname(nodes.health.path)
             with contextlib.suppress(OSError):
-                os.unlink(os.path.join(os.path.dirname(nodes.health.path), "healthcheck_heartbeat"))
+                os.unlink(os.path.join(folder, "healthcheck_heartbeat"))
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
         nodes.health = nodes.hw_error_event = None
 
     def totals(self) -> dict[str, Any]:

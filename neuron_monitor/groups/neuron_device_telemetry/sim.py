@@ -222,6 +222,8 @@ class TelemetryPart(SimPart):
         if nodes.power is not None:
             with contextlib.suppress(OSError):
                 os.unlink(nodes.power.path)
+            with contextlib.suppress(OSError):  # power/ goes too
+                os.rmdir(os.path.dirname(nodes.power.path))
             nodes.power.close()
             nodes.power = None
         self.power_lines.pop(device, None)

@@ -106,6 +106,9 @@ class HwCountersPart(SimPart):
             with contextlib.suppress(OSError):
                 os.unlink(f.path)
             f.close()
+        for f in list(nodes.ecc.values())[:1]:  # hardware/ goes too when nothing else is in it
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(f.path))
         nodes.ecc = {}
         self.ecc[device] = {}
 
