@@ -20,6 +20,11 @@ Added options and settings (AWS's entrypoint has none of them):
 
 - ``--core-labels aws|device`` (default ``aws``): the exporter's per-core label set. AWS's image is started this
   way only where the CloudWatch agent scrapes it, and the agent needs AWS's label set (see docs/prometheus.md).
+- ``--health-groups``: an AWS-only configuration also gets the health groups (the daemon's own default, see
+  daemon/added_groups.py). Without it the entrypoint runs the daemon with ``--exact-groups``: AWS's DaemonSets
+  pass AWS's configuration, and the CloudWatch agent that scrapes them keeps every ``neuron*`` series as a billed
+  metric and attributes per-core series by their labels, so the image collects exactly what AWS's does; the
+  daemon's start-up line then names what is left out.
 - ``NEURON_MONITOR_ROOT`` (default ``/``): the daemon's ``--root``, e.g. ``/host`` with the host's /proc, /sys and
   /dev mounted there.
 - ``NEURON_MONITOR_BIND`` (default ``0.0.0.0``): the exporter's listen address; the Service reaches the pod's IP.
@@ -74,6 +79,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="aws",
         help="per-core label set of the exporter (aws: exactly AWS's, as the CloudWatch agent needs)",
     )
+    p.add_argument(
+        "--health-groups",
+        action="store_true",
+        help="ours: add neuron_device_health, efa_counters and neuron_device_telemetry to an AWS-only configuration"
+        " (default: AWS's groups exactly, as the CloudWatch agent that scrapes AWS's DaemonSets expects)",
+    )
     args = p.parse_args(argv)
     if not 0 <= args.port <= 65535:
         p.error(f"--port {args.port} is not a TCP port")
@@ -113,6 +124,8 @@ def build_pipeline(args: argparse.Namespace, env: dict[str, str], python: str = 
     daemon = [python, "-m", "neuron_monitor.daemon.cli", "--root", env.get("NEURON_MONITOR_ROOT") or "/"]
     if args.neuron_monitor_config:
         daemon += ["--config-file", args.neuron_monitor_config]
+    if not args.health_groups:  # AWS's DaemonSets' configuration, collected as AWS's daemon does (added_groups.py)
+        daemon += ["--exact-groups"]
     daemon += _words(env, "NEURON_MONITOR_DAEMON_ARGS")
     exporter = [python, "-m", "neuron_monitor.exporters.prometheus.cli", "--port", str(args.port)]
     exporter += ["--bind", env.get("NEURON_MONITOR_BIND") or "0.0.0.0", "--core-labels", args.core_labels]

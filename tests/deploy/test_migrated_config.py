@@ -119,3 +119,15 @@ def test_daemon_on_an_aws_config(tmp_path: Path, exact: bool) -> None:
         assert set(HEALTH_GROUPS) <= set(system)
         assert system["neuron_device_health"]["node"]["state"] == "healthy"
         assert lines[0].startswith(f"neuron-monitor: note: {conf}: ")
+
+
+def test_the_image_entrypoint_keeps_awss_groups_unless_asked() -> None:
+    """AWS's entrypoint is started by AWS's DaemonSets with AWS's configuration (the CloudWatch agent scraping
+    them bills every neuron* series and attributes per-core series by label): exactly AWS's groups by default,
+    ours added with --health-groups."""
+    from neuron_monitor.daemon.entrypoint import build_pipeline, parse_args
+
+    plain = build_pipeline(parse_args(["--neuron-monitor-config", "m.json"]), {}, python="py")
+    assert "--exact-groups" in plain.daemon
+    asked = build_pipeline(parse_args(["--neuron-monitor-config", "m.json", "--health-groups"]), {}, python="py")
+    assert "--exact-groups" not in asked.daemon
