@@ -32,14 +32,14 @@ from neuron_monitor.exporters.otlp.pipeline import Encoder, ReportPipeline  # no
 from neuron_monitor.exporters.otlp.resource import ResourceBuilder  # noqa: E402
 from neuron_monitor.exporters.otlp.wire import ProtobufEncoder  # noqa: E402
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector  # noqa: E402
-from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions, SnapshotBuilder  # noqa: E402
+from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions  # noqa: E402
 from neuron_monitor.exporters.prometheus.state import ExporterState  # noqa: E402
 
 
 def otlp_run(lines: list[bytes], json: bool) -> tuple[float, int, int]:
     encoder: Encoder = JsonEncoder(4 << 20) if json else ProtobufEncoder(4 << 20)
     pipeline = ReportPipeline(
-        SnapshotBuilder(ShapeOptions()),
+        ExporterState(ShapeOptions()),
         ReportConverter(NAMERS[PROMETHEUS]),
         encoder,
         ResourceBuilder("0", "bench-host"),

@@ -89,7 +89,7 @@ def test_the_built_command_delivers_to_the_node_port(built: list[dict[str, Any]]
             timeout=60,
         )
         assert proc.returncode == 0, proc.stderr.decode()
-        (request,) = receiver.accepted()
+        request, _closing = receiver.accepted()  # the report, then the exporter's own metrics at end of input
     finally:
         receiver.stop()
     resource = {kv.key: kv.value.string_value for kv in request.resource_metrics[0].resource.attributes}

@@ -75,7 +75,8 @@ from neuron_monitor.exporters.otlp.wire import ProtobufEncoder
 from neuron_monitor.exporters.prometheus.budget import BUDGET, SERIES_DETAILS
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH
 from neuron_monitor.exporters.prometheus.series_limit import DEFAULT_MAX_SERIES
-from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions, SnapshotBuilder
+from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
+from neuron_monitor.exporters.prometheus.state import ExporterState
 from neuron_monitor.exporters.prometheus.values import MalformedReport
 from neuron_monitor.exporters.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 from neuron_monitor.util.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
@@ -330,13 +331,15 @@ def main(argv: list[str] | None = None) -> int:
     json = conn.protocol == JSON
     encoder: Encoder = JsonEncoder(args.max_request_bytes) if json else ProtobufEncoder(args.max_request_bytes)
     host_name = args.host_name or socket.gethostname()
+    stream = ReportStream(sys.stdin.buffer, max_line_bytes=args.max_line_bytes)
     pipeline = ReportPipeline(
-        SnapshotBuilder(options),
+        ExporterState(options),
         ReportConverter(NAMERS[args.naming]),
         encoder,
         ResourceBuilder(__version__, host_name, args.k8s_node_name, os.environ.get("OTEL_SERVICE_NAME", ""), extra),
         (SCOPE_NAME, __version__),
         conn.compression == "gzip",
+        stream.stats,
     )
     buffer = RequestBuffer(math.ceil(args.buffer_seconds / pipeline.period), args.buffer_bytes)
     headers = {"Content-Type": encoder.content_type, "User-Agent": f"{SCOPE_NAME}/{__version__}"}
@@ -355,7 +358,6 @@ def main(argv: list[str] | None = None) -> int:
         conn.protocol,
         conn.endpoint,
     )
-    stream = ReportStream(sys.stdin.buffer, max_line_bytes=args.max_line_bytes)
     counters = {"malformed_reports": 0}
     eof = Stop()
     reader = threading.Thread(
@@ -367,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     flush = STOP_FLUSH_SECONDS if stop.event.is_set() else args.flush_timeout
     if not stop.event.is_set():
         reader.join(1.0)  # EOF: the reader has put its last report
+        if not reader.is_alive() and stream.stats.reports:
+            buffer.put(pipeline.closed())  # neuron_exporter_up 0, input_closed 1: what a scrape would show now
     buffer.close()
     if not buffer.wait_empty(flush):
         log.warning("stopping with %d requests (%d points) not delivered", len(buffer), buffer.points())
@@ -378,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         "reason": stop.signal_name or "eof",
         "reports": stream.stats.reports,
         "bad_lines": stream.stats.bad_lines,
-        "malformed_reports": counters["malformed_reports"],
+        "malformed_reports": counters["malformed_reports"] + pipeline.stats.malformed_reports,
         "points": pipeline.stats.points,
         "requests_sent": stats.requests_sent,
         "points_sent": stats.points_sent,
@@ -389,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         "dropped_points": buffer.dropped_points,
         "unsent_points": unsent,
         "counter_resets": pipeline.converter.starts.resets,
-        "runtimes_left_out": pipeline.stats.runtimes_left_out,
+        "bad_input": {k: int(v) for k, v in pipeline.state.bad_input_counts().items() if v},
     }
     if stats.last_error:
         summary["last_error"] = stats.last_error

@@ -54,7 +54,10 @@ class ResourceBuilder:
         self._key: tuple[str | None, ...] | None = None
         self._pairs: Pairs = ()
 
-    def attributes(self, info: InstanceInfo | None) -> Pairs:
+    def attributes(self, info: InstanceInfo | None, keep: bool = False) -> Pairs:
+        """The resource of a report with ``info``; ``keep``: the previous report's (a push without a report)."""
+        if keep and self._key is not None:
+            return self._pairs
         key = (
             (info.instance_id, info.instance_type, info.instance_region, info.instance_availability_zone)
             if info is not None

@@ -19,7 +19,9 @@ from neuron_monitor.exporters.otlp.naming import NAMERS, PROMETHEUS
 from neuron_monitor.exporters.otlp.pipeline import Encoder, ReportPipeline
 from neuron_monitor.exporters.otlp.resource import ResourceBuilder
 from neuron_monitor.exporters.otlp.wire import ProtobufEncoder
-from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions, SnapshotBuilder
+from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
+from neuron_monitor.exporters.prometheus.state import ExporterState
 from neuron_monitor.schema.spec import registry
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report
 
@@ -29,7 +31,7 @@ def pipeline(
 ) -> ReportPipeline:
     encoder: Encoder = JsonEncoder(max_bytes) if json else ProtobufEncoder(max_bytes)
     return ReportPipeline(
-        SnapshotBuilder(ShapeOptions()),
+        ExporterState(ShapeOptions()),
         ReportConverter(NAMERS[naming]),
         encoder,
         ResourceBuilder("9.9.9", "node-a.example", "node-a"),
@@ -99,3 +101,11 @@ def record_lines(workdir: Path, reports: int, runtimes: int = 16) -> list[bytes]
         daemon.terminate()
         daemon.wait(30)
     return got
+
+
+def self_metric_names(report_line: bytes) -> frozenset[str]:
+    """The sample names of the exporter's self-metrics that the collector makes (``ExporterCollector.self_families``);
+    other ``neuron_exporter_*`` series of a scrape belong to its HTTP front (connections), which a push has not."""
+    state = ExporterState(ShapeOptions())
+    state.apply(orjson.loads(report_line))
+    return frozenset(f.sample_name for f in ExporterCollector(state).self_families(state.view()))

@@ -11,12 +11,15 @@ import pytest
 
 from neuron_monitor.exporters.otlp.model import StartTimes
 from neuron_monitor.exporters.otlp.naming import OTEL, prometheus_name, quantile, unit_of
+from neuron_monitor.exporters.prometheus.collector import ExporterCollector
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO
-from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions, SnapshotBuilder
+from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
+from neuron_monitor.exporters.prometheus.state import ExporterState
 from tests.exporters.otlp.otlp_helpers import decode, pipeline, trn2
 from tests.exporters.otlp.receiver import series
 
 NS = 1_000_000_000
+WALL_CLOCK = "neuron_exporter_last_report_timestamp_seconds"  # when a report arrived: differs between two runs
 
 
 def pushed(reports: list[dict[str, Any]], **kw: Any) -> list[dict[Any, dict[str, Any]]]:
@@ -27,16 +30,21 @@ def pushed(reports: list[dict[str, Any]], **kw: Any) -> list[dict[Any, dict[str,
         merged: dict[Any, dict[str, Any]] = {}
         for request in p.requests(copy.deepcopy(report)):
             merged.update(series(decode(request.body, json=kw.get("json", False))))
-        out.append(merged)
+        out.append({k: v for k, v in merged.items() if k[0] != WALL_CLOCK})  # the time a report arrived
     return out
 
 
 def scraped(reports: list[dict[str, Any]]) -> list[dict[tuple[str, str, tuple[tuple[str, str], ...]], float]]:
-    """What neuron-monitor-prometheus serves for each report: (kind, sample name, labels) -> value."""
-    builder = SnapshotBuilder(ShapeOptions())
+    """What neuron-monitor-prometheus serves after each report (its Neuron families and its own
+    ``neuron_exporter_*`` ones): (kind, sample name, labels) -> value."""
+    state = ExporterState(ShapeOptions())
+    collector = ExporterCollector(state)
     out = []
     for report in reports:
-        families = builder.ingest(copy.deepcopy(report)).shaped().families
+        assert state.apply(copy.deepcopy(report))
+        view = state.view()
+        assert view.shaped is not None
+        families = [*view.shaped.families, *collector.self_families(view)]
         out.append(
             {
                 (
@@ -46,6 +54,7 @@ def scraped(reports: list[dict[str, Any]]) -> list[dict[tuple[str, str, tuple[tu
                 ): value
                 for f in families
                 for key, value in f.samples.items()
+                if f.name != WALL_CLOCK
             }
         )
     return out
@@ -176,6 +185,7 @@ def test_a_report_over_the_size_cap_is_split_and_nothing_is_lost(json: bool) -> 
         assert not set(got) & set(merged)
         assert r.points == len(got)
         merged.update(got)
+    merged.pop((WALL_CLOCK, ()))
     assert merged == whole
 
 

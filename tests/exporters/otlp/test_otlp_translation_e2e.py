@@ -15,14 +15,17 @@ import sys
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.exporters.otlp.otlp_helpers import record_lines
+from tests.exporters.otlp.otlp_helpers import record_lines, self_metric_names
 from tests.exporters.otlp.prom_translate import Series, translate
 from tests.exporters.otlp.receiver import Receiver, series
 from tests.exporters.prometheus.prom_process import ExporterProcess
 
 pytestmark = pytest.mark.e2e
 REPORTS = 4
-OWN_PREFIXES = ("neuron_exporter_", "process_", "python_")
+OWN_PREFIXES = ("process_", "python_")  # the exporter process's own, not pushed
+# the exporter's self-metrics are pushed too; these two differ by nature: when a report arrived (wall clock) and the
+# staleness window (the scrape side runs with --stale-floor 600)
+DIFFERENT = ("neuron_exporter_last_report_timestamp_seconds", "neuron_exporter_stale_after_seconds")
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +33,14 @@ def lines(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
     return record_lines(tmp_path_factory.mktemp("otlp"), REPORTS)
 
 
-def scrape_series(text: str) -> dict[Series, float]:
+def scrape_series(text: str, own: frozenset[str]) -> dict[Series, float]:
     out: dict[Series, float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name.startswith(OWN_PREFIXES):
+            if s.name.startswith(OWN_PREFIXES) or s.name in DIFFERENT:
                 continue
+            if s.name.startswith("neuron_exporter_") and s.name not in own:
+                continue  # the HTTP front's own
             out[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if v)))] = s.value
     return out
 
@@ -57,8 +62,9 @@ def test_translated_points_are_the_prometheus_exporters_series(lines: list[bytes
         )  # fmt: skip
         assert otlp.returncode == 0, otlp.stderr.decode()
         requests = receiver.accepted()
-        assert len(requests) == REPORTS
-        pushed = translate(requests[-1])
+        assert len(requests) == REPORTS + 1  # and, at end of input, the exporter's own metrics
+        pushed = translate(requests[REPORTS - 1])
+        closing = translate(requests[-1])
     finally:
         receiver.stop()
         prom.stop()
@@ -69,13 +75,18 @@ def test_translated_points_are_the_prometheus_exporters_series(lines: list[bytes
     neuron = {
         (name, tuple((k, v) for k, v in labels if k not in ("job", "instance"))): value
         for (name, labels), value in pushed.items()
-        if name != "target_info"
+        if name != "target_info" and name not in DIFFERENT
     }
     assert all(dict(labels).get("instance") == "node-a" for name, labels in pushed if name != "target_info")
-    scraped = scrape_series(text)
+    scraped = scrape_series(text, self_metric_names(lines[0]))
     assert len(scraped) > 1000
     assert set(neuron) == set(scraped), (sorted(set(neuron) - set(scraped))[:5], sorted(set(scraped) - set(neuron))[:5])
     assert neuron == pytest.approx(scraped)
+    # end of input: the exporter's own metrics once more, as a scrape after EOF shows them
+    after = {name: value for (name, labels), value in closing.items() if not dict(labels).get("group")}
+    assert after["neuron_exporter_up"] == 0 and after["neuron_exporter_input_closed"] == 1
+    assert after["neuron_exporter_reports_total"] == REPORTS
+    assert {name for name, _ in closing} <= {name for name, _ in pushed}
 
 
 def test_otel_naming_uses_the_specs_semantic_conventions(lines: list[bytes]) -> None:
@@ -90,7 +101,7 @@ def test_otel_naming_uses_the_specs_semantic_conventions(lines: list[bytes]) -> 
             timeout=120,
         )
         assert otlp.returncode == 0, otlp.stderr.decode()
-        points = series(receiver.accepted()[-1])
+        points = series(receiver.accepted()[-2])  # the last report (the closing push follows it)
     finally:
         receiver.stop()
     status = {a: p for (n, a), p in points.items() if n == "hw.status"}

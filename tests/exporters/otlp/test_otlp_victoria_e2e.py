@@ -25,14 +25,17 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.exporters.otlp.otlp_helpers import record_lines
+from tests.exporters.otlp.otlp_helpers import record_lines, self_metric_names
 from tests.exporters.otlp.receiver import free_port
 from tests.exporters.prometheus.prom_process import ExporterProcess
 
 REPO = Path(__file__).resolve().parents[3]
 BINARY = Path(os.environ.get("VICTORIA_METRICS", REPO / ".venv" / "tools" / "victoria-metrics"))
 REPORTS = 4
-OWN = ("neuron_exporter_", "process_", "python_", "scrape_")
+OWN = ("process_", "python_", "scrape_")  # the exporter process's and the scraper's own, not pushed
+# the exporter's self-metrics are pushed too; these two differ by nature: when a report arrived (wall clock) and the
+# staleness window (the scrape side runs with --stale-floor 600)
+DIFFERENT = ("neuron_exporter_last_report_timestamp_seconds", "neuron_exporter_stale_after_seconds")
 RECEIVER_LABELS = ("job", "instance", "scope_name", "scope_version")
 pytestmark = [
     pytest.mark.e2e,
@@ -53,7 +56,8 @@ class Victoria:
         self.proc = subprocess.Popen(
             [str(BINARY), f"-httpListenAddr=127.0.0.1:{self.port}", f"-storageDataPath={workdir / 'data'}",
              f"-promscrape.config={scrape}", "-opentelemetry.usePrometheusNaming",
-             "-opentelemetry.promoteAllResourceAttributes=false", "-search.latencyOffset=0", "-loggerLevel=WARN"],
+             "-opentelemetry.promoteAllResourceAttributes=false", "-search.latencyOffset=0", "-search.disableCache",
+             "-loggerLevel=WARN"],
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -91,11 +95,13 @@ def wait(pred: Any, timeout: float = 120.0) -> None:
         time.sleep(0.25)
 
 
-def key(metric: dict[str, str]) -> Series | None:
+def key(metric: dict[str, str], own: frozenset[str]) -> Series | None:
     labels = dict(metric)
     name = labels.pop("__name__")
-    if name.startswith(OWN) or name in ("up", "target_info"):
+    if name.startswith(OWN) or name in ("up", "target_info", *DIFFERENT):
         return None
+    if name.startswith("neuron_exporter_") and name not in own:
+        return None  # the HTTP front's own (connections), which a push has not
     for label in RECEIVER_LABELS:
         labels.pop(label, None)
     return name, tuple(sorted(labels.items()))
@@ -124,20 +130,34 @@ def test_pushed_series_equal_the_scraped_ones_in_a_real_receiver(tmp_path: Path)
         )  # fmt: skip
         assert otlp.returncode == 0, otlp.stderr.decode()
         summary = orjson.loads(otlp.stderr.decode().split(" summary ", 1)[1])
-        assert summary["requests_sent"] == REPORTS and summary["rejected_points"] == 0, otlp.stderr.decode()
+        assert summary["requests_sent"] == REPORTS + 1 and summary["rejected_points"] == 0, otlp.stderr.decode()
         at = whole[0]
+        own = self_metric_names(lines[0])
         scraped: dict[Series, float] = {}
         for row in vm.export('{job="scrape"}'):
-            k = key(row["metric"])
+            k = key(row["metric"], own)
             if k is not None and at in row["timestamps"]:
                 scraped[k] = row["values"][row["timestamps"].index(at)]
         pushed: dict[Series, float] = {}
         last_report = int(orjson.loads(lines[-1])["report_time"] * 1000)
-        wait(lambda: len(vm.export('{scope_name="neuron-monitor-otlp"}')) >= len(scraped))
-        for row in vm.export('{scope_name="neuron-monitor-otlp"}'):
-            k = key(row["metric"])
+
+        def stored(row: dict[str, Any]) -> bool:
+            """Every push of this series is searchable (the receiver stores asynchronously)."""
+            k = key(row["metric"], own)
+            return k is None or len(row["timestamps"]) == REPORTS + k[0].startswith("neuron_exporter_")
+
+        rows: list[dict[str, Any]] = []
+
+        def all_stored() -> bool:
+            rows[:] = vm.export('{scope_name="neuron-monitor-otlp"}')
+            return len(rows) >= len(scraped) and all(stored(row) for row in rows)
+
+        wait(all_stored)
+        for row in rows:
+            k = key(row["metric"], own)
             if k is not None:
-                assert len(row["timestamps"]) == REPORTS and max(row["timestamps"]) == last_report
+                own_metric = k[0].startswith("neuron_exporter_")  # also pushed once more at end of input
+                assert len(row["timestamps"]) == REPORTS + own_metric and last_report in row["timestamps"], k
                 pushed[k] = row["values"][row["timestamps"].index(last_report)]
     finally:
         vm.stop()
