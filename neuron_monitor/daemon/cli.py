@@ -94,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         "gets neuron_device_health, efa_counters and neuron_device_telemetry)",
     )
     p.add_argument("--once", action="store_true", help="write one report, then exit")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="check every source the daemon reads on this host (or --root), one line each; exit 0 when every "
+        "source a configured group needs is there, 1 when some are missing",
+    )
+    p.add_argument("--json", action="store_true", help="with --check: one JSON object instead of lines")
     p.add_argument("--root", default="/", metavar="DIR", help="read every host file below this directory (e.g. /host)")
     p.add_argument("--simulate", metavar="SHAPE", help="run against a temporary simulated host (e.g. trn1.32xlarge)")
     p.add_argument("--sim-runtimes", type=positive_int, default=None, metavar="N", help="simulated runtimes")
@@ -381,12 +388,19 @@ class Daemon:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.json and not args.check:
+        parser.error("--json goes with --check")
     setup_logging("neuron-monitor", args.verbose)
     try:
         plan, note = load_daemon_plan(args)
         _warn_about(plan, note)
         with host_root(args) as root:
+            if args.check:
+                from neuron_monitor.check.command import main as check_main
+
+                return check_main(args, plan, RootFS(root))
             daemon = Daemon(args, plan, RootFS(root))
             try:
                 code = asyncio.run(daemon.run())

@@ -1,0 +1,126 @@
+"""`neuron-monitor --check`: collect one report the way the daemon does (the same readers, the same discovery),
+then look at every source itself, and print one line per source (`lines.py`).
+
+The node families each configured group reads, and where they were found, come from the report's own
+``neuron_monitor.sources`` (written by the readers' discovery), so `--check` never keeps a second list of paths;
+each configured group's collection result (its ``error``) follows. The probes (`probes.py`) add what the report
+does not say: the device nodes and each ioctl's answer, the data blocks, the EFA join's sources, the kubelet
+socket and IMDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from typing import Any
+
+import orjson
+
+from neuron_monitor.check import probes
+from neuron_monitor.check.lines import ABSENT, ERROR, FOUND, MISSING, UNKNOWN, Line
+from neuron_monitor.daemon.config import Plan
+from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.schema.read import Report, read_report
+
+SOURCES_KEY = "sources"
+DRIVER_VERSION_KEY = "driver_version"
+
+
+def configured_groups(plan: Plan) -> list[str]:
+    names = [name for name, _ in plan.system_groups]
+    for scope in plan.runtime_scopes:
+        names += [name for name, _ in scope.groups if name not in names]
+    return names
+
+
+def collect_one(args: argparse.Namespace, plan: Plan, root: RootFS) -> dict[str, Any]:
+    """One report, collected as ``neuron-monitor --once`` does, kept instead of written."""
+    from neuron_monitor.daemon.cli import Daemon
+
+    once = argparse.Namespace(**{**vars(args), "once": True, "record": None})
+    daemon = Daemon(once, plan, root)
+    lines: list[bytes] = []
+
+    async def keep(data: bytes) -> None:
+        lines.append(data)
+
+    daemon.scheduler.write = keep
+    daemon.scheduler.write_now = None
+    try:
+        asyncio.run(daemon.run())
+    finally:
+        daemon.disarm()
+    text = b"".join(lines).strip().splitlines()
+    report: dict[str, Any] = orjson.loads(text[-1]) if text else {}
+    return report
+
+
+def _families(report: Report, configured: list[str]) -> list[Line]:
+    """One line per node family a group reads, from the daemon's own discovery (``neuron_monitor.sources``)."""
+    monitor = report.monitor or {}
+    sources = monitor.get(SOURCES_KEY)
+    if not isinstance(sources, dict):
+        return [Line("node families", UNKNOWN, "this daemon's report does not name the node families it found")]
+    lines: list[Line] = []
+    for group, info in sources.items():
+        if not isinstance(group, str) or not isinstance(info, dict):
+            continue
+        layout = info.get("layout")
+        layout = layout if isinstance(layout, str) else "?"
+        found = info.get("found")
+        found = found if isinstance(found, dict) else {}
+        need = group if group in configured else ""
+        if not found:
+            lines.append(Line(f"{group}: node families", UNKNOWN, f"layout {layout}, no family listed", need))
+        for family, ok in found.items():
+            if ok is True:
+                lines.append(Line(f"{group}: {family}", FOUND, f"layout {layout}", need))
+            else:
+                lines.append(Line(f"{group}: {family}", MISSING, f"not found (layout {layout})", need))
+    return lines
+
+
+def _groups(report: Report, configured: list[str]) -> list[Line]:
+    """Each configured group's collection: collected, absent on this host, or its error."""
+    seen: dict[str, Line] = {}
+    groups = [*report.system.values()]
+    for entry in report.runtimes:
+        groups += entry.groups.values()
+    for g in groups:
+        if g.name in seen and seen[g.name].status != FOUND:
+            continue
+        if g.absent:
+            seen[g.name] = Line(f"group {g.name}", ABSENT, g.error)
+        elif g.error:
+            seen[g.name] = Line(f"group {g.name}", ERROR, g.error, g.name)
+        else:
+            seen[g.name] = Line(f"group {g.name}", FOUND, "collected", g.name)
+    out = [seen[name] for name in configured if name in seen]
+    runtime = [name for name in configured if name not in seen and name in probes.NEEDS["dev"]]
+    if runtime and not report.runtimes:
+        out.append(Line("runtime groups", FOUND, f"no Neuron application attached: {', '.join(runtime)} not shown"))
+    return out
+
+
+def check_lines(args: argparse.Namespace, plan: Plan, root: RootFS, report: dict[str, Any]) -> list[Line]:
+    configured = configured_groups(plan)
+    rep = read_report(report)
+    lines, devices = probes.driver_lines(root, configured)
+    lines += _families(rep, configured)
+    lines += _groups(rep, configured)
+    lines += probes.device_node_lines(root, devices, configured)
+    lines += probes.efa_lines(root, devices, configured)
+    lines += probes.procfs_lines(root, configured)
+    lines.append(probes.kubelet_line(args.pod_resources_socket, bool(args.k8s_info)))
+    imds = not args.simulate and not args.no_imds
+    imds = imds and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true"
+    lines.append(probes.imds_line(args.imds_endpoint, args.imds_timeout, imds))
+    return lines
+
+
+def missing_count(lines: list[Line]) -> int:
+    return sum(1 for line in lines if line.failing)
+
+
+__all__ = ["DRIVER_VERSION_KEY", "FOUND", "MISSING", "check_lines", "collect_one", "configured_groups"]
