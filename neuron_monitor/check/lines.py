@@ -5,8 +5,9 @@ A line names a source (``driver version``, ``device 3``, ``neuron_device_health:
 needs it (empty when no configured group does: then it is information, never a reason to fail).
 
 Statuses: ``found``; ``missing`` (not there); ``unreadable`` (there, but reading or asking it failed: the reason is
-the detail); ``error`` (a configured group's collection reported an error); ``absent`` (the host has none, which is
-no fault: no EFA adapter on an inf2); ``unknown`` (cannot be told, e.g. a device's PCI place); ``off`` (not used
+the detail); ``error`` (a configured group's collection reported an error); ``partial`` (a group that reports
+what it has named what it lacks, e.g. files an older driver does not expose: no fault); ``absent`` (the host has
+none, which is no fault: no EFA adapter on an inf2); ``unknown`` (cannot be told, e.g. a device's PCI place); ``off`` (not used
 with these options). Exit 0 when no needed line is missing, unreadable or error; 1 otherwise.
 """
 
@@ -22,6 +23,7 @@ MISSING = "missing"
 UNREADABLE = "unreadable"
 ERROR = "error"
 ABSENT = "absent"
+PARTIAL = "partial"
 UNKNOWN = "unknown"
 OFF = "off"
 FAILING = frozenset({MISSING, UNREADABLE, ERROR})

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from neuron_monitor.check import probes
-from neuron_monitor.check.lines import ABSENT, ERROR, FOUND, MISSING, UNKNOWN, Line
+from neuron_monitor.check.lines import ABSENT, ERROR, FOUND, MISSING, PARTIAL, UNKNOWN, Line
 from neuron_monitor.daemon.config import Plan
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.schema.read import Report, read_report
@@ -92,6 +92,8 @@ def _groups(report: Report, configured: list[str]) -> list[Line]:
             continue
         if g.absent:
             seen[g.name] = Line(f"group {g.name}", ABSENT, g.error)
+        elif g.error and g.usable:  # a group that reports what it has (partial_errors): what it lacks is named
+            seen[g.name] = Line(f"group {g.name}", PARTIAL, g.error)
         elif g.error:
             seen[g.name] = Line(f"group {g.name}", ERROR, g.error, g.name)
         else:

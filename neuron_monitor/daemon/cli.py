@@ -101,6 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
         "source a configured group needs is there, 1 when some are missing",
     )
     p.add_argument("--json", action="store_true", help="with --check: one JSON object instead of lines")
+    p.add_argument(
+        "--capture",
+        metavar="FILE.tar.gz",
+        help="write a bounded archive of what the daemon reads on this host (extracted, it is a --root that replays "
+        "it); send it with a report of a problem",
+    )
+    p.add_argument("--redact", action="store_true", help="with --capture: replace runtime tags, model and pod names")
     p.add_argument("--root", default="/", metavar="DIR", help="read every host file below this directory (e.g. /host)")
     p.add_argument("--simulate", metavar="SHAPE", help="run against a temporary simulated host (e.g. trn1.32xlarge)")
     p.add_argument("--sim-runtimes", type=positive_int, default=None, metavar="N", help="simulated runtimes")
@@ -387,11 +394,34 @@ class Daemon:
             self.k8s.close()
 
 
+def _capture(args: argparse.Namespace, plan: Plan, root: RootFS) -> int:
+    """``--capture``: exit 0 with a one-line summary on stderr; 2 when the file cannot be written."""
+    from neuron_monitor.capture.archive import capture
+
+    target = os.path.abspath(args.capture)
+    if not os.path.isdir(os.path.dirname(target)):
+        raise ConfigError(f"--capture {args.capture}: no such directory")
+    try:
+        info = capture(args, plan, root, target)
+    except OSError as e:
+        raise ConfigError(f"--capture {args.capture}: {e.strerror or e}") from None
+    size = os.path.getsize(target)
+    sys.stderr.write(
+        f"neuron-monitor: wrote {args.capture} ({size} bytes, {info['members']} members, {info['data_blocks']} data "
+        f"blocks{', redacted' if info['redacted'] else ''}; {info['left_out']} left out: see capture/skipped.txt)\n"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.json and not args.check:
         parser.error("--json goes with --check")
+    if args.redact and not args.capture:
+        parser.error("--redact goes with --capture")
+    if args.capture and args.check:
+        parser.error("--capture already holds --check's output: give one of them")
     setup_logging("neuron-monitor", args.verbose)
     try:
         plan, note = load_daemon_plan(args)
@@ -401,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
                 from neuron_monitor.check.command import main as check_main
 
                 return check_main(args, plan, RootFS(root))
+            if args.capture:
+                return _capture(args, plan, RootFS(root))
             daemon = Daemon(args, plan, RootFS(root))
             try:
                 code = asyncio.run(daemon.run())
