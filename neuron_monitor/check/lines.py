@@ -7,8 +7,8 @@ needs it (empty when no configured group does: then it is information, never a r
 Statuses: ``found``; ``missing`` (not there); ``unreadable`` (there, but reading or asking it failed: the reason is
 the detail); ``error`` (a configured group's collection reported an error); ``partial`` (a group that reports
 what it has named what it lacks, e.g. files an older driver does not expose: no fault); ``absent`` (the host has
-none, which is no fault: no EFA adapter on an inf2); ``unknown`` (cannot be told, e.g. a device's PCI place); ``off`` (not used
-with these options). Exit 0 when no needed line is missing, unreadable or error; 1 otherwise.
+none, which is no fault: no EFA adapter on an inf2); ``unknown`` (cannot be told, e.g. a device's PCI place);
+``off`` (not used with these options). Exit 0 when no needed line is missing, unreadable or error; 1 otherwise.
 """
 
 from __future__ import annotations
