@@ -65,6 +65,7 @@ def same_report(host: dict[str, Any], replayed: dict[str, Any]) -> list[str]:
     """The differences between the host's report and the replayed one (see the module docstring)."""
     out: list[str] = []
     _diff(host, replayed, "report", False, out)
+
     def ports(report: dict[str, Any]) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = report.get("system_data", {}).get("efa_counters", {}).get("efa_ports", [])
         return found
