@@ -45,7 +45,8 @@ def _diff(a: Any, b: Any, where: str, levels: bool, out: list[str]) -> None:
         if ka != kb:
             out.append(f"{where}: keys {sorted(ka ^ kb)} differ")
         for k in sorted(ka & kb):
-            _diff(a[k], b[k], f"{where}.{k}", levels or k in LEVEL_GROUPS or k == "neuron_hardware_info", out)
+            level = k == "neuron_hardware_info" or k in LEVEL_GROUPS
+            _diff(a[k], b[k], f"{where}.{k}", levels or level, out)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             out.append(f"{where}: {len(a)} items, {len(b)} replayed")
