@@ -23,9 +23,6 @@ from neuron_monitor.daemon.config import Plan
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.schema.read import Report, read_report
 
-SOURCES_KEY = "sources"
-DRIVER_VERSION_KEY = "driver_version"
-
 
 def configured_groups(plan: Plan) -> list[str]:
     names = [name for name, _ in plan.system_groups]
@@ -57,27 +54,25 @@ def collect_one(args: argparse.Namespace, plan: Plan, root: RootFS) -> dict[str,
 
 
 def _families(report: Report, configured: list[str]) -> list[Line]:
-    """One line per node family a group reads, from the daemon's own discovery (``neuron_monitor.sources``)."""
-    monitor = report.monitor or {}
-    sources = monitor.get(SOURCES_KEY)
-    if not isinstance(sources, dict):
+    """One line per node family a group reads, from the daemon's own discovery (``neuron_monitor.sources``). A
+    family not found is needed (a reason to exit 1) when it is required here (check/required.py: the health
+    rules expect it of this architecture and driver); else it is shown, as one this driver does not expose."""
+    sources = report.sources
+    if sources is None or not sources.groups:
         return [Line("node families", UNKNOWN, "this daemon's report does not name the node families it found")]
     lines: list[Line] = []
-    for group, info in sources.items():
-        if not isinstance(group, str) or not isinstance(info, dict):
-            continue
-        layout = info.get("layout")
-        layout = layout if isinstance(layout, str) else "?"
-        found = info.get("found")
-        found = found if isinstance(found, dict) else {}
+    for group, info in sources.groups.items():
         need = group if group in configured else ""
-        if not found:
-            lines.append(Line(f"{group}: node families", UNKNOWN, f"layout {layout}, no family listed", need))
-        for family, ok in found.items():
-            if ok is True:
-                lines.append(Line(f"{group}: {family}", FOUND, f"layout {layout}", need))
+        if not info.found:
+            lines.append(Line(f"{group}: node families", UNKNOWN, f"layout {info.layout}, no family listed"))
+        for family, ok in info.found.items():
+            if ok:
+                lines.append(Line(f"{group}: {family}", FOUND, f"layout {info.layout}", need))
+            elif family in info.required:
+                lines.append(Line(f"{group}: {family}", MISSING, f"not found (layout {info.layout})", need))
             else:
-                lines.append(Line(f"{group}: {family}", MISSING, f"not found (layout {layout})", need))
+                why = "not found; not expected from this driver and architecture (docs/health.md)"
+                lines.append(Line(f"{group}: {family}", MISSING, why))
     return lines
 
 
@@ -119,10 +114,3 @@ def check_lines(args: argparse.Namespace, plan: Plan, root: RootFS, report: dict
     imds = imds and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true"
     lines.append(probes.imds_line(args.imds_endpoint, args.imds_timeout, imds))
     return lines
-
-
-def missing_count(lines: list[Line]) -> int:
-    return sum(1 for line in lines if line.failing)
-
-
-__all__ = ["DRIVER_VERSION_KEY", "FOUND", "MISSING", "check_lines", "collect_one", "configured_groups"]

@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import neuron_monitor
@@ -281,12 +281,31 @@ class Daemon:
         instance_info = InstanceInfoWithUltraServer(self.instance.get, UltraServerSource(root))
         self.collector = Collector(root, plan, self.backend.apps, self.backend.hardware_info, instance_info, extras)
         self.scheduler = Scheduler(self.collector, self.writer.write, write_now=self.writer.write_now)
-        self.collector.add_extra("neuron_monitor", self.scheduler.self_report)
+        self.collector.add_extra("neuron_monitor", self._monitor_object(root))
         self.stop = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watchdog: threading.Timer | None = None
         self._reload_why: str | None = None
         self._reload_task: asyncio.Task[None] | None = None
+
+    def _monitor_object(self, root: RootFS) -> Callable[[], dict[str, Any]]:
+        """The report's ``neuron_monitor`` object: the scheduler's, each group's ``sources`` entry with the node
+        families this host must expose (``required``: check/required.py), loaded once a group reports sources
+        (a host-only configuration never loads it)."""
+        required: list[Any] = []
+
+        def monitor_object() -> dict[str, Any]:
+            monitor = self.scheduler.self_report()
+            if not monitor.get("sources"):
+                return monitor
+            if not required:
+                from neuron_monitor.check.required import RequiredFamilies
+
+                required.append(RequiredFamilies(root))
+            annotated: dict[str, Any] = required[0].annotate(monitor)
+            return annotated
+
+        return monitor_object
 
     def request_reload(self, why: str) -> None:
         """Reload soon; requests arriving while one is pending or running make one more reload, not one each."""

@@ -224,11 +224,17 @@ class GroupSources:
 
     layout: str = LAYOUT_NONE
     found: dict[str, bool] = field(default_factory=dict)
+    required: frozenset[str] = frozenset()  # the families this host must expose (check/required.py)
 
     @property
     def missing(self) -> list[str]:
         """The families not found (on some device), sorted."""
         return sorted(family for family, ok in self.found.items() if not ok)
+
+    @property
+    def required_missing(self) -> list[str]:
+        """The required families not found, sorted: what the daemon should read here and does not."""
+        return [family for family in self.missing if family in self.required]
 
 
 @dataclass(slots=True)
@@ -261,5 +267,7 @@ def read_sources(obj: dict[str, Any]) -> Sources:
                 found[str(family)] = ok
             else:
                 problems.bad(f"{at}.{name}.found", family, ok, "a boolean", False)
-        out.groups[str(name)] = GroupSources(layout, found)
+        required = sequence(checked.get("required"), problems, f"{at}.{name}", "required") or []
+        needed = frozenset(f for f in required if f.__class__ is str)
+        out.groups[str(name)] = GroupSources(layout, found, needed)
     return out

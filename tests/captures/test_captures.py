@@ -30,10 +30,14 @@ def test_capture_replays_to_its_host_report(archive: Path, tmp_path: Path) -> No
     assert same_report(host, replay(root)) == []
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_capture_of_every_simulated_shape(shape: str, tmp_path: Path) -> None:
+CASES = [(shape, None) for shape in sorted(SHAPES)] + [("trn2.48xlarge", "regrouped"), ("trn1.32xlarge", "moved-cores")]
+
+
+@pytest.mark.parametrize(("shape", "driver"), CASES, ids=[f"{s}-{d}" if d else s for s, d in CASES])
+def test_capture_of_every_simulated_shape(shape: str, driver: str | None, tmp_path: Path) -> None:
     archive = tmp_path / "c.tar.gz"
-    with TemporarySimulator(shape, runtimes=2, seed=5) as sim:
+    options = {"driver": driver} if driver else {}
+    with TemporarySimulator(shape, runtimes=2, seed=5, **options) as sim:
         sim.pause()  # the moment holds still: a replay then gives the same levels
         out = subprocess.run(daemon_cmd("--root", str(sim.root), "--capture", str(archive), "--no-imds"),
                              capture_output=True, text=True, timeout=300)  # fmt: skip

@@ -84,3 +84,30 @@ def test_bdf_refused_leaves_the_join_unknown_never_failing(tmp_path: Path) -> No
     assert "EINVAL" in by_source["/dev/neuron0 DEVICE_BDF_EXT"]["detail"]
     assert by_source["EFA join device 0"]["status"] == "unknown"
     assert out.returncode == 0  # the join is no source a group needs: its counters are reported without it
+
+
+@pytest.mark.parametrize("driver", ["moved-cores", "regrouped"])
+def test_reorganized_layouts_are_found_and_absent_nodes_named(driver: str) -> None:
+    from neuron_monitor.sim.temporary import TemporarySimulator
+
+    with TemporarySimulator("trn2.48xlarge", runtimes=1, seed=2, driver=driver) as sim:
+        out = _run("--root", str(sim.root), "--check", "--json", "--no-imds")
+    assert out.returncode == 0, out.stdout  # the readers' discovery found every node on the moved layout
+    doc = json.loads(out.stdout)
+    ecc = [s for s in doc["sources"] if s["source"] == "neuron_hw_counters: hardware/mem_ecc_uncorrected"]
+    assert ecc and ecc[0]["status"] == "found"
+    # device 3 built without its ECC and health nodes: the families required on a Trainium2 are missing, exit 1
+    absent = {"3": ["ecc", "health"]}
+    with TemporarySimulator("trn2.48xlarge", runtimes=1, seed=2, driver=driver, absent_nodes=absent) as sim:
+        out = _run("--root", str(sim.root), "--check", "--no-imds")
+    assert out.returncode == 1, out.stdout
+    assert "! missing    neuron_device_health: health_status/unhealthy_components" in out.stdout
+    assert "[needed by neuron_device_health]" in out.stdout
+
+
+def test_families_an_old_driver_never_exposes_are_no_failure() -> None:
+    out = _run("--simulate", "inf1.xlarge", "--check", "--json", "--no-imds")
+    assert out.returncode == 0, out.stdout
+    doc = json.loads(out.stdout)
+    ecc = next(s for s in doc["sources"] if s["source"] == "neuron_hw_counters: hardware/mem_ecc_uncorrected")
+    assert ecc["status"] == "missing" and not ecc["needed"] and "not expected" in ecc["detail"]
