@@ -625,6 +625,18 @@ def build() -> dict[str, Any]:
     lay.add(series("Series per node", [(f"neuron_exporter_series{{{I}}}", "{{instance}}")]), 8, 7)
     lay.add(
         series(
+            "Driver nodes found",
+            [(f'neuron_monitor_source_found{{{I},source="all"}}', "{{instance}} {{group}}")],
+            max_value=1,
+            description="1 when the daemon found every driver node family the group reads and this host must "
+            "expose, 0 when one is missing (alert NeuronMonitorSourceMissing; which ones: "
+            'neuron_monitor_source_found{source!="all"} == 0). Run neuron-monitor --check on the node.',
+        ),
+        8,
+        7,
+    )
+    lay.add(
+        series(
             "Daemon skipped collections / s",
             [
                 (

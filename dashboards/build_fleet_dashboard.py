@@ -90,6 +90,17 @@ def build() -> dict[str, Any]:
     )
     lay.add(
         stat(
+            "Nodes not fully read",
+            f"sum(instance_type:neuron_nodes_not_fully_read:count{{{T}}}) or vector(0)",
+            description="Nodes where the daemon does not find a driver node some group reads and the host must "
+            "expose (the NeuronMonitorSourceMissing alert's): run neuron-monitor --check there.",
+            thresholds=[(1, "orange")],
+        ),
+        4,
+        4,
+    )
+    lay.add(
+        stat(
             "Idle but allocated NeuronCores",
             f"sum(instance_type:neuroncore_idle_allocated:count{{{T}}}) or vector(0)",
             description="NeuronCores held by a runtime with models loaded that averaged under 1 % over 5 minutes.",

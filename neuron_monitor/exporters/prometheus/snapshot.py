@@ -26,6 +26,7 @@ from neuron_monitor.exporters.prometheus.labels import PodMap, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import CounterLedger, Totals
 from neuron_monitor.exporters.prometheus.runtime_metrics import RuntimeShaper
 from neuron_monitor.exporters.prometheus.series_limit import DEFAULT_MAX_SERIES, SeriesLimit
+from neuron_monitor.exporters.prometheus.source_metrics import shape_sources
 from neuron_monitor.exporters.prometheus.system_metrics import shape_info, shape_system
 from neuron_monitor.exporters.prometheus.values import MalformedReport, number
 from neuron_monitor.schema.read import Report, read_report
@@ -132,11 +133,13 @@ def shape(report: Report, totals: Totals, options: ShapeOptions, limit: SeriesLi
         cores_per_device=report.cores_per_device,
         core_device_label=options.core_device_label,
         limit=limit if limit is not None else SeriesLimit(options.max_series),
+        full_detail=options.series_detail != BUDGET,
     )
     shape_system(ctx, report)
     shape_info(ctx, instance_info, hardware_info)
     shape_core_info(ctx, hardware_info)
     shape_daemon(ctx, report.monitor)
+    shape_sources(ctx, report.sources)
     for entry in report.runtimes:
         if ctx.limit.cut:
             break  # the series limit is reached: later runtimes are left out whole
