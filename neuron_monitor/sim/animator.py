@@ -1,14 +1,14 @@
 """The simulator's animation: runtimes start and stop, execute, fail, move memory; ECC events arrive.
 
 `Simulator(root, shape, runtimes, seed, options)` builds the tree (tree.py: the host's and each device's own files,
-and through them every group's simulator part, ``groups/<name>/sim.py``, see part.py), starts the initial
-runtimes (real worker processes) and then, every ``step`` seconds, advances every runtime's counters in its NDS
-slab, rewrites the ioctl files when the application lists change, steps the parts, and appends ground truth. The
-simulator keeps the workload, the clock, the ground truth and the control file; the groups' parts keep their
-files. Control commands (appended by tests to ``run/neuron-sim/control.jsonl``) and scheduled faults are applied
-at step boundaries: a command is the workload's (`Simulator.WORKLOAD_COMMANDS`) or a device's
-(`DEVICE_COMMANDS`), or else the part that names its kind answers it. The options are documented on
-`TemporarySimulator` (temporary.py).
+and through them every group's simulator part, ``groups/<name>/sim.py``, see part.py), starts the initial runtimes
+(real worker processes) and then, every ``step`` seconds, advances every runtime's counters in its NDS slab,
+rewrites the ioctl files when the application lists change, steps the parts, and appends ground truth. The simulator
+keeps the workload, the clock, the ground truth and the control file; the groups' parts keep their files. Control
+commands (appended by tests to ``run/neuron-sim/control.jsonl``) and scheduled faults are applied at step
+boundaries: a command is the workload's (`WORKLOAD_COMMANDS`) or a device's (`DEVICE_COMMANDS`), or else the part
+that names its kind answers it (two answers to one kind: the simulator refuses to start). The options are documented
+on `TemporarySimulator` (temporary.py).
 """
 
 from __future__ import annotations
@@ -119,7 +119,13 @@ class Simulator:
         self.driver_counts: dict[tuple[int, int, str], int] = {}
         self.runtimes: list[Runtime] = []
         self.parts: list[SimPart] = [part(name, self) for name, part in parts()]  # after the device trees
-        self.part_of: dict[str, SimPart] = {kind: p for p in self.parts for kind in p.commands}
+        self.part_of: dict[str, SimPart] = {}
+        for part in self.parts:
+            for kind in part.commands:
+                if kind in self.part_of or kind in WORKLOAD_COMMANDS or kind in DEVICE_COMMANDS:
+                    other = self.part_of[kind].name if kind in self.part_of else "the simulator"
+                    raise ValueError(f"command {kind!r} of the {part.name} part is {other}'s already")
+                self.part_of[kind] = part
         self.maps = [mmap.mmap(d.dev_fd, L.NDS_SLOTS * L.NDS_SIZE, mmap.MAP_SHARED) for d in self.devices]
         self.ioctl = [IoctlFile(str(d.ioctl_path)) for d in self.devices]
         self.slot_owner: list[dict[int, Runtime]] = [{} for _ in self.devices]

@@ -198,3 +198,14 @@ def test_the_daemon_and_the_exporter_read_the_simulated_group(fan_group: Path, t
     series = parse(scrape(feed([report])))
     assert one(series, "fan_speed_rpm", fan="3") == 0.0
     assert one(series, "fan_speed_rpm", fan="5") == 1200.0
+
+
+def test_a_command_answered_twice_is_refused(fan_group: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (_, fan_part), *_ = [(n, p) for n, p in part_module.parts() if n == "fan_speed"]
+    monkeypatch.setattr(fan_part, "commands", ("fan_stall", "ecc_corrected"))
+    twice = "command 'ecc_corrected' of the neuron_hw_counters part is fan_speed's already"
+    with pytest.raises(ValueError, match=twice):
+        Simulator(tmp_path / "root", get_shape("inf2.xlarge"), 1, 1, {"worker_cpu": 0})
+    monkeypatch.setattr(fan_part, "commands", ("pause",))
+    with pytest.raises(ValueError, match="command 'pause' of the fan_speed part is the simulator's already"):
+        Simulator(tmp_path / "root2", get_shape("inf2.xlarge"), 1, 1, {"worker_cpu": 0})
