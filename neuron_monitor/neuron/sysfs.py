@@ -45,6 +45,7 @@ class DriverTree:
         self._nodes: dict[int, DeviceNodes] = {}  # device -> where its nodes are (kept until forgotten)
         self._sources: tuple[tuple[int, ...], int, dict[str, Any]] | None = None  # summary, for which state
         self._finds = 0  # lookups made (the summary is made again when this moved)
+        self._problems: tuple[tuple[tuple[int, ...], int], list[str]] | None = None  # (devices, finds) -> texts
 
     def device_indexes(self) -> tuple[int, ...]:
         """Indexes of the devices present now, ascending; () when the driver is not loaded."""
@@ -119,16 +120,21 @@ class DriverTree:
     def problems(self, devices: tuple[int, ...] | list[int]) -> list[str]:
         """Why nodes that are there were not used (two candidates, a search cut short), one text per node and
         problem, naming the devices."""
+        key = (tuple(devices), self._finds)
+        if self._problems is not None and self._problems[0] == key:
+            return list(self._problems[1])
         by: dict[tuple[str, str], list[int]] = {}
         for device in devices:
             nodes = self._nodes.get(device)
             for (node, _), f in nodes.found.items() if nodes is not None else ():
                 if f.problem and device not in by.setdefault((node.family, f.problem), []):
                     by[(node.family, f.problem)].append(device)
-        return [
+        found = [
             f"{family} of neuron_device {device_ranges(sorted(devs))}: {problem}"
             for (family, problem), devs in by.items()
         ]
+        self._problems = (key, found)
+        return list(found)
 
     def stats_rel(self, index: int) -> str:
         """The device's stats directory in its known layout (``neuronN/stats`` when none is recognized)."""
