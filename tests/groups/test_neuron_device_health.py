@@ -48,8 +48,9 @@ def reasons(body: dict[str, Any], device: int) -> list[tuple[str, str]]:
 
 
 @pytest.fixture
-def trn2(tmp_path: Path) -> tuple[list[DeviceTree], NeuronDeviceHealth, Clock]:
-    devs = build(tmp_path)
+def trn2(tmp_path: Path, sim_driver: str) -> tuple[list[DeviceTree], NeuronDeviceHealth, Clock]:
+    """A trn2.48xlarge on today's layout and on each layout the simulator imitates (the readers discover them)."""
+    devs = build(tmp_path, driver=sim_driver)
     clock = Clock()
     g = NeuronDeviceHealth(RootFS(tmp_path), clock=clock)
     g.prime()
@@ -105,7 +106,8 @@ def test_each_rule_fires_and_clears(
             assert d.health is not None
             d.health.write(f"{value}\n".encode())
         elif what == "hw":
-            (d.dir / "stats/hardware/health_status/hw_error_event").write_text(f"{value}\n")
+            (hw_event,) = d.dir.rglob("hw_error_event")  # wherever the simulated layout puts it
+            hw_event.write_text(f"{value}\n")
         else:
             assert d.power is not None
             d.power.write(f"POWER_STATUS_{value},1789180920,0.00,0.00,0.00\n".encode())

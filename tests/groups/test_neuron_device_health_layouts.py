@@ -16,7 +16,7 @@ from neuron_monitor.groups.neuron_device_health import spec as K
 from neuron_monitor.groups.neuron_device_health.collector import NeuronDeviceHealth
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.sim.tree import DeviceTree
-from tests.conftest import REPO
+from tests.conftest import REPO, SIM_LAYOUTS
 from tests.neuron.layouts import DEVICES, LAYOUTS, build
 
 VALID = b"POWER_STATUS_VALID,1789180860,10.00,30.00,20.00\n"
@@ -39,10 +39,12 @@ def verdicts(body: dict[str, Any]) -> dict[int, tuple[str, list[tuple[str, str]]
     }
 
 
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("layout", [*sorted(LAYOUTS), *(d for d in SIM_LAYOUTS if d[0].isalpha())])
 def test_same_verdicts_on_every_layout(tmp_path: Path, layout: str) -> None:
+    """Our own moved layouts (tests/neuron/layouts.py) and the simulator's (``--driver moved-cores``, ...)."""
     a = _host(tmp_path / "today", {})
-    b = _host(tmp_path / layout, LAYOUTS[layout])
+    moves, driver = (LAYOUTS[layout], "2.30.2.0") if layout in LAYOUTS else ({}, layout)
+    b = _host(tmp_path / layout, moves, driver=driver)
     ga, gb = (NeuronDeviceHealth(RootFS(tmp_path / n), clock=lambda: 1000.0) for n in ("today", layout))
     ga.prime()
     gb.prime()
@@ -58,7 +60,7 @@ def test_same_verdicts_on_every_layout(tmp_path: Path, layout: str) -> None:
     assert vb[3] == ("unhealthy", [("ecc_uncorrected", "hbm")])
     assert vb[5] == ("unhealthy", [("unhealthy_component", "hbm")])
     assert vb[7] == ("unknown", [("power_status", "NO_DATA")])
-    expected = "known:stats" if layout in ("today", "cores_moved") else "discovered"
+    expected = "known:stats" if layout in ("today", "cores_moved", "moved-cores") else "discovered"
     assert gb.sources()["layout"] == expected
     assert all(gb.sources()["found"].values())
 

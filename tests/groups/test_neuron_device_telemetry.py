@@ -64,8 +64,9 @@ def build(root: Path, shape_name: str, driver: str) -> list[DeviceTree]:
     return [DeviceTree(root, shape, i, driver) for i in range(shape.devices)]
 
 
-def test_current_driver_reports_everything(tmp_path: Path) -> None:
-    devs = build(tmp_path, "trn2.48xlarge", "2.30.2.0")
+def test_current_driver_reports_everything(tmp_path: Path, sim_driver: str) -> None:
+    """On today's layout and on each layout the simulator imitates (the readers discover them)."""
+    devs = build(tmp_path, "trn2.48xlarge", sim_driver)
     g = NeuronDeviceTelemetry(RootFS(tmp_path))
     devs[3].ecc["mem_ecc_repairable_uncorrected"].write(b"7\n")  # history before the start: not reported
     devs[3].core_files[5]["status/timeout"].write(b"2\n")

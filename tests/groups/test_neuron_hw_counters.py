@@ -21,8 +21,8 @@ def build(root: Path, shape_name: str, driver: str) -> list[DeviceTree]:
     return [DeviceTree(root, shape, i, driver) for i in range(shape.devices)]
 
 
-def test_deltas_per_period_and_wrap(tmp_path: Path) -> None:
-    devs = build(tmp_path, "inf2.24xlarge", "2.30.2.0")
+def test_deltas_per_period_and_wrap(tmp_path: Path, sim_driver: str) -> None:
+    devs = build(tmp_path, "inf2.24xlarge", sim_driver)  # today's layout and each one the simulator imitates
     g = NeuronHwCounters(RootFS(tmp_path))
     devs[2].ecc["mem_ecc_uncorrected"].write(b"5\n")  # history before we started: not reported
     g.prime()

@@ -15,6 +15,7 @@ from neuron_monitor.neuron import nodes as N
 from neuron_monitor.neuron.discovery import DeviceNodes, search
 from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.schema.read import read_report
+from tests.conftest import SIM_LAYOUTS
 from tests.neuron.layouts import CORES_MOVED, DEVICES, LAYOUTS, REGROUPED, build
 
 DEVICE_NODES = (
@@ -77,10 +78,13 @@ def test_moved_nodes_are_discovered(tmp_path: Path, moves: dict[str, str]) -> No
         assert nodes.find(N.POWER_UTILIZATION).how == "discovered"
 
 
-def _same_moments(tmp_path: Path, group: type[Any], moves: dict[str, str], drop: tuple[str, ...] = ()) -> None:
-    """The group on today's layout and on ``moves``: the same body at the same moments."""
+def _same_moments(
+    tmp_path: Path, group: type[Any], moves: dict[str, str], drop: tuple[str, ...] = (), driver: str = "2.30.2.0"
+) -> None:
+    """The group on today's layout and on ``moves`` (or on the simulator's layout ``driver``): the same body at the
+    same moments."""
     a = build(tmp_path / "a", "trn2.48xlarge", "2.30.2.0")
-    b = build(tmp_path / "b", "trn2.48xlarge", "2.30.2.0", moves)
+    b = build(tmp_path / "b", "trn2.48xlarge", driver, moves)
     ga, gb = group(RootFS(tmp_path / "a")), group(RootFS(tmp_path / "b"))
     ga.prime()
     gb.prime()
@@ -112,6 +116,14 @@ def test_groups_report_the_same_on_moved_layouts(tmp_path: Path, moves: dict[str
     else:
         _same_moments(tmp_path / "hw", NeuronHwCounters, moves)
     _same_moments(tmp_path / "tel", NeuronDeviceTelemetry, moves, drop=("busy_ratio",))
+
+
+@pytest.mark.parametrize("driver", [d for d in SIM_LAYOUTS if d[0].isalpha()])
+def test_groups_report_the_same_on_the_simulators_layouts(tmp_path: Path, driver: str) -> None:
+    """The simulator's reorganized layouts (not known to the readers): the same values at the same moments."""
+    if driver != "moved-cores":  # there the ECC counters did not move
+        _same_moments(tmp_path / "hw", NeuronHwCounters, {}, driver=driver)
+    _same_moments(tmp_path / "tel", NeuronDeviceTelemetry, {}, drop=("busy_ratio",), driver=driver)
 
 
 def test_two_candidates_are_an_error_not_a_guess(tmp_path: Path) -> None:
