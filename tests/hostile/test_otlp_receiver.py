@@ -196,6 +196,19 @@ def test_a_receiver_that_is_down_bounds_the_buffer_and_counts_what_it_drops() ->
     assert "connection refused" in err and "buffer full" in err
 
 
+def test_a_long_outage_holds_at_most_the_buffer_bytes() -> None:
+    """Reports keep coming while the receiver is down for good: the queue never holds more than --buffer-bytes (one
+    request's worth aside, the one being retried), whatever the number of reports; the rest is dropped, counted."""
+    url = f"http://127.0.0.1:{free_port()}/v1/metrics"  # nothing listens
+    data = lines(150, runtimes=16)
+    code, s, _ = run(url, data, "--buffer-bytes", str(1024 * 1024), "--buffer-seconds", "100000",
+                     "--compression", "none", "--flush-timeout", "0")  # fmt: skip
+    assert code == 0 and s["reports"] == 150 and s["requests_sent"] == 0
+    assert s["dropped_reports"] > 100  # about 300 KB per uncompressed report: three fit
+    assert s["buffer_peak_bytes"] <= 1024 * 1024 + 400 * 1024
+    assert s["dropped_points"] + s["unsent_points"] == s["points"]
+
+
 def test_sigterm_while_idle_ends_the_process() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "neuron_monitor.exporters.otlp.cli", "--endpoint", "http://127.0.0.1:9/v1/metrics",

@@ -39,6 +39,7 @@ class RequestBuffer:
         self.dropped_reports = 0
         self.dropped_points = 0
         self.dropped_requests = 0
+        self.peak_bytes = 0  # the most the queue held after a put (never above max_bytes but for one request)
         self._drop_log = LogRateLimit(log_interval)
 
     @property
@@ -61,6 +62,7 @@ class RequestBuffer:
                 self._bytes += len(request.body)
                 self._reports[request.report] = self._reports.get(request.report, 0) + 1
             self._trim()
+            self.peak_bytes = max(self.peak_bytes, self._bytes)
             self._cond.notify_all()
 
     def set_max_reports(self, n: int) -> None:

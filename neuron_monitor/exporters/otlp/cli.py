@@ -391,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         "partial_rejected_points": stats.partial_rejected_points,
         "dropped_reports": buffer.dropped_reports,
         "dropped_points": buffer.dropped_points,
+        "buffer_peak_bytes": buffer.peak_bytes,
         "unsent_points": unsent,
         "counter_resets": pipeline.converter.starts.resets,
         "bad_input": {k: int(v) for k, v in pipeline.state.bad_input_counts().items() if v},
