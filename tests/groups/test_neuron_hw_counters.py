@@ -149,3 +149,25 @@ def test_steady_files_are_read_in_one_pass(tmp_path: Path, monkeypatch: pytest.M
     g.close()
     for d in devs:
         d.close()
+
+
+def test_unread_counters_serve_nothing_not_zero() -> None:
+    """A device whose counters could not be read: no Prometheus sample, no CloudWatch datum nor total, '-' in top."""
+    from neuron_monitor.groups.neuron_hw_counters import spec as S
+    from neuron_monitor.schema.values import Problems
+
+    body = {
+        "neuron_devices": [
+            {"neuron_device_index": 0, "mem_ecc_uncorrected": 0, "sram_ecc_uncorrected": 1},
+            {"neuron_device_index": 1},  # nothing read
+        ],
+        "error": "mem_ecc_uncorrected not exposed by the driver for neuron_device 1",
+    }
+    value = S.read(body, "neuron_hw_counters", Problems())
+    counts = {c[1]: c[2] for c in S.counts(value, 1.0)}
+    assert counts[("0",)] == {"mem_ecc_uncorrected": 0, "sram_ecc_uncorrected": 1} and counts[("1",)] == {}
+    datums = [(d[1], d[2], d[3]) for d in S.datums(value, 1.0, False)]
+    assert [d for d in datums if d[0] == ("1",)] == []
+    assert (("0",), "", 1) in datums
+    cells = {c[1]: c[2] for c in S.top(value, 1.0)}
+    assert cells[("1",)] == "-" and cells[("0",)] == "1"
