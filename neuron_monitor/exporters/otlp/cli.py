@@ -164,37 +164,37 @@ def build_parser() -> argparse.ArgumentParser:
         "--buffer-seconds",
         type=_number(float, 1.0, "seconds"),
         default=DEFAULT_BUFFER_SECONDS,
-        help="reports kept while the receiver is away, in seconds of reports; the oldest are dropped past it (600)",
+        help="reports kept while the receiver is away, in seconds of reports; the oldest are dropped past it",
     )
     p.add_argument(
         "--buffer-bytes",
         type=_number(int, 1024 * 1024, "bytes"),
         default=DEFAULT_BUFFER_BYTES,
-        help=f"and at most this many encoded bytes ({DEFAULT_BUFFER_BYTES})",
+        help="and at most this many encoded bytes",
     )
     p.add_argument(
         "--max-request-bytes",
         type=_number(int, 64 * 1024, "bytes"),
         default=DEFAULT_MAX_REQUEST_BYTES,
-        help=f"a report larger than this (before compression) goes in several requests ({DEFAULT_MAX_REQUEST_BYTES})",
+        help="a report larger than this (before compression) goes in several requests",
     )
     p.add_argument(
         "--flush-timeout",
         type=_number(float, 0.0, "seconds"),
         default=10.0,
-        help="seconds to deliver what is buffered at end of input (10)",
+        help="seconds to deliver what is buffered at end of input",
     )
     p.add_argument(
         "--retry-base-delay",
         type=_number(float, 0.001, "seconds"),
         default=0.5,
-        help="first backoff ceiling, seconds (0.5)",
+        help="first backoff ceiling, seconds",
     )
     p.add_argument(
         "--retry-max-delay",
         type=_number(float, 0.001, "seconds"),
         default=30.0,
-        help="largest backoff ceiling, seconds (30)",
+        help="largest backoff ceiling, seconds",
     )
     p.add_argument("--host-name", default="", help="host.name and service.instance.id (default: the host name)")
     p.add_argument(
@@ -206,9 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=BUDGET,
         help="as neuron-monitor-prometheus: 'budget' (default) or 'full'",
     )
-    p.add_argument(
-        "--core-labels", choices=("device", "aws"), default="device", help="as neuron-monitor-prometheus (device)"
-    )
+    p.add_argument("--core-labels", choices=("device", "aws"), default="device", help="as neuron-monitor-prometheus")
     p.add_argument(
         "--instance-labels-on-info-only",
         action="store_true",
@@ -219,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_number(int, 0, "a whole number"),
         default=DEFAULT_MAX_SERIES,
         metavar="N",
-        help=f"as neuron-monitor-prometheus ({DEFAULT_MAX_SERIES}; 0: no limit)",
+        help="as neuron-monitor-prometheus (0: no limit)",
     )
     p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES, help=argparse.SUPPRESS)
     add_verbosity(p, default=2, short=True)
