@@ -22,6 +22,7 @@ Values within these bounds stay below 2^53 in every sum a report makes of them (
 from __future__ import annotations
 
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.util.counters import Source
 
 MAX_BYTES = 1 << 48
 BURST = 60.0  # seconds' worth of counts a first delta may carry from before its baseline
@@ -68,3 +69,25 @@ def implausible_delta(device: int, core: int, counter: int, delta: int, dt: floa
         f"(at most {delta_bound(counter, dt):.3g}): the data block is damaged or forged; this period's counts "
         "are left out"
     )
+
+
+# -- the driver's cumulative sysfs counters, as util/counters.py's rule reads them -------------------------------
+# ECC counts (neuron_sysfs_metrics.c, neuron_fw_io.c): sram_ecc_uncorrected is the low 16 bits of one firmware
+# register, the corrected counts (driver 2.30.2) the high 16 bits of one; mem_ecc_uncorrected and its repairable
+# twin are the sum of the low 16 bits of one register per HBM channel (at most MAX_DRAM_CHANNELS = 4), gated on
+# v3 by the HBM repair state. The driver prints 0 when the firmware read fails (or returns 0xdeadbeef).
+ECC_FIELD = Source(top=0xFFFF, width=16, zero_on_failure=True)
+ECC_SUM = Source(top=4 * 0xFFFF, zero_on_failure=True)
+ECC_SOURCES: dict[str, Source] = {
+    "mem_ecc_corrected": ECC_FIELD,
+    "sram_ecc_corrected": ECC_FIELD,
+    "sram_ecc_uncorrected": ECC_FIELD,
+    "mem_ecc_uncorrected": ECC_SUM,
+    "mem_ecc_repairable_uncorrected": ECC_SUM,
+}
+# the driver's per-core counters (neuron_coreK/stats): executions by outcome and busy time (us), 64-bit
+CORE_STATUS = Source(rate=_COUNT_RATE, burst=_COUNT_RATE * BURST)
+CORE_BUSY_US = Source(*limits(L.NC_TIME_IN_USE))
+# health_status/hw_error_event (driver 2.30.2): printed "%u", a 32-bit count of health-register changes; at most
+# 10^6 a second (one a microsecond, far above any polling of the register) and a minute's worth at once
+HW_ERROR_EVENTS = Source(rate=1e6, burst=6e7, top=(1 << 32) - 1, width=32)

@@ -50,11 +50,14 @@ def test_components_and_device_lost_are_transitions() -> None:
 
 
 def test_an_unreadable_counter_counts_nothing_twice() -> None:
+    """The first good read after an unreadable one is a new baseline (util/counters.py), then growth counts."""
     ledger = FaultLedger()
     ledger.observe(sig(hw_error_events=3), 1.0)
     ledger.observe(sig(hw_error_events=None), 2.0)
     ledger.observe(sig(hw_error_events=4), 3.0)
-    assert ledger.drain() == {(0, "hw_error"): (1, 3.0)}
+    assert ledger.drain() == {}
+    ledger.observe(sig(hw_error_events=6), 4.0)
+    assert ledger.drain() == {(0, "hw_error"): (2, 4.0)}
 
 
 def test_count_existing_on_first_run_with_a_state() -> None:
@@ -94,7 +97,16 @@ def test_pending_events_survive_a_restart() -> None:
     "state",
     [None, [], {"version": 99}, {"version": 1, "totals": {"x/ecc_uncorrected": [1, 1, 1]}},
      {"version": 1, "totals": {"0/bogus": [1, 1, 1]}}, {"version": 1, "raw": {"0": [1]}, "boot_id": "b"},
-     {"version": 1, "totals": {"99999/hw_error": [1, 1, 1]}}],
+     {"version": 1, "totals": {"99999/hw_error": [1, 1, 1]}},
+     {"version": 2, "totals": {"0/hw_error": [-3, 1, 1]}}, {"version": 2, "totals": {"0/hw_error": [2**64, 1, 1]}},
+     {"version": 2, "totals": {"0/hw_error": [1.5, 1, 1]}}, {"version": 2, "totals": {"0/hw_error": [True, 1, 1]}},
+     {"version": 2, "totals": {"0/hw_error": [1, float("nan"), 1]}},
+     {"version": 2, "pending": {"0/hw_error": [1, float("inf")]}},
+     {"version": 2, "pending": {"0/hw_error": [0, 1]}},
+     {"version": 2, "raw": {"0": [0, 70000, 0, 0]}, "boot_id": "b"},
+     {"version": 2, "raw": {"0": [0, 0, 0, -1]}, "boot_id": "b"},
+     {"version": 2, "raw": {"0": [0, 0, 0]}, "boot_id": "b"},
+     {"version": 2, "present": {"0": "yes"}, "boot_id": "b"}],
 )  # fmt: skip
 def test_a_bad_state_is_refused(state: object) -> None:
     with pytest.raises(ValueError):

@@ -98,8 +98,8 @@ def test_current_driver_reports_everything(tmp_path: Path, sim_driver: str) -> N
     again = g.collect()["neuron_devices"][3]
     assert again["ecc"]["mem_ecc_repairable_uncorrected"] == 0  # counted once
     assert again["neuroncores"]["14"]["execution_status"]["timeout"] == 0
-    devs[3].ecc["mem_ecc_repairable_uncorrected"].write(b"1\n")  # the 16-bit field wrapped from 9: 65536 - 8
-    assert g.collect()["neuron_devices"][3]["ecc"]["mem_ecc_repairable_uncorrected"] == 65528
+    devs[3].ecc["mem_ecc_repairable_uncorrected"].write(b"1\n")  # went back from 9: a reset, not a wrap
+    assert g.collect()["neuron_devices"][3]["ecc"]["mem_ecc_repairable_uncorrected"] == 1
     g.close()
     for d in devs:
         d.close()

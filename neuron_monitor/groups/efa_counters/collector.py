@@ -3,12 +3,16 @@ joined to the Neuron devices it serves.
 
 Reads, through the root, ``sys/class/infiniband/<adapter>/ports/<port>/{hw_counters/*,state,rate}`` of every RDMA
 device bound to the ``efa`` driver (sysfs.py) and the PCI topology join (topology.py). The kernel prints counts
-since the adapter was set up; this group reports per-period counts: the change since its previous collection, the
-first period counting from the baseline taken at start. A counter that went back was reset (the adapter was reset
-or the driver reloaded): its count is the new value, never negative. A counter the kernel does not expose on this
-host (the network counters came with Linux 6.17 and need a recent adapter) is named in ``error`` and the others are
-still reported; so is a counter file that holds anything but an unsigned 64-bit decimal, or cannot be read (its
-previous value is kept, so what it counted meanwhile is reported once, when it reads again). An adapter port
+since the adapter was set up; this group reports per-period counts by the project's counter rule
+(util/counters.py, docs/neuron-data.md "Cumulative counters"): the change since its previous collection, the first
+period counting from the baseline taken at start. A counter that went back was reset (the adapter was reset or the
+driver reloaded): its count is the new value, never negative. A step past what an adapter can count in the elapsed
+time (`EFA_COUNTER`), or a value in the top half of 64 bits, is named in ``error`` and not counted. A counter the
+kernel does not expose on this host (the network counters came with Linux 6.17 and need a recent adapter) is named
+in ``error`` and the others are still reported; so is a counter file that holds anything but an unsigned 64-bit
+decimal, or cannot be read; the first good read after an unread or refused one is a new baseline. An RDMA device
+whose ``device`` link loops or points outside ``sys/devices`` is named in ``error``, never left out in silence.
+An adapter port
 that disappears is reported with state ``ABSENT`` and ``link_up`` false until the daemon restarts. No adapter at
 all is an ``error`` with an empty body.
 
@@ -21,9 +25,9 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from operator import sub
 from typing import Any, cast
 
 from neuron_monitor.groups.base import GroupError, SystemGroup
@@ -33,6 +37,7 @@ from neuron_monitor.groups.efa_counters import topology as T
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron.pci import dra_efa_addresses
 from neuron_monitor.neuron.sysfs import DriverTree
+from neuron_monitor.util.counters import HALF_U64, Source, steps
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +45,10 @@ _READ_SIZE = 64  # every file here is far shorter; a longer one takes the carefu
 _LISTING_MAX_AGE = 1.0  # seconds an adapter listing is used again (as the Neuron device listing)
 _DIGITS = b"0123456789\n"
 ABSENT = "ABSENT"
+# What an EFA hardware counter can count (util/counters.py): 10^12 per second (bytes: 8 Tb/s, 20 times the fastest
+# EFA port of 2026, 400 Gb/s; packets and events are fewer), a burst of a minute's worth, and no value in the top
+# half of 64 bits (at 400 Gb/s a byte count takes 5.8 years to get there).
+EFA_COUNTER = Source(rate=1e12, burst=60e12, top=HALF_U64)
 
 
 @dataclass
@@ -96,7 +105,8 @@ class EfaCounters(SystemGroup):
         super().__init__(root)
         self.tree = DriverTree(root)
         self._plan: _Plan | None = None
-        self._prev: list[int] = []  # per counter slot of the plan: the last value read
+        self._prev: list[int | None] = []  # per counter slot of the plan: its baseline (None: the next read is one)
+        self._last_time: float | None = None  # monotonic time of the previous read
         self._seen: dict[tuple[str, str], tuple[str, list[int]]] = {}  # ports ever seen: (pci, neuron devices)
 
     # -- finding the files ----------------------------------------------------------------------------------
@@ -110,7 +120,9 @@ class EfaCounters(SystemGroup):
                 places[neurons[0]].why,
             )
         missing: dict[tuple[str, ...], list[str]] = {}
-        for device in F.list_adapters(root):
+        adapters, refused = F.find_adapters(root)
+        plan.errors += refused
+        for device in adapters:
             adapter_rel = f"{F.INFINIBAND}/{device}"
             chain = T.pci_chain(root, f"{adapter_rel}/device")
             pci = chain[-1] if chain else ""
@@ -231,34 +243,29 @@ class EfaCounters(SystemGroup):
             plan = self._current_plan()
         except OSError:
             return
-        values = self._values(plan, [])
-        self._prev = [v if v is not None else 0 for v in values]
-        self._prev_pending = None
+        self._last_time = time.monotonic()
+        self._prev = self._counts(plan, self._values(plan, []), [])[1]  # every good read a baseline, nothing counted
 
-    def _counts(self, values: list[int | None]) -> list[int | None]:
-        """Per-period counts from ``values`` (None where unread) and the previous values; updates them."""
+    def _counts(
+        self, plan: _Plan, values: list[int | None], errors: list[str]
+    ) -> tuple[list[int | None], list[int | None]]:
+        """Per-period counts from ``values`` (None where unread) and the previous values (util/counters.py's rule:
+        the first good read after an unread or refused one is a baseline), and the next baselines; refused
+        readings named in ``errors``. Does not keep the baselines (the caller does)."""
+        now = time.monotonic()
+        dt = 0.0 if self._last_time is None else max(0.0, now - self._last_time)
+        self._last_time = now
         pending, self._prev_pending = self._prev_pending, None
-        prev = self._prev
-        if pending is not None:  # a new plan: baseline what it did not read before
-            prev = [p if p is not None else (v if v is not None else 0) for p, v in zip(pending, values, strict=True)]
-        if None not in values:
-            cur = cast(list[int], values)
-            deltas = list(map(sub, cur, prev))
-            if deltas and min(deltas) < 0:  # a counter went back: reset, count from 0
-                deltas = [d if d >= 0 else v for d, v in zip(deltas, cur, strict=True)]
-            self._prev = cur
-            return cast(list[int | None], deltas)
-        out: list[int | None] = []
-        kept: list[int] = []
-        for v, p in zip(values, prev, strict=True):
-            if v is None:
-                out.append(None)
-                kept.append(p)
-            else:
-                out.append(v - p if v >= p else v)
-                kept.append(v)
-        self._prev = kept
-        return out
+        prev = pending if pending is not None else self._prev
+        if len(prev) != len(values):
+            prev = [None] * len(values)
+        counts, baselines, refused = steps(prev, values, dt, EFA_COUNTER)
+        if refused:
+            where = [(p, name) for p in plan.ports for name in p.counters]
+            for i, problem in refused:
+                port, name = where[i]
+                errors.append(f"{name} of {port.device} port {port.port}: {problem}")
+        return counts, baselines
 
     @staticmethod
     def _link(plan: _Plan, i: int, errors: list[str]) -> None:
@@ -285,9 +292,11 @@ class EfaCounters(SystemGroup):
     def collect(self) -> dict[str, Any]:
         plan = self._current_plan()
         if not plan.ports and not self._seen:
+            if plan.errors:  # RDMA devices refused (a looping or escaping device link): not an absent source
+                raise GroupError("no EFA adapter read: " + "; ".join(plan.errors))
             raise GroupError(f"{K.NO_ADAPTERS} (no EFA interface attached, or the efa driver is not loaded)")
         errors = list(plan.errors)
-        counts = self._counts(self._values(plan, errors))
+        counts, self._prev = self._counts(plan, self._values(plan, errors), errors)
         entries: list[dict[str, Any]] = []
         present = set()
         for i, p in enumerate(plan.ports):

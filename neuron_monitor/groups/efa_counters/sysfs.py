@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from neuron_monitor.groups.efa_counters.topology import driver_name
+from neuron_monitor.groups.efa_counters.topology import driver_name, link_problem
 from neuron_monitor.host.rootfs import RootFS
 
 INFINIBAND = "sys/class/infiniband"
@@ -82,20 +82,33 @@ def valid_name(name: str) -> bool:
 
 
 def list_adapters(root: RootFS) -> list[str]:
+    """The EFA adapters below the root, sorted (`find_adapters` without what it refused)."""
+    return find_adapters(root)[0]
+
+
+def find_adapters(root: RootFS) -> tuple[list[str], list[str]]:
     """The EFA adapters below the root, sorted: RDMA devices whose PCI function is bound to the ``efa`` driver
-    (or, when the driver link is unreadable, whose name starts with ``efa``). [] when there is no RDMA class."""
+    (or, when the driver link is unreadable, whose name starts with ``efa``); and, for the error, each RDMA device
+    left out because its ``device`` link loops or points outside ``sys/devices`` (it may be an adapter: it is
+    never left out in silence). ([], []) when there is no RDMA class."""
     try:
         names = sorted(root.listdir(INFINIBAND), key=natural_key)
     except OSError:
-        return []
+        return [], []
     out: list[str] = []
+    refused: list[str] = []
     for name in names:
         if not valid_name(name):
             continue
-        driver = driver_name(root, f"{INFINIBAND}/{name}")
+        rel = f"{INFINIBAND}/{name}"
+        problem = link_problem(root, f"{rel}/device")
+        if problem is not None:
+            refused.append(f"{name}: {problem}; not read")
+            continue
+        driver = driver_name(root, rel)
         if driver == EFA_DRIVER or (driver is None and name.startswith("efa")):
             out.append(name)
-    return out
+    return out, refused
 
 
 def list_ports(root: RootFS, device: str) -> list[str]:

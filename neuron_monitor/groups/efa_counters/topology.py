@@ -63,6 +63,21 @@ def pci_chain(root: RootFS, link_rel: str) -> tuple[str, ...] | None:
     return None
 
 
+def link_problem(root: RootFS, link_rel: str) -> str | None:
+    """Why the symlink ``link_rel`` (a class device's ``device`` link) cannot be followed, or None when it can
+    (or is not there): it loops, or it points outside ``sys/devices`` (at or above the root)."""
+    base = os.fspath(root.root)
+    if not os.path.islink(os.path.join(base, link_rel)):
+        return None
+    try:
+        host = resolve_in_root(base, link_rel) if root.confined else os.path.realpath(os.path.join(base, link_rel))
+    except OSError as e:
+        return f"its device link cannot be followed ({e.strerror or e})"
+    if not os.path.relpath(host, base).startswith("sys/devices/"):
+        return "its device link points outside sys/devices"
+    return None
+
+
 def driver_name(root: RootFS, device_rel: str) -> str | None:
     """The kernel driver bound to a class device's PCI function (the ``device/driver`` link's name), if any."""
     path = resolve(root, f"{device_rel}/device/driver")

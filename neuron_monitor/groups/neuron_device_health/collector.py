@@ -43,6 +43,7 @@ log = logging.getLogger("neuron_monitor.health")
 WATCH_INTERVAL = 0.5  # seconds between two watches: a fault is in a report within this (plus one collection)
 STATE_FILE = "fault-events.json"
 STATE_MAX_BYTES = 1 << 20
+SAVE_RETRY = 5.0  # seconds between two attempts to save the state after a failed one (collections always try)
 _READ = 256
 # the files of a device, in the order of _DeviceFiles.files
 _FILES = (
@@ -86,6 +87,8 @@ class NeuronDeviceHealth(SystemGroup):
         expected = H.expected_devices(self.instance_type)
         self.expected: set[int] = set(range(expected)) if expected else set()
         self._state_error = ""
+        self._load_error = ""
+        self._retry_at = 0.0  # monotonic time before which a failed save is not tried again by a poll
         self._boot_id = self._read_boot_id()
         self.ledger = self._load_ledger()
         self.expected |= {d for (d, _) in self.ledger.totals}  # devices a previous run saw
@@ -109,6 +112,8 @@ class NeuronDeviceHealth(SystemGroup):
         return os.path.join(self.state_dir, STATE_FILE) if self.state_dir else None
 
     def _load_ledger(self) -> FaultLedger:
+        """The ledger saved by an earlier run; a fresh one (a baseline: counting from now) when the state cannot be
+        read or is refused, with the reason logged and in the group's ``error`` (a ledger that lies is worse)."""
         path = self._state_path()
         if path is None:
             return FaultLedger(count_existing=False)
@@ -116,35 +121,66 @@ class NeuronDeviceHealth(SystemGroup):
             raw = read_regular(path, STATE_MAX_BYTES)
         except InputFileError as e:
             if os.path.lexists(path):
-                self._state_error = f"fault-event state not read ({e}); counting from now"
-                return FaultLedger(count_existing=False)
+                return self._refused(f"fault-event state not read ({e}); counting from now")
             return FaultLedger(count_existing=True)  # the first run with a state: what the driver counted is new
         try:
             return FaultLedger.from_state(json.loads(raw), self._boot_id)
+        except RecursionError:  # nested past the parser's depth: not a state this program wrote
+            return self._refused(f"fault-event state {path} not used (nested too deeply); counting from now")
         except ValueError as e:
-            self._state_error = f"fault-event state {path} not used ({str(e)[:120]}); counting from now"
-            return FaultLedger(count_existing=False)
+            return self._refused(f"fault-event state {path} not used ({str(e)[:120]}); counting from now")
 
-    def _save_ledger(self) -> None:
+    def _refused(self, why: str) -> FaultLedger:
+        log.warning("%s", why)
+        self._load_error = why  # in the first collection's error (a successful save clears _state_error)
+        return FaultLedger(count_existing=False)
+
+    def _save_ledger(self, force: bool = False) -> bool:
+        """Write the ledger to the state directory when it changed: a temporary file written and fsynced, renamed
+        over the state, the directory fsynced. True when the state on disk is the ledger's now (or there is no
+        state directory). A failure keeps `changed` set, so the next poll (at most every `SAVE_RETRY` seconds) or
+        collection tries again."""
         path = self._state_path()
-        if path is None or not self.ledger.changed:
-            return
+        if path is None:
+            return True
+        if not self.ledger.changed:
+            return True
+        now = time.monotonic()
+        if not force and now < self._retry_at:
+            return False
         data = json.dumps(self.ledger.to_state(self._boot_id), separators=(",", ":")).encode()
+        directory = os.path.dirname(path)
         tmp = f"{path}.tmp{os.getpid()}"
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.makedirs(directory, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
             try:
-                os.write(fd, data)
+                view = memoryview(data)
+                while view:  # a short write (a nearly full disk) writes the rest or fails with ENOSPC
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             finally:
                 os.close(fd)
             os.replace(tmp, path)
-            self._state_error = ""
+            with contextlib.suppress(OSError):  # the rename durable too (a filesystem may refuse a directory fsync)
+                dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    os.fsync(dfd)
+                finally:
+                    os.close(dfd)
         except OSError as e:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            self._state_error = f"fault-event state not saved to {path}: {e.strerror or e}"
+            why = f"fault-event state not saved to {path}: {e.strerror or e}"
+            if why != self._state_error:
+                log.warning("%s; new fault events are held until it can be saved", why)
+            self._state_error = why
+            self._retry_at = now + SAVE_RETRY
+            return False
+        self.ledger.changed = False
+        self._state_error = ""
+        self._retry_at = 0.0
+        return True
 
     # -- reading --------------------------------------------------------------------------------------------
     def _list_devices(self) -> tuple[int, ...]:
@@ -318,9 +354,11 @@ class NeuronDeviceHealth(SystemGroup):
         self._poll()
         self._changed = False
         events = self.ledger.drain()
-        if events:
+        if events:  # handed out only once the state saying so is saved: a restart never hands them out again
             self.ledger.changed = True
-            self._save_ledger()
+            if not self._save_ledger(force=True):
+                self.ledger.hold(events)
+                events = {}
         devices: list[dict[str, Any]] = []
         counts = dict.fromkeys(H.STATES, 0)
         for index in sorted(self.verdicts):
@@ -348,8 +386,15 @@ class NeuronDeviceHealth(SystemGroup):
             K.NEURON_DEVICES: devices,
             K.WATCH_INTERVAL: self.watch_interval,
         }
+        errors = self.ledger.take_problems()
+        if self._load_error:
+            errors.insert(0, self._load_error)
+            self._load_error = ""
         if self._state_error:
-            body["error"] = self._state_error
+            held = sum(c for c, _ in self.ledger.drain_view().values())
+            errors.append(self._state_error + (f"; {held} fault events held until it is saved" if held else ""))
+        if errors:
+            body["error"] = "; ".join(errors)
         return body
 
     def sources(self) -> dict[str, Any]:

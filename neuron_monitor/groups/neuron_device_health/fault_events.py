@@ -9,19 +9,27 @@ since the previous observation of that device:
 - ``health_component``: each component that appears in ``unhealthy_components``;
 - ``device_lost``: a device that was listed (or that the instance type has) and is no longer listed.
 
-A counter that goes down was reset (driver reload, device reset): its new value is all new events. `drain` hands
-out what no report has carried yet (``{(device, kind): (count, first_seen)}``), `totals` what was ever counted.
-`to_state`/`from_state` carry the ledger across restarts (the daemon's ``--state-dir``): a restart on the same
-boot counts only what grew while the daemon was down; after a reboot (another ``boot_id``) the driver's counters
-started again from zero, so their values are all new.
+Each counter becomes counts by the project's one rule (util/counters.py; its sources in neuron/plausible.py): a
+counter that goes down was reset (driver reload, device reset) and its new value is all new events, unless it went
+to exactly 0 (what the driver prints when its firmware read fails: no count, the next read is a baseline); a step
+past what the counter can make, or a value past what it holds, is refused (`problems`) and the next good read is a
+baseline, as is the first good read after an unreadable one. `drain` hands out what no report has carried yet
+(``{(device, kind): (count, first_seen)}``), `totals` what was ever counted. `to_state`/`from_state` carry the
+ledger across restarts (the daemon's ``--state-dir``): a restart on the same boot counts only what grew while the
+daemon was down; after a reboot (another ``boot_id``) the driver's counters started again from zero, so their
+values are all new. `from_state` checks every value against bounds (`MAX_COUNT`, times within `TIME_RANGE`) and
+refuses the whole state otherwise: a ledger that lies is worse than one that starts over.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Final
 
 from neuron_monitor.groups.neuron_device_health.rules import DEVICE_UNREACHABLE, DeviceSignals
+from neuron_monitor.neuron.plausible import ECC_SOURCES, HW_ERROR_EVENTS
+from neuron_monitor.util.counters import Source, step
 
 ECC_UNCORRECTED: Final = "ecc_uncorrected"
 ECC_REPAIRABLE: Final = "ecc_repairable"
@@ -29,8 +37,18 @@ HW_ERROR: Final = "hw_error"
 HEALTH_COMPONENT: Final = "health_component"
 DEVICE_LOST: Final = "device_lost"
 KINDS: Final = (ECC_UNCORRECTED, ECC_REPAIRABLE, HW_ERROR, HEALTH_COMPONENT, DEVICE_LOST)
-STATE_VERSION: Final = 1
+STATE_VERSION: Final = 2  # 2: the uncorrected ECC counts kept apart (HBM, SRAM), values checked on load
 MAX_DEVICES: Final = 1024  # a state file naming more is not ours
+MAX_PROBLEMS: Final = 64  # refused readings kept between two collections (the rest are not named)
+MAX_COUNT: Final = 1 << 53  # a total or pending count past this is not one we counted (exact as a double)
+TIME_RANGE: Final = (0.0, 4102444800.0)  # wall seconds a first/last seen may hold: 1970 to 2100
+# the cumulative counters the ledger follows, in its raw tuple's order, and the kind each one counts
+RAW: Final = ("mem_ecc_uncorrected", "sram_ecc_uncorrected", "mem_ecc_repairable_uncorrected", "hw_error_event")
+RAW_KINDS: Final = (ECC_UNCORRECTED, ECC_UNCORRECTED, ECC_REPAIRABLE, HW_ERROR)
+RAW_SOURCES: Final[tuple[Source, ...]] = (*(ECC_SOURCES[n] for n in RAW[:3]), HW_ERROR_EVENTS)
+RAW_TOPS: Final = tuple(src.top for src in RAW_SOURCES)
+Raw = tuple[int | None, int | None, int | None, int | None]
+_NO_RAW: Final[Raw] = (None, None, None, None)
 
 
 @dataclass(slots=True)
@@ -42,14 +60,6 @@ class Total:
     last_seen: float
 
 
-def _grown(before: int | None, now: int | None) -> int:
-    if now is None:
-        return 0
-    if before is None:
-        return now
-    return now - before if now >= before else now  # went down: reset, everything is new
-
-
 class FaultLedger:
     """Counts fault events per (device, kind) exactly once (see the module docstring)."""
 
@@ -57,7 +67,9 @@ class FaultLedger:
         # count_existing: a device's first observation counts the counters' values (events nobody counted yet);
         # otherwise it is only a baseline
         self.count_existing = count_existing
-        self._raw: dict[int, tuple[int | None, int | None, int | None]] = {}  # ecc_unc, repairable, hw_error
+        self._raw: dict[int, Raw] = {}  # per device: the baselines of the RAW counters (None: the next read is one)
+        self._seen_at: dict[int, float] = {}  # per device: when its counters were last read
+        self.problems: list[str] = []  # refused readings since the last `take_problems`
         self._components: dict[int, frozenset[str]] = {}
         self._present: dict[int, bool] = {}
         self.totals: dict[tuple[int, str], Total] = {}
@@ -91,23 +103,25 @@ class FaultLedger:
             self._present[device] = False
             return self._counted != before
         self._present[device] = True
-        unc = None
-        if s.mem_ecc_uncorrected is not None or s.sram_ecc_uncorrected is not None:
-            unc = (s.mem_ecc_uncorrected or 0) + (s.sram_ecc_uncorrected or 0)
-        raw = (unc, s.mem_ecc_repairable, s.hw_error_events)
+        raw: Raw = (s.mem_ecc_uncorrected, s.sram_ecc_uncorrected, s.mem_ecc_repairable, s.hw_error_events)
         components = frozenset(c for c in (s.unhealthy_components or ()) if c != DEVICE_UNREACHABLE)
         old = self._raw.get(device)
-        if old is None and not self.count_existing:
-            old = raw  # a baseline: nothing counted
+        if old is None:  # a device's first observation: a baseline, or from 0 when the driver's counts are new
+            old = (0, 0, 0, 0) if self.count_existing else _NO_RAW
+        last = self._seen_at.get(device)
+        dt = 0.0 if last is None else max(0.0, now - last)
+        self._seen_at[device] = now
         old_components = self._components.get(device, frozenset() if self.count_existing else components)
-        for kind, b, n in zip((ECC_UNCORRECTED, ECC_REPAIRABLE, HW_ERROR), old or (None,) * 3, raw, strict=True):
-            if n is not None:
-                self._add(device, kind, _grown(b, n), now)
+        kept: list[int | None] = []
+        for name, kind, src, b, n in zip(RAW, RAW_KINDS, RAW_SOURCES, old, raw, strict=True):
+            count, baseline, problem = step(b, n, dt, src)
+            kept.append(baseline)
+            if problem is not None and len(self.problems) < MAX_PROBLEMS:
+                self.problems.append(f"neuron_device {device} {name}: {problem}")
+            if count:
+                self._add(device, kind, count, now)
         self._add(device, HEALTH_COMPONENT, len(components - old_components), now)
-        # an unreadable counter (None) keeps its last value, so a read failure counts nothing twice
-        b0, b1, b2 = old or (None, None, None)
-        self._raw[device] = (raw[0] if raw[0] is not None else b0, raw[1] if raw[1] is not None else b1,
-                             raw[2] if raw[2] is not None else b2)  # fmt: skip
+        self._raw[device] = (kept[0], kept[1], kept[2], kept[3])
         if s.unhealthy_components is not None:
             self._components[device] = components
         return self._counted != before
@@ -117,13 +131,28 @@ class FaultLedger:
         out, self._pending = self._pending, {}
         return out
 
+    def drain_view(self) -> dict[tuple[int, str], tuple[int, float]]:
+        """The events no report carried yet, left pending."""
+        return dict(self._pending)
+
     @property
     def pending(self) -> bool:
         return bool(self._pending)
 
+    def take_problems(self) -> list[str]:
+        """The readings refused since the last call (for the group's ``error``), and forget them."""
+        out, self.problems = self.problems, []
+        return out
+
     # -- across restarts ---------------------------------------------------------------------------------------
+    def hold(self, events: dict[tuple[int, str], tuple[int, float]]) -> None:
+        """Put drained ``events`` back as pending (their report could not be made durable first)."""
+        for key, (count, first) in events.items():
+            pending = self._pending.get(key)
+            self._pending[key] = (count + pending[0], min(first, pending[1])) if pending else (count, first)
+
     def to_state(self, boot_id: str) -> dict[str, Any]:
-        self.changed = False
+        """The ledger as JSON-ready data (the caller clears `changed` once it is saved)."""
         return {
             "version": STATE_VERSION,
             "boot_id": boot_id,
@@ -142,23 +171,66 @@ class FaultLedger:
             raise ValueError("not a fault-event state of this version")
         ledger = cls(count_existing=True)
         try:
-            for key, (count, first, last) in _items(state, "totals"):
+            for key, value in _items(state, "totals"):
                 device, kind = _key(key)
-                ledger.totals[(device, kind)] = Total(int(count), float(first), float(last))
-            for key, (count, first) in _items(state, "pending"):
+                count, first, last = _triple(value)
+                ledger.totals[(device, kind)] = Total(_count(count), _time(first), _time(last))
+            for key, value in _items(state, "pending"):
                 device, kind = _key(key)
-                ledger._pending[(device, kind)] = (int(count), float(first))
+                count, first = _pair(value)
+                ledger._pending[(device, kind)] = (_count(count), _time(first))
             if state.get("boot_id") == boot_id:  # "" on both sides: unknown, a reset still shows as a drop
                 for key, values in _items(state, "raw"):
-                    a, b, c = (None if x is None else int(x) for x in values)
-                    ledger._raw[_device(key)] = (a, b, c)
+                    ledger._raw[_device(key)] = _raw(values)
                 for key, names in _items(state, "components"):
-                    ledger._components[_device(key)] = frozenset(str(n) for n in names)
+                    if not isinstance(names, list) or len(names) > 64:
+                        raise ValueError(f"components of {key[:20]}")
+                    ledger._components[_device(key)] = frozenset(str(n)[:64] for n in names)
                 for key, present in _items(state, "present"):
-                    ledger._present[_device(key)] = bool(present)
+                    if not isinstance(present, bool):
+                        raise ValueError(f"present of {key[:20]}")
+                    ledger._present[_device(key)] = present
         except (TypeError, ValueError) as e:
             raise ValueError(f"malformed fault-event state: {e}") from None
         return ledger
+
+
+def _triple(value: Any) -> tuple[Any, Any, Any]:
+    if not isinstance(value, list) or len(value) != 3:
+        raise ValueError("a total is [count, first_seen, last_seen]")
+    return value[0], value[1], value[2]
+
+
+def _pair(value: Any) -> tuple[Any, Any]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError("a pending entry is [count, first_seen]")
+    return value[0], value[1]
+
+
+def _count(value: Any) -> int:
+    """A count from a state: an int (not a bool, not a float) in 1..MAX_COUNT."""
+    if type(value) is not int or not 0 < value <= MAX_COUNT:
+        raise ValueError(f"count {str(value)[:24]} (an integer in 1..2^53)")
+    return value
+
+
+def _time(value: Any) -> float:
+    """A wall time from a state: a finite number within TIME_RANGE."""
+    if type(value) not in (int, float) or not math.isfinite(value) or not TIME_RANGE[0] <= value <= TIME_RANGE[1]:
+        raise ValueError(f"time {str(value)[:24]}")
+    return float(value)
+
+
+def _raw(values: Any) -> Raw:
+    """A device's counter baselines from a state: four values, each null or an int within its counter's top."""
+    if not isinstance(values, list) or len(values) != len(RAW):
+        raise ValueError(f"raw is {len(RAW)} values")
+    out: list[int | None] = []
+    for name, top, v in zip(RAW, RAW_TOPS, values, strict=True):
+        if v is not None and (type(v) is not int or not 0 <= v <= top):
+            raise ValueError(f"{name} {str(v)[:24]} (an integer in 0..{top})")
+        out.append(v)
+    return out[0], out[1], out[2], out[3]
 
 
 def _items(state: dict[str, Any], name: str) -> list[tuple[str, Any]]:

@@ -6,7 +6,7 @@ every file opened through the RootFS, inside ``--root``):
 
 - ``power/utilization`` (status, roll-up time, min/max/avg percent; NO_DATA and INVALID carry no percentages);
 - ``hardware/health_status/unhealthy_components`` (driver >= 2.30.2; empty when healthy);
-- ``hardware/mem_ecc_repairable_uncorrected`` (per-period count, modulo 2^16 like the other ECC counters);
+- ``hardware/mem_ecc_repairable_uncorrected`` (per-period count by the counter rule, util/counters.py);
 - ``memory_usage/host_mem/<category>/{total,peak}`` and, per physical core,
   ``neuron_coreK/stats/memory_usage/device_mem/<category>/{total,peak}`` (bytes now and high-water mark);
 - per physical core ``other_info/nc_time_in_use/total`` (microseconds busy, every process on the core) and
@@ -32,20 +32,18 @@ from typing import Any, TypeVar, cast
 from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
 from neuron_monitor.groups.neuron_device_telemetry import spec as K
 from neuron_monitor.host.rootfs import KeptFile, RootFS
-from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron import nodes as NODES
 from neuron_monitor.neuron.hardware import read_topology
 from neuron_monitor.neuron.nodes import CORE_DIR, Node
-from neuron_monitor.neuron.plausible import BURST, MAX_BYTES, delta_bound
+from neuron_monitor.neuron.plausible import CORE_BUSY_US, CORE_STATUS, ECC_SOURCES, MAX_BYTES
 from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_counter, parse_counters, parse_power, parse_unhealthy_components
+from neuron_monitor.util.counters import Source, step
 
 T = TypeVar("T")
 
-_WRAP16 = 1 << 16
 _READ_SIZE = 64
 UNLINK_CHECKS = 16  # kept files checked for removal per collection (a few microseconds)
-MAX_STATUS_RATE = 1e7  # executions per second and physical core past which a status count is damage (plausible.py)
 LIVE_CORE_COUNTERS = (2, 30, 2)  # from this driver on, core counters are live (before: added at process exit)
 
 # what a numeric file feeds: (kind, device, physical core or -1, name, field)
@@ -265,7 +263,8 @@ class NeuronDeviceTelemetry(SystemGroup):
             return
         values, _, _ = self._read_numbers(plan)
         self._last_collect = time.monotonic()
-        self._prev = {s: v for s, v in zip(plan.slots, values, strict=True) if v is not None}
+        baselines = ((s, _baseline(s, v)) for s, v in zip(plan.slots, values, strict=True))
+        self._prev = {s: v for s, v in baselines if v is not None}
 
     def collect(self) -> dict[str, Any]:
         plan = self._current_plan()
@@ -309,8 +308,6 @@ class NeuronDeviceTelemetry(SystemGroup):
         busy_us: dict[tuple[int, int], list[int]] = {}
         period_us = self._period_us()
         dt = (period_us or 0.0) / 1e6
-        status_bound = MAX_STATUS_RATE * (dt + BURST)
-        busy_bound = delta_bound(L.NC_TIME_IN_USE, dt)
         for i, (slot, value) in enumerate(zip(plan.slots, values, strict=True)):
             if value is None:
                 continue
@@ -319,8 +316,8 @@ class NeuronDeviceTelemetry(SystemGroup):
             if kind in (_HOST_MEM, _DEV_MEM) and value > MAX_BYTES:
                 errors.append(f"{self._rel(plan.files[i])}: {value} bytes, past what the hardware holds; left out")
                 continue
-            now[slot] = value
             if kind in (_HOST_MEM, _DEV_MEM):
+                now[slot] = value
                 mem = entry.setdefault(K.HOST_MEMORY if kind == _HOST_MEM else K.DEVICE_MEMORY, {})
                 key = K.USED if fld == "total" else K.PEAK
                 cat = mem.setdefault(name, {})
@@ -330,19 +327,18 @@ class NeuronDeviceTelemetry(SystemGroup):
                     cmem = core.setdefault(K.DEVICE_MEMORY, {}).setdefault(name, {})
                     cmem[key] = cmem.get(key, 0) + value
                 continue
-            before = prev.get(slot, value)
-            if kind == _ECC:
-                delta = (value - before) % _WRAP16 if before < _WRAP16 and value < _WRAP16 else max(0, value - before)
-                if delta >= _WRAP16:  # the firmware counts in 16 bits: more events in one period cannot be counted
-                    errors.append(_implausible(self._rel(plan.files[i]), delta, dt))
+            delta, baseline, problem = step(prev.get(slot), value, dt, _source(slot))
+            if baseline is not None:
+                now[slot] = baseline
+            if problem is not None:
+                errors.append(f"{self._rel(plan.files[i])}: {problem}")
+            if delta is None:
+                if baseline is None:  # refused, or a drop to the driver's failure value: no count
                     continue
+                delta = 0  # a new baseline: nothing counted yet
+            if kind == _ECC:
                 entry.setdefault(K.ECC, {})[name] = delta
-                continue
-            delta = value - before if value >= before else value  # reset (a root write of 0) counts from 0
-            if delta > (status_bound if kind == _STATUS else busy_bound):
-                errors.append(_implausible(self._rel(plan.files[i]), delta, dt))
-                continue
-            if kind == _STATUS:
+            elif kind == _STATUS:
                 status = _core_entry(entry, device, phys, lnc, logical).setdefault(K.EXECUTION_STATUS, {})
                 status[name] = status.get(name, 0) + delta
             else:  # _BUSY
@@ -378,8 +374,19 @@ class NeuronDeviceTelemetry(SystemGroup):
             self._plan = None
 
 
-def _implausible(rel: str, delta: int, dt: float) -> str:
-    return f"{rel}: grew by {delta} in {dt:.3f} s, more than the hardware can count; left out of this period"
+def _source(slot: _Slot) -> Source:
+    """What the counter of ``slot`` can do (neuron/plausible.py)."""
+    kind = slot[0]
+    if kind == _ECC:
+        return ECC_SOURCES[slot[3]]
+    return CORE_STATUS if kind == _STATUS else CORE_BUSY_US
+
+
+def _baseline(slot: _Slot, value: int | None) -> int | None:
+    """``value`` as the baseline of ``slot``: memory figures as they are, a counter past its top not at all."""
+    if value is None or slot[0] in (_HOST_MEM, _DEV_MEM):
+        return value
+    return step(None, value, 0.0, _source(slot))[1]
 
 
 def _core_entry(entry: dict[str, Any], device: int, phys: int, lnc: int, logical: int) -> dict[str, Any]:

@@ -19,16 +19,18 @@ case), nothing is converted or compared per device: the body is the shared all-z
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, NamedTuple, cast
 
 from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron.nodes import ECC_BY_COUNTER
+from neuron_monitor.neuron.plausible import ECC_SOURCES as SOURCES
 from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_counter, parse_counters
+from neuron_monitor.util.counters import step
 
 COUNTERS: tuple[str, ...] = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_uncorrected", "sram_ecc_corrected")
-_WRAP = 1 << 16
 _READ_SIZE = 64  # the files hold one decimal number; KeptFile reads on when one is longer
 _LOOK_AGAIN = object()
 
@@ -55,6 +57,8 @@ class NeuronHwCounters(SystemGroup):
         self._zero_entries: dict[tuple[int, Any], dict[str, Any]] = {}  # (device, presence) -> entry, all zero
         self._raws: list[bytes] | None = None  # what the last read found, when it was a one-pass read
         self._quiet: tuple[_FastPass, dict[str, Any]] | None = None  # a fast pass and its all-zero body
+        self._settled = False  # every counter read has a baseline (else the same bytes again are not "nothing")
+        self._last_time: float | None = None  # monotonic time of the previous read
 
     def _open(self, device: int, k: int) -> KeptFile | None:
         rel = self.tree.find(device, ECC_BY_COUNTER[COUNTERS[k]]).rel
@@ -74,7 +78,7 @@ class NeuronHwCounters(SystemGroup):
         if fast is not None and devices == fast.devices:
             raws = self._pread_fast(fast)
             if raws is not None:
-                if raws == self._raws:
+                if raws == self._raws and self._settled:
                     return None, devices, fast.errors
                 values = self._read_fast(fast, raws)
                 if values is not None:
@@ -165,8 +169,16 @@ class NeuronHwCounters(SystemGroup):
 
     def prime(self) -> None:
         values, _, _ = self._read_all()
+        self._last_time = time.monotonic()
         if values is not None:
             self._prev = values
+            self._settled = True  # the first read is every counter's baseline
+
+    def _dt(self) -> float:
+        """Seconds since the previous read (0 at the first)."""
+        now = time.monotonic()
+        last, self._last_time = self._last_time, now
+        return 0.0 if last is None else max(0.0, now - last)
 
     def _zero_entry(self, device: int, present: tuple[bool, ...] | None = None) -> dict[str, Any]:
         """The device's entry when nothing happened, with the counters ``present`` (default: all) at 0 (one shared
@@ -198,29 +210,36 @@ class NeuronHwCounters(SystemGroup):
             raise GroupError("no Neuron devices found (is the Neuron driver loaded?)")
         if values is None:  # the same bytes as the last read (so the same values as self._prev): all zero
             assert self._fast is not None
+            self._last_time = time.monotonic()
             return self._quiet_body(self._fast)
         out = []
         none = (None,) * len(COUNTERS)
+        next_prev: dict[int, list[int | None]] = {}
+        dt = self._dt()
+        settled = True
         for device in devices:
             prev_row = self._prev.get(device, none)
             row = values[device]
             if row == prev_row and None not in row:  # nothing happened (the usual case): the shared zero entry
                 out.append(self._zero_entry(device))
+                next_prev[device] = row
                 continue
             entry = {"neuron_device_index": device}
+            kept: list[int | None] = []
             for name, cur, prev in zip(COUNTERS, row, prev_row, strict=True):
-                if prev is None:
-                    prev = cur
-                if cur is None or prev is None:  # not read: left out (named in error), never 0
+                count, baseline, problem = step(prev, cur, dt, SOURCES[name])
+                kept.append(baseline)
+                settled = settled and (baseline is not None or cur is None)
+                if cur is None:  # not read: left out (named in error), never 0
                     continue
-                # wrapped, or reset
-                delta = cur - prev if cur >= prev else (cur - prev) % _WRAP if prev < _WRAP else cur
-                if delta >= _WRAP:  # 16-bit firmware counts: more events than one period can count is damage
-                    errors = [*errors, f"{name} of neuron_device {device}: grew by {delta}, past what it counts; 0"]
-                    delta = 0
-                entry[name] = delta
+                if problem is not None:  # refused (util/counters.py): left out, named in error
+                    errors = [*errors, f"{name} of neuron_device {device}: {problem}"]
+                    continue
+                entry[name] = count or 0  # a new baseline, or a drop to the driver's failure value: nothing new
+            next_prev[device] = kept
             out.append(entry)
-        self._prev = values
+        self._prev = next_prev
+        self._settled = settled
         body: dict[str, Any] = {"neuron_devices": out}
         if errors:
             body["error"] = "; ".join(errors)
