@@ -4,10 +4,12 @@
  *   vcpu_usage(prev: bytes, cur: bytes) -> dict | None
  *       The vcpu_usage group's body from two raw /proc/stat samples (groups/vcpu_usage/collector.py:
  *       usage_body_native, twin usage_body_careful).
- *   deltas(cur, prev, positions, often: int[, limits, dt]) -> list[int] | int | None
+ *   deltas(cur, prev, positions, often: int[, limits, dt, tops]) -> list[int] | int | None
  *       One device's counter deltas for a DeltaTracker (neuron/deltas.py: device_deltas_native, twin
- *       device_deltas_careful). With ``limits`` (array("d"): rate and burst of each position) and ``dt``, the
- *       index of the first delta above rate * dt + burst instead (neuron/plausible.py).
+ *       device_deltas_careful), by the project's counter rule (util/counters.py): a counter that went back was
+ *       reset and counts its new value. With ``limits`` (array("d"): rate and burst of each position), ``dt``
+ *       and ``tops`` (array("Q"): the largest value of each position; 2^64-1 marks a 64-bit field that may
+ *       wrap), the index of the first reading the rule refuses instead (neuron/plausible.py).
  *   cores(deltas, n, dt, limit, keys, first, group, name0, name1, reuse=None) -> dict | None
  *       neuroncore_counters' ``neuroncores_in_use`` for one Trn2 device, every core busy (groups/neuroncore_counters/
  *       collector.py: cores_native, twin cores_careful). With ``reuse`` (the previous dict of the same
@@ -411,13 +413,16 @@ static int get_u64(PyObject *obj, Py_buffer *view) {
     return 0;
 }
 
-/* One device's deltas cur - prev (0 for a counter that went back) at positions[0..often), and at every position
- * when one of the rare ones (positions[often..]) changed; with limits and dt, the index of the first delta above
- * rate * dt + burst instead. None when the arrays are not array("Q") of one length or a position is out of range
- * (device_deltas_careful in neuron/deltas.py then computes). */
+/* One device's deltas cur - prev at positions[0..often), and at every position when one of the rare ones
+ * (positions[often..]) changed, by the counter rule of util/counters.py: a counter that went back was reset and
+ * counts its new value. With limits, dt and tops, the index of the first reading the rule refuses instead: a value
+ * above its top, a step above min(rate * dt + burst, top) (compared as integers: the bound's floor), or a drop
+ * that is neither a proven wrap (a position whose top is 2^64-1: the step across the top within the bound and
+ * within 2^60) nor a reset within the bound. None when the arrays are not array("Q") of one length or a position
+ * is out of range (device_deltas_careful in neuron/deltas.py then computes). */
 static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 && nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "deltas(cur, prev, positions, often[, limits, dt])");
+    if (nargs != 4 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "deltas(cur, prev, positions, often[, limits, dt, tops])");
         return NULL;
     }
     Py_ssize_t often = PyLong_AsSsize_t(args[3]);
@@ -426,12 +431,12 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
         Py_RETURN_NONE;
     }
     double dt = 0.0;
-    if (nargs == 6) {
+    if (nargs == 7) {
         if (!PyFloat_CheckExact(args[5])) Py_RETURN_NONE;
         dt = PyFloat_AS_DOUBLE(args[5]);
         if (!(dt >= 0.0) || !isfinite(dt)) Py_RETURN_NONE;
     }
-    Py_buffer cur, prev, pos, lim = {0};
+    Py_buffer cur, prev, pos, lim = {0}, tops = {0};
     if (get_u64(args[0], &cur) < 0) Py_RETURN_NONE;
     if (get_u64(args[1], &prev) < 0) {
         PyBuffer_Release(&cur);
@@ -444,7 +449,8 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
         Py_RETURN_NONE;
     }
     const double *bound = NULL; /* rate, burst of each position */
-    if (nargs == 6) {
+    const uint64_t *top = NULL; /* the largest value of each position */
+    if (nargs == 7) {
         if (PyObject_GetBuffer(args[4], &lim, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
             PyErr_Clear();
             PyBuffer_Release(&pos);
@@ -452,7 +458,15 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
             PyBuffer_Release(&cur);
             Py_RETURN_NONE;
         }
+        if (get_u64(args[6], &tops) < 0) {
+            PyBuffer_Release(&lim);
+            PyBuffer_Release(&pos);
+            PyBuffer_Release(&prev);
+            PyBuffer_Release(&cur);
+            Py_RETURN_NONE;
+        }
         bound = lim.buf;
+        top = tops.buf;
     }
     PyObject *out = NULL;
     const uint64_t *c = cur.buf, *p = prev.buf;
@@ -461,7 +475,7 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
     if (prev.len != cur.len || pos.itemsize != 4 || pos.format == NULL || strcmp(pos.format, "I") != 0 ||
         often < 0 || often > count ||
         (bound != NULL && (lim.itemsize != 8 || lim.format == NULL || strcmp(lim.format, "d") != 0 ||
-                           lim.len != 16 * count))) {
+                           lim.len != 16 * count || tops.len != 8 * count))) {
         out = Py_NewRef(Py_None);
         goto done;
     }
@@ -478,20 +492,27 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
             break;
         }
     }
-    if (bound != NULL) { /* the first delta past what the hardware can count: its index */
-        for (Py_ssize_t k = 0; k < take; k++) {
-            uint64_t a = c[at[k]], b = p[at[k]];
-            if (a > b && (double)(a - b) > bound[2 * k] * dt + bound[2 * k + 1]) {
+    out = PyList_New(take);
+    if (out == NULL) goto done;
+    for (Py_ssize_t k = 0; k < take; k++) {
+        uint64_t a = c[at[k]], b = p[at[k]], d = a >= b ? a - b : a;
+        if (bound != NULL) {
+            double most = bound[2 * k] * dt + bound[2 * k + 1], ceiling = (double)top[k];
+            if (most > ceiling) most = ceiling;
+            uint64_t limit = most >= 18446744073709551616.0 ? UINT64_MAX : (most > 0.0 ? (uint64_t)most : 0);
+            int refused = a > top[k];
+            if (!refused && a < b) {
+                uint64_t across = a - b; /* modulo 2^64: the step across the top */
+                if (top[k] == UINT64_MAX && across <= limit && across <= ((uint64_t)1 << 60))
+                    d = across; /* a wrap, proven */
+            }
+            if (refused || d > limit) {
+                Py_DECREF(out);
                 out = PyLong_FromSsize_t(k);
                 goto done;
             }
         }
-    }
-    out = PyList_New(take);
-    if (out == NULL) goto done;
-    for (Py_ssize_t k = 0; k < take; k++) {
-        uint64_t a = c[at[k]], b = p[at[k]];
-        PyObject *v = PyLong_FromUnsignedLongLong(a > b ? a - b : 0);
+        PyObject *v = PyLong_FromUnsignedLongLong(d);
         if (v == NULL) {
             Py_CLEAR(out);
             goto done;
@@ -499,7 +520,10 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
         PyList_SET_ITEM(out, k, v);
     }
 done:
-    if (bound != NULL) PyBuffer_Release(&lim);
+    if (bound != NULL) {
+        PyBuffer_Release(&tops);
+        PyBuffer_Release(&lim);
+    }
     PyBuffer_Release(&pos);
     PyBuffer_Release(&prev);
     PyBuffer_Release(&cur);

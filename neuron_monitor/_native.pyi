@@ -10,7 +10,14 @@ def vcpu_usage(prev: bytes, cur: bytes, /) -> dict[str, Any] | None: ...
 def deltas(cur: Sequence[int], prev: Sequence[int], positions: Buffer, often: int, /) -> list[int] | None: ...
 @overload
 def deltas(
-    cur: Sequence[int], prev: Sequence[int], positions: Buffer, often: int, limits: Buffer, dt: float, /
+    cur: Sequence[int],
+    prev: Sequence[int],
+    positions: Buffer,
+    often: int,
+    limits: Buffer,
+    dt: float,
+    tops: Sequence[int],
+    /,
 ) -> list[int] | int | None: ...
 def cores(
     deltas: list[int],

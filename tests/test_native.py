@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from neuron_monitor.groups.vcpu_usage.collector import usage_body_careful
 from neuron_monitor.host.procfs import parse_stat
+from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.datablock import N
 from neuron_monitor.neuron.deltas import (
     _MEM,
@@ -33,6 +34,7 @@ from neuron_monitor.neuron.deltas import (
     memory_same_careful,
     memory_same_native,
 )
+from neuron_monitor.util.counters import step as counter_step
 
 COMPILER = shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc")
 HEADERS = (Path(sysconfig.get_paths()["include"]) / "Python.h").exists()
@@ -223,8 +225,39 @@ DTS = st.sampled_from([0.0, 1e-6, 0.05, 0.100289447, 1.0, 5.0, 3600.0, 1e7])
 def test_deltas_with_limits_equal_the_careful_twin(case: tuple[array[int], array[int], Pick], dt: float) -> None:
     """With limits, the helper and the twin agree on the deltas or on the index of the first implausible one."""
     cur, prev, pick = case
-    got = _helper().deltas(cur, prev, pick.positions, pick.often, pick.limits, dt)
+    got = _helper().deltas(cur, prev, pick.positions, pick.often, pick.limits, dt, pick.tops)
     assert got == device_deltas_careful(cur, prev, pick, None, dt)[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(delta_cases(), DTS)
+def test_deltas_with_limits_are_the_counter_rule(case: tuple[array[int], array[int], Pick], dt: float) -> None:
+    """Both twins give, position by position, what util/counters.py's `step` gives (the one rule): the deltas
+    where it counts, or the first position it refuses."""
+    cur, prev, pick = case
+    got = device_deltas_careful(cur, prev, pick, None, dt)[0]
+    want: list[int] = []
+    take = len(pick.positions) if any(cur[at] != prev[at] for at in pick.positions[pick.often :]) else pick.often
+    for k in range(take):
+        at = pick.positions[k]
+        count, _, problem = counter_step(prev[at], cur[at], dt, pick.sources[k // pick.cores])
+        if problem is not None or count is None:
+            assert got == k
+            return
+        want.append(count)
+    assert got == want
+
+
+def test_deltas_count_a_reset_and_a_proven_mac_wrap() -> None:
+    """A counter that went back counts its new value; the MAC count across 2^64 counts its step (both twins)."""
+    pick = Pick((L.NC_INFER_COMPLETED, L.NC_MAC_COUNT), 2, 1)
+    prev = array("Q", [0] * N)
+    cur = array("Q", [0] * N)
+    prev[L.NC_INFER_COMPLETED], cur[L.NC_INFER_COMPLETED] = 500, 7
+    prev[L.NC_MAC_COUNT], cur[L.NC_MAC_COUNT] = 2**64 - 100, 50
+    for got in (_helper().deltas(cur, prev, pick.positions, pick.often, pick.limits, 1.0, pick.tops),
+                device_deltas_careful(cur, prev, pick, None, 1.0)[0]):  # fmt: skip
+        assert got == [7, 150]
 
 
 @st.composite
@@ -237,8 +270,7 @@ def edge_cases(draw: st.DrawFn) -> tuple[array[int], array[int], Pick, float]:
     prev = array("Q", draw(st.lists(st.integers(0, 2**40), min_size=cores * N, max_size=cores * N)))
     cur = array("Q", prev)
     for k, counter in enumerate(indices):
-        rate, burst = pick.counter_limits[k]
-        bound = rate * dt + burst
+        bound = pick.sources[k].bound(dt)
         for core in range(cores):
             near = int(bound) + draw(st.integers(-3, 3)) if draw(st.booleans()) else draw(st.integers(0, int(bound)))
             at = core * N + counter
@@ -250,7 +282,7 @@ def edge_cases(draw: st.DrawFn) -> tuple[array[int], array[int], Pick, float]:
 @given(edge_cases())
 def test_deltas_at_the_bounds_equal_the_careful_twin(case: tuple[array[int], array[int], Pick, float]) -> None:
     cur, prev, pick, dt = case
-    got = _helper().deltas(cur, prev, pick.positions, pick.often, pick.limits, dt)
+    got = _helper().deltas(cur, prev, pick.positions, pick.often, pick.limits, dt, pick.tops)
     assert got == device_deltas_careful(cur, prev, pick, None, dt)[0]
 
 
@@ -258,17 +290,21 @@ def test_deltas_with_limits_decline_bad_limits_or_dt() -> None:
     helper = _helper()
     pick = Pick((0, 12), 1, 2)
     a = array("Q", range(2 * N))
-    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, 1.0) == [0, 0]
-    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits[:-1], 1.0) is None
-    assert helper.deltas(a, a, pick.positions, pick.often, array("f", pick.limits), 1.0) is None
-    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, 1) is None  # an int dt
-    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, -1.0) is None
-    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, float("nan")) is None
-    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, float("inf")) is None
-    assert helper.deltas(a, a, pick.positions, pick.often, b"x" * 32, 1.0) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, 1.0, pick.tops) == [0, 0]
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits[:-1], 1.0, pick.tops) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, array("f", pick.limits), 1.0, pick.tops) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, 1, pick.tops) is None  # an int dt
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, -1.0, pick.tops) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, float("nan"), pick.tops) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, float("inf"), pick.tops) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, b"x" * 32, 1.0, pick.tops) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, 1.0, pick.tops[:-1]) is None
+    assert helper.deltas(a, a, pick.positions, pick.often, pick.limits, 1.0, array("d", pick.tops)) is None
+    with pytest.raises(TypeError):  # limits without tops
+        helper.deltas(a, a, pick.positions, pick.often, pick.limits, 1.0)
     b = array("Q", a)
     b[0] = 2**64 - 1  # core 0's TIME_IN_USE jumps past an hour of microseconds
-    assert helper.deltas(b, a, pick.positions, pick.often, pick.limits, 1.0) == 0
+    assert helper.deltas(b, a, pick.positions, pick.often, pick.limits, 1.0, pick.tops) == 0
     assert device_deltas_careful(b, a, pick, None, 1.0)[0] == 0
 
 

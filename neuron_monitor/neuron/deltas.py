@@ -8,9 +8,11 @@ as they were read): by `device_deltas_native` (the compiled helper: no int objec
 helper is built and both are ``array("Q")``s, else by its careful twin `device_deltas_careful` (one ``itemgetter``
 picks the counters of every core from each, one ``map(sub, ...)`` subtracts).
 
-Both also check each delta against what the hardware can count over the interval (neuron/plausible.py): a device
-with a delta past it is not returned; `step` raises `ImplausibleDelta` naming it, after the readings of every
-device were kept as the new baselines (the damaged jump is never counted, the next period counts from here).
+Both follow the project's counter rule (util/counters.py; each NC counter's source in neuron/plausible.py): a
+counter that went back was reset and counts its new value (the MAC count may also wrap at 2^64, when proven), and
+a reading the rule refuses (a step past what the hardware can count over the interval, a value in the top half of
+64 bits) makes `step` raise `ImplausibleDelta` naming it; that device's next reading is then a new baseline (its
+deltas are not returned that period), so a damaged value is never counted and never counted from.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.apps import AppData, DeviceData
 from neuron_monitor.neuron.datablock import N
-from neuron_monitor.neuron.plausible import implausible_delta, limits
+from neuron_monitor.neuron.plausible import NAMES, implausible_delta, nc_source
+from neuron_monitor.util.counters import step as counter_step
 
 _MEM = tuple(sorted(c for _, c in L.DEVICE_MEM_COUNTERS))
 _MEM_LO, _MEM_HI = _MEM[0], _MEM[-1] + 1
@@ -98,7 +101,7 @@ class Pick:
     """How one tracker picks from the flat counters of a device with ``cores`` cores: the frequent and the rare
     counters' pickers, and the positions of both (frequent first, as array("I")) for the compiled helper."""
 
-    __slots__ = ("cores", "counter_limits", "frequent", "indices", "limits", "often", "positions", "rare")
+    __slots__ = ("cores", "frequent", "indices", "limits", "often", "positions", "rare", "sources", "tops")
 
     def __init__(self, indices: tuple[int, ...], often: int, cores: int) -> None:
         rare = indices[often:]
@@ -108,9 +111,10 @@ class Pick:
         self.rare = picker(rare, cores) if rare else _nothing
         self.often = often * cores
         self.positions = array("I", _positions(indices, cores))
-        # (rate, burst) of each picked counter (plausible.limits), and the same per position for the helper
-        self.counter_limits = tuple(limits(i) for i in indices)
-        self.limits = array("d", [x for lim in self.counter_limits for _ in range(cores) for x in lim])
+        # each picked counter's source (plausible.nc_source), and its rate, burst and top per position for the helper
+        self.sources = tuple(nc_source(i) for i in indices)
+        self.limits = array("d", [x for src in self.sources for _ in range(cores) for x in (src.rate, src.burst)])
+        self.tops = array("Q", [src.top for src in self.sources for _ in range(cores)])
 
     def where(self, k: int) -> tuple[int, int]:
         """(NC counter, physical core) of position ``k`` of the deltas."""
@@ -125,32 +129,40 @@ def device_deltas_careful(
 ) -> tuple[list[int] | int, Picks]:
     """The changes of the picked counters from ``prev`` to ``cur`` (flat counters of one device, the same length),
     counter-major: the frequent counters', then the rare ones' only when one of them changed; a counter that went
-    back counts 0. With ``dt`` (seconds between the readings), the index of the first delta past what the hardware
-    can count (`first_implausible`) instead of the deltas. Also what was picked from ``cur``, to be passed as
-    ``prev_picks`` next time (then ``prev`` is not picked again)."""
+    back was reset and counts its new value. With ``dt`` (seconds between the readings), by the whole counter rule
+    (util/counters.py): the index of the first reading it refuses instead of the deltas. Also what was picked from
+    ``cur``, to be passed as ``prev_picks`` next time (then ``prev`` is not picked again)."""
     picked, rare = pick.frequent(cur), pick.rare(cur)
     prev_picked, prev_rare = prev_picks if prev_picks is not None else (pick.frequent(prev), pick.rare(prev))
     d = list(map(sub, picked, prev_picked))
     if rare != prev_rare:
         d += map(sub, rare, prev_rare)
-    if min(d) < 0:
-        d = [v if v > 0 else 0 for v in d]
-    if dt is not None:
-        bad = first_implausible(d, pick, dt)
-        if bad is not None:
-            return bad, (picked, rare)
-    return d, (picked, rare)
+        now, before = picked + rare, prev_picked + prev_rare
+    else:
+        now, before = picked, prev_picked
+    if dt is None:
+        if min(d) < 0:
+            d = [v if v >= 0 else c for v, c in zip(d, now, strict=True)]
+        return d, (picked, rare)
+    bad = _refused(d, now, before, pick, dt)
+    return (bad if bad is not None else d), (picked, rare)
 
 
-def first_implausible(d: list[int], pick: Pick, dt: float) -> int | None:
-    """The index of the first delta in ``d`` above its counter's ``rate * dt + burst``, or None. Compared as the
-    compiled helper does (the delta as a double), one counter's cores at a time."""
+def _refused(d: list[int], now: tuple[int, ...], before: tuple[int, ...], pick: Pick, dt: float) -> int | None:
+    """Apply the counter rule to ``d`` in place (a reset counts the new value, a proven wrap its step across the
+    top); the index of the first reading the rule refuses, or None. One counter's cores at a time: a row whose
+    deltas are all within bounds (the usual case) is checked with one ``min`` and two ``max``."""
     cores = pick.cores
-    for k, (rate, burst) in enumerate(pick.counter_limits[: len(d) // cores]):
-        bound = rate * dt + burst
-        row = d[k * cores : (k + 1) * cores]
-        if float(max(row)) > bound:
-            return k * cores + next(j for j, v in enumerate(row) if float(v) > bound)
+    for k, src in enumerate(pick.sources[: len(d) // cores]):
+        lo, hi = k * cores, (k + 1) * cores
+        row = d[lo:hi]
+        if min(row) >= 0 and max(row) <= src.bound(dt) and max(now[lo:hi]) <= src.top:
+            continue
+        for j in range(lo, hi):
+            count, _, problem = counter_step(before[j], now[j], dt, src)
+            if problem is not None or count is None:
+                return j
+            d[j] = count
     return None
 
 
@@ -160,7 +172,7 @@ def device_deltas_native(cur: Sequence[int], prev: Sequence[int], pick: Pick, dt
     of one length (a departed app's merged reading, a birth baseline of zeros): the careful twin then computes."""
     if NATIVE is None:
         return None
-    d: list[int] | int | None = NATIVE.deltas(cur, prev, pick.positions, pick.often, pick.limits, dt)
+    d: list[int] | int | None = NATIVE.deltas(cur, prev, pick.positions, pick.often, pick.limits, dt, pick.tops)
     return d
 
 
@@ -180,6 +192,7 @@ class DeltaTracker:
         self.indices = indices
         self.often = len(indices) if often is None else often
         self._picks: dict[int, Pick] = {}  # cores -> how to pick
+        self._rebase: set[tuple[int, int]] = set()  # (pid, device) whose next reading is a new baseline
         # pid -> device -> (the flat counters of the previous look as read, the reading's time, and what the careful
         # twin picked from them if it ran)
         self._prev: dict[int, dict[int, tuple[Sequence[int], float, Picks | None]]] = {}
@@ -191,8 +204,9 @@ class DeltaTracker:
         return pick
 
     def step(self, app: App) -> list[DeviceDelta]:
-        """The deltas of each device of ``app`` since the last look; `ImplausibleDelta` (after keeping every
-        device's reading as its new baseline) when a delta is past what the hardware can count."""
+        """The deltas of each device of ``app`` since the last look; `ImplausibleDelta` (after keeping the other
+        devices' readings as their baselines) when the counter rule refuses a reading; that device's next reading
+        is then a new baseline, and its deltas are not returned that time."""
         data = app.data
         if not isinstance(data, AppData):
             return []
@@ -210,6 +224,14 @@ class DeltaTracker:
             cores = n // N
             pick = self._pick_for(cores)
             prev = seen.get(index)
+            if (app.pid, index) in self._rebase:  # its last reading was refused: this one is a new baseline
+                seen[index] = (cur, reading.time, None)
+                problem = _past_top(cur, pick)
+                if problem is None:
+                    self._rebase.discard((app.pid, index))
+                else:
+                    bad.append(f"neuron{index} {problem}: the data block is damaged or forged")
+                continue
             if prev is not None and len(prev[0]) // N == cores:
                 base, prev_t, prev_picks = prev
             else:  # first look: count from the birth baseline
@@ -226,6 +248,7 @@ class DeltaTracker:
             if type(d) is int:
                 counter, core = pick.where(d)
                 bad.append(implausible_delta(index, core, counter, picked_delta(cur, base, counter, core), dt))
+                self._rebase.add((app.pid, index))
                 continue
             assert not isinstance(d, int)
             out.append((index, dd, dt, cores, d))
@@ -235,12 +258,23 @@ class DeltaTracker:
 
     def forget(self, pid: int) -> None:
         self._prev.pop(pid, None)
+        if self._rebase:
+            self._rebase = {k for k in self._rebase if k[0] != pid}
+
+
+def _past_top(cur: Sequence[int], pick: Pick) -> str | None:
+    """Why a reading cannot be a baseline (a picked counter past its source's top), or None."""
+    for k, (at, top) in enumerate(zip(pick.positions, pick.tops, strict=True)):
+        if cur[at] > top:
+            counter, core = pick.where(k)
+            return f"core {core}: {NAMES.get(counter, f'NC counter {counter}')} holds {cur[at]}, past what it can"
+    return None
 
 
 def picked_delta(cur: Sequence[int], prev: Sequence[int], counter: int, core: int) -> int:
-    """The change of NC counter ``counter`` of ``core`` from ``prev`` to ``cur`` (0 if it went back)."""
+    """The change of NC counter ``counter`` of ``core`` from ``prev`` to ``cur`` (its new value if it went back)."""
     at = core * N + counter
-    return max(0, cur[at] - prev[at])
+    return cur[at] - prev[at] if cur[at] >= prev[at] else cur[at]
 
 
 def cores_in_use(dd: DeviceData, busy: Sequence[int] | None = None) -> list[int]:

@@ -22,7 +22,7 @@ Values within these bounds stay below 2^53 in every sum a report makes of them (
 from __future__ import annotations
 
 from neuron_monitor.neuron import layout as L
-from neuron_monitor.util.counters import Source
+from neuron_monitor.util.counters import U64_TOP, Source
 
 MAX_BYTES = 1 << 48
 BURST = 60.0  # seconds' worth of counts a first delta may carry from before its baseline
@@ -69,6 +69,16 @@ def implausible_delta(device: int, core: int, counter: int, delta: int, dt: floa
         f"(at most {delta_bound(counter, dt):.3g}): the data block is damaged or forged; this period's counts "
         "are left out"
     )
+
+
+def nc_source(counter: int) -> Source:
+    """NC counter ``counter`` of a data block as util/counters.py's rule reads it: its rate and burst (`limits`),
+    no value in the top half of 64 bits, except the MAC count, which a real core can take there in days (at
+    4 x 10^13 MACs a second, 2^63 is 2.5 days away) and which may wrap at 2^64."""
+    rate, burst = limits(counter)
+    if counter == L.NC_MAC_COUNT:
+        return Source(rate=rate, burst=burst, top=U64_TOP, width=64)
+    return Source(rate=rate, burst=burst)
 
 
 # -- the driver's cumulative sysfs counters, as util/counters.py's rule reads them -------------------------------

@@ -182,4 +182,8 @@ def test_hw_counters_name_a_jump_past_sixteen_bits(tree: Any) -> None:
     assert (
         "sram_ecc_uncorrected of neuron_device 5: holds 18446744073709551615, past what it can (65535)" in body["error"]
     )
-    assert body["neuron_devices"][5]["sram_ecc_uncorrected"] == 0
+    assert "sram_ecc_uncorrected" not in body["neuron_devices"][5]  # refused: left out, never a count
+    devs[5].ecc["sram_ecc_uncorrected"].write(b"4\n")
+    assert g.collect()["neuron_devices"][5]["sram_ecc_uncorrected"] == 0  # a new baseline
+    devs[5].ecc["sram_ecc_uncorrected"].write(b"6\n")
+    assert g.collect()["neuron_devices"][5]["sram_ecc_uncorrected"] == 2

@@ -160,13 +160,28 @@ def test_random_blocks_never_end_the_daemon_nor_pass_as_counts(daemon: Daemon) -
 
 
 def test_counting_resumes_after_a_damaged_period(daemon: Daemon) -> None:
-    """The damaged jump is never counted: the period after it counts from the damaged reading, as numbers."""
+    """The damaged jump is never counted, nor counted from: the reading after it is a new baseline (the counter
+    rule, util/counters.py), the one after that counts."""
     daemon.report()
     damaged = daemon.groups("job-00", "job-00", set_nc(L.NC_INFER_COMPLETED, 2**62, (0, 1)))
     assert "completed grew by" in damaged["execution_stats"]["error"]
     stats = daemon.groups("job-00", "job-00", set_nc(L.NC_INFER_COMPLETED, 2**62 + 5, (0, 1)))["execution_stats"]
     assert stats["error"] == ""
-    assert stats["execution_summary"]["completed"] == 5 * 2  # counted from the damaged reading, per core
+    assert stats.get("execution_summary", {}).get("completed", 0) == 0  # a new baseline: nothing counted
+    stats = daemon.groups("job-00", "job-00", set_nc(L.NC_INFER_COMPLETED, 2**62 + 12, (0, 1)))["execution_stats"]
+    assert stats["execution_summary"]["completed"] == 7 * 2  # per core
+
+
+def test_a_core_counter_near_two_to_the_64_is_no_baseline(daemon: Daemon) -> None:
+    """A completed count of 2^64-1 was kept as the baseline, so the next good value counted whole (+360 for a true
+    +10): now it is refused, the next good value is a baseline, and +10 counts 10."""
+    daemon.report()
+    bad = daemon.groups("job-00", "job-00", set_nc(L.NC_INFER_COMPLETED, 2**64 - 1, (0, 1)))["execution_stats"]
+    assert "completed" in bad["error"]
+    daemon.groups("job-00", "job-00", set_nc(L.NC_INFER_COMPLETED, 360, (0, 1)))
+    stats = daemon.groups("job-00", "job-00", set_nc(L.NC_INFER_COMPLETED, 370, (0, 1)))["execution_stats"]
+    assert stats["error"] == ""
+    assert stats["execution_summary"]["completed"] == 10 * 2  # per core
 
 
 def test_large_but_plausible_values_are_numbers(daemon: Daemon) -> None:

@@ -260,6 +260,8 @@ class EfaCounters(SystemGroup):
         if len(prev) != len(values):
             prev = [None] * len(values)
         counts, baselines, refused = steps(prev, values, dt, EFA_COUNTER)
+        if None in counts:  # a new baseline counts 0 (nothing yet); unread and refused counters stay out
+            counts = [0 if c is None and b is not None else c for c, b in zip(counts, baselines, strict=True)]
         if refused:
             where = [(p, name) for p in plan.ports for name in p.counters]
             for i, problem in refused:
