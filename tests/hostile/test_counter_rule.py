@@ -242,3 +242,13 @@ tests:
     )
     out = subprocess.run([PROMTOOL, "test", "rules", str(test)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_det_takes_no_ecc_finding_from_a_count_no_device_makes() -> None:
+    """A producer's 1.8e19 uncorrected events in one period (the old wrap reading) is no det finding; 2 is."""
+    from neuron_monitor.groups.neuron_hw_counters.spec import DeviceCounters, NeuronHwCounters, findings
+
+    absurd = NeuronHwCounters([DeviceCounters("0", 0, {"mem_ecc_uncorrected": 1.8e19, "sram_ecc_uncorrected": 0})])
+    assert list(findings(absurd)) == []
+    real = NeuronHwCounters([DeviceCounters("0", 0, {"mem_ecc_uncorrected": 2, "sram_ecc_uncorrected": 0})])
+    assert [f[2] for f in findings(real)] == [2]

@@ -10,7 +10,10 @@ Rules:
   writes no ``fresh``) and its ``error`` is empty, so every observation reaches CloudWatch once and the per-period
   counters (execution_stats, neuron_hw_counters, vcpu context switches) are counted exactly once;
 * a runtime entry whose ``error`` is set is skipped, as AWS's exporters do;
-* values that are not numbers (null latency when idle, strings) are skipped;
+* values that are not numbers (null latency when idle, strings) are skipped, and so is a count (unit ``Count``)
+  outside 0..``MAX_COUNT_PER_PERIOD``, the bound the Prometheus exporter applies too: no source can count that in a
+  period (docs/neuron-data.md, "Cumulative counters"), so such a value is damage from the producer, counted in
+  ``ReportMapper.absurd`` and logged at most once a minute, never summed;
 * latency percentiles are sent as one metric per percentile (``ExecutionLatencyP99`` ...): exact as reported,
   alarmable directly. Statistic sets cannot carry them (CloudWatch derives percentiles from a statistic set only
   when min = max), and rebuilding a distribution from seven quantiles would only approximate them;
@@ -24,7 +27,7 @@ import functools
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from neuron_monitor.exporters.cloudwatch.datum import Datum, Dims
@@ -36,6 +39,7 @@ from neuron_monitor.schema.spec import (
     CORE_DIMS,
     DEVICE_DIMS,
     HOST_DIMS,
+    MAX_COUNT_PER_PERIOD,
     PHYSICAL_CORE_DIMS,
     RUNTIME_DIMS,
     VCPU_DIMS,
@@ -100,6 +104,7 @@ class _Ctx:
     core_owner: dict[str, K8sOwner]
     device_owner: dict[str, K8sOwner]
     budget: SeriesBudget | None = None
+    absurd: list[str] = field(default_factory=list)  # metrics whose count was past MAX_COUNT_PER_PERIOD
 
     def device_of(self, core: str) -> int | None:
         if self.cores_per_device > 0 and core.isdigit():
@@ -145,11 +150,15 @@ class _Dims:
 
 
 def _send(ctx: _Ctx, group: Group, dims: _Dims) -> None:
-    """Emit a fresh, usable group's datums as its spec names them (values of the wrong type are left out)."""
+    """Emit a fresh, usable group's datums as its spec names them (values of the wrong type are left out, and
+    counts past what any source can count in a period)."""
     if not group.fresh or not group.usable:
         return
     emit = ctx.emit
     for metric, key, suffix, value in group.spec.datums(group.data(), group.period or 0.0, ctx.options.per_vcpu):
+        if metric.unit == "Count" and not _plausible_count(value):
+            ctx.absurd.append(metric_name(metric, suffix))
+            continue
         where = dims(metric.scope, key)
         if metric.key_dims:
             where = (*where, *_key_dims(metric.key_dims, key))
@@ -159,6 +168,12 @@ def _send(ctx: _Ctx, group: Group, dims: _Dims) -> None:
             if number is not None and not ctx.budget.keep(metric, name, where, number):
                 continue
         emit(name, metric.unit, where, value, metric.additive)
+
+
+def _plausible_count(value: object) -> bool:
+    """False for a number outside 0..MAX_COUNT_PER_PERIOD (a non-number is left out by the emitter anyway)."""
+    number = _num(value)
+    return number is None or 0.0 <= number <= MAX_COUNT_PER_PERIOD
 
 
 def _key_dims(names: tuple[str, ...], key: tuple[str, ...]) -> Dims:
@@ -175,7 +190,9 @@ class ReportMapper:
         self.options = options or MapOptions()
         self.budget = SeriesBudget() if self.options.detail == BUDGET else None
         self.runtimes_left_out = 0  # runtime entries past MAX_RUNTIMES, over all reports (issue 32)
+        self.absurd = 0  # counts left out as past MAX_COUNT_PER_PERIOD, over all reports
         self._left_out_log = LogRateLimit(60.0)
+        self._absurd_log = LogRateLimit(60.0)
 
     def map(self, report: dict[str, Any], now: float | None = None) -> list[Datum]:
         runtimes = report.get("neuron_runtime_data")
@@ -210,4 +227,14 @@ class ReportMapper:
         host = _Dims(ctx, "")
         for group in read.system.values():
             _send(ctx, group, host)
+        if ctx.absurd:
+            self.absurd += len(ctx.absurd)
+            if self._absurd_log.hit() is not None:
+                log.warning(
+                    "left out %d counts past %.0e in one period (%s): no source counts that much; the producer's "
+                    "values are damaged",
+                    len(ctx.absurd),
+                    MAX_COUNT_PER_PERIOD,
+                    ", ".join(sorted(set(ctx.absurd))[:5]),
+                )
         return emit.datums()

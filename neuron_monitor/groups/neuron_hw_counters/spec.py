@@ -103,6 +103,8 @@ def findings(value: NeuronHwCounters) -> Iterator[S.DetFinding]:
         if device.index is not None:
             mem = whole(device.events.get(N.MEM_ECC_UNCORRECTED))
             sram = whole(device.events.get(N.SRAM_ECC_UNCORRECTED))
+            if not (0 <= mem <= S.MAX_COUNT_PER_PERIOD and 0 <= sram <= S.MAX_COUNT_PER_PERIOD):
+                continue  # no device counts that in a period: a damaged producer's value, not a finding
             details = {"mem_ecc_uncorrected": mem, "sram_ecc_uncorrected": sram}
             yield DET_ECC, (str(device.index),), mem + sram, details
 

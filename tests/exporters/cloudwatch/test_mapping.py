@@ -275,3 +275,20 @@ def test_efa_counters_use_the_cloudwatch_agents_names_and_dimensions(trn1_report
     assert names["efa_retrans_pkts"][0].unit == "Count"
     assert names["efa_link_up"][0].value == 1.0
     assert not any("some_new_counter" in n for n in names)  # a counter no spec names is not sent
+
+
+def test_a_count_past_what_any_source_counts_in_a_period_is_not_summed(trn1_report: dict[str, Any]) -> None:
+    """A producer's per-period count of 1.8e19 (a counter read across a reset as a wrap near 2^64) or a negative
+    one is left out (the bound the Prometheus exporter applies too), counted and logged; the rest is sent."""
+    report = copy.deepcopy(trn1_report)
+    devices = report["system_data"]["neuron_hw_counters"]["neuron_devices"]
+    devices[0]["mem_ecc_uncorrected"] = 18446744073709551613
+    devices[1]["sram_ecc_uncorrected"] = -3
+    mapper = ReportMapper()
+    names = by_name(mapper.map(report, now=1.0))
+    unc = {dims(d)["NeuronDevice"]: d.value for d in names["NeuronDeviceMemEccUncorrected"]}
+    assert "0" not in unc and len(unc) == 15
+    sram = {dims(d)["NeuronDevice"]: d.value for d in names["NeuronDeviceSramEccUncorrected"]}
+    assert "1" not in sram
+    assert mapper.absurd >= 2
+    assert all(d.value < 1e12 for ds in names.values() for d in ds if d.unit == "Count")
