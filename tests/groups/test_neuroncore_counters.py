@@ -131,7 +131,8 @@ def test_the_native_pass_takes_the_usual_trn2_case() -> None:
 
 def test_a_damaged_mac_counter_makes_the_runtimes_object_an_error_and_the_report_encodes() -> None:
     """A MAC counter that jumps past what a core can count (here 2^64-1 in 0.1 s) is the runtime's group error
-    for the period (neuron/plausible.py), never a rate; the next period counts from the damaged reading."""
+    for the period (neuron/plausible.py), never a rate; the next reading is a new baseline (the counter rule,
+    util/counters.py: nothing counted from the damaged reading), the one after counts."""
     start = {c: counters({**MEM}) for c in range(8)}
     g = NeuroncoreCounters(RootFS("/"))
     g.collect([app_with(start, t=0.0, topology=TRN2)], [])
@@ -142,7 +143,10 @@ def test_a_damaged_mac_counter_makes_the_runtimes_object_an_error_and_the_report
     assert "neuron0 core 3: MAC count grew by 18446744073709551615" in only["error"]
     orjson.dumps(only)
     later = {c: counters({0: 100_000, 29: (2**64 - 1 if c == 3 else 2 * 10**12), **MEM}) for c in range(8)}
-    (after,) = g.collect([app_with(later, t=0.2)], []).values()
+    (baseline,) = g.collect([app_with(later, t=0.2)], []).values()
+    assert "error" not in baseline and not baseline.get("neuroncores_in_use", {}).get("1", {}).get("flops")
+    latest = {c: counters({0: 150_000, 29: (2**64 - 1 if c == 3 else 3 * 10**12), **MEM}) for c in range(8)}
+    (after,) = g.collect([app_with(latest, t=0.3)], []).values()
     assert "error" not in after and after["neuroncores_in_use"]["1"]["flops"] == 2 * 10**13 * 1
 
 
