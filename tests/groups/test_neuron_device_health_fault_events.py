@@ -111,3 +111,16 @@ def test_pending_events_survive_a_restart() -> None:
 def test_a_bad_state_is_refused(state: object) -> None:
     with pytest.raises(ValueError):
         FaultLedger.from_state(state, "b")
+
+
+def test_a_version_1_state_carries_its_totals_and_the_counts_it_can() -> None:
+    """An upgrade keeps the ledger: version 1 kept the uncorrected counts as one sum, which cannot be split (their
+    next read is a baseline); the repairable and hw_error baselines, the totals and the pending events carry on."""
+    old = {"version": 1, "boot_id": "b", "raw": {"0": [5, 2, 3]}, "present": {"0": True},
+           "totals": {"0/ecc_uncorrected": [5, 1.0, 2.0]}, "pending": {"0/hw_error": [1, 2.0]}}  # fmt: skip
+    ledger = FaultLedger.from_state(old, "b")
+    assert ledger.totals[(0, "ecc_uncorrected")].count == 5
+    ledger.observe(sig(mem_ecc_uncorrected=4, sram_ecc_uncorrected=1, mem_ecc_repairable=2, hw_error_events=4), 3.0)
+    assert ledger.drain() == {(0, "hw_error"): (2, 2.0)}  # the pending one and one new
+    ledger.observe(sig(mem_ecc_uncorrected=6, sram_ecc_uncorrected=1, mem_ecc_repairable=2, hw_error_events=4), 4.0)
+    assert ledger.drain() == {(0, "ecc_uncorrected"): (2, 4.0)}

@@ -167,7 +167,8 @@ class FaultLedger:
     def from_state(cls, state: Any, boot_id: str) -> FaultLedger:
         """A ledger from `to_state`'s output; ValueError when it is not one. After a reboot (another boot_id)
         the driver's counters restarted: the totals carry on, the counters' last values are dropped."""
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+        version = state.get("version") if isinstance(state, dict) else None
+        if not isinstance(state, dict) or version not in (1, STATE_VERSION) or type(version) is not int:
             raise ValueError("not a fault-event state of this version")
         ledger = cls(count_existing=True)
         try:
@@ -181,6 +182,8 @@ class FaultLedger:
                 ledger._pending[(device, kind)] = (_count(count), _time(first))
             if state.get("boot_id") == boot_id:  # "" on both sides: unknown, a reset still shows as a drop
                 for key, values in _items(state, "raw"):
+                    if version == 1 and isinstance(values, list) and len(values) == 3:  # unc. sum, repairable, hw
+                        values = [None, None, values[1], values[2]]  # the sum cannot be split: a baseline next
                     ledger._raw[_device(key)] = _raw(values)
                 for key, names in _items(state, "components"):
                     if not isinstance(names, list) or len(names) > 64:
