@@ -2,8 +2,10 @@
 
 Reads ``stats/hardware/{mem,sram}_ecc_{corrected,uncorrected}`` of each device in the driver's sysfs tree
 (kept descriptors, re-read at offset 0). The driver prints cumulative firmware counts (16-bit fields), so this
-group reports per-period counts: the change since its previous collection (modulo 2^16 when a count wrapped),
-the first period counting from the baseline taken at start. That is what AWS's exporter assumes when it adds the
+group reports per-period counts by the project's counter rule (util/counters.py; the sources' driver facts in
+neuron/plausible.py): the change since its previous collection, a drop being a reset (a drop to 0, which the
+driver also prints when its firmware read fails, counts nothing) unless a wrap of the 16-bit field is proven, the
+first period counting from the baseline taken at start, a value past what the field holds named in ``error``. That is what AWS's exporter assumes when it adds the
 values up. A counter the group could not read (its file not exposed: Inf1, drivers before 2.30 for the corrected
 counts; or not found, or unreadable) is left out of the device's entry, never reported as 0, and named in
 ``error``; nothing here raises for a missing device or file. The files are found where the device's known layout
