@@ -1,21 +1,22 @@
 """System group ``neuron_hw_counters``: ECC events per Neuron device over the period.
 
-Reads ``stats/hardware/{mem,sram}_ecc_{corrected,uncorrected}`` of each device in the driver's sysfs tree
-(kept descriptors, re-read at offset 0). The driver prints cumulative firmware counts (16-bit fields), so this
-group reports per-period counts by the project's counter rule (util/counters.py; the sources' driver facts in
-neuron/plausible.py): the change since its previous collection, a drop being a reset (a drop to 0, which the
-driver also prints when its firmware read fails, counts nothing) unless a wrap of the 16-bit field is proven, the
-first period counting from the baseline taken at start, a value past what the field holds named in ``error``. That is what AWS's exporter assumes when it adds the
-values up. A counter the group could not read (its file not exposed: Inf1, drivers before 2.30 for the corrected
-counts; or not found, or unreadable) is left out of the device's entry, never reported as 0, and named in
-``error``; nothing here raises for a missing device or file. The files are found where the device's known layout
-puts them, else by the bounded search of neuron/discovery.py (`DriverTree.find`); `sources` says what was found.
+Reads ``stats/hardware/{mem,sram}_ecc_{corrected,uncorrected}`` of each device in the driver's sysfs tree (kept
+descriptors, re-read at offset 0). The driver prints cumulative firmware counts (16-bit fields), so this group
+reports per-period counts by the project's counter rule (util/counters.py; the sources' driver facts in
+neuron/plausible.py): the change since its previous collection, a drop being a reset (a drop to 0, which the driver
+also prints when its firmware read fails, counts nothing) unless a wrap of the 16-bit field is proven, the first
+period counting from the baseline taken at start, a value past what the field holds named in ``error``. That is what
+AWS's exporter assumes when it adds the values up. A counter the group could not read (its file not exposed: Inf1,
+drivers before 2.30 for the corrected counts; or not found, or unreadable) is left out of the device's entry, never
+reported as 0, and named in ``error``; nothing here raises for a missing device or file. The files are found where
+the device's known layout puts them, else by the bounded search of neuron/discovery.py (`DriverTree.find`);
+`sources` says what was found.
 
 Cost: a trn2.48xlarge has 64 of these files. While the device listing and the set of open files stay as they were,
-all of them are read in one pass of preads on the kept descriptors and converted in one ``map(int)``; any error,
-odd content or change of listing takes the careful per-file path, which reopens, notes what is missing, and sets
-up the next fast pass. When that pass reads the very bytes of the previous one (no ECC event anywhere: the usual
-case), nothing is converted or compared per device: the body is the shared all-zero body of that pass.
+all of them are read in one pass of preads on the kept descriptors and converted in one ``map(int)``; any error, odd
+content or change of listing takes the careful per-file path, which reopens, notes what is missing, and sets up the
+next fast pass. When that pass reads the very bytes of the previous one (no ECC event anywhere: the usual case),
+nothing is converted or compared per device: the body is the shared all-zero body of that pass.
 """
 
 from __future__ import annotations
