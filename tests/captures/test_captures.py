@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from neuron_monitor.sim.layouts import REORGANIZED
 from neuron_monitor.sim.shapes import SHAPES
 from neuron_monitor.sim.temporary import TemporarySimulator
 from tests.captures.replay import extract, replay, same_report
@@ -30,7 +31,8 @@ def test_capture_replays_to_its_host_report(archive: Path, tmp_path: Path) -> No
     assert same_report(host, replay(root)) == []
 
 
-CASES = [(shape, None) for shape in sorted(SHAPES)] + [("trn2.48xlarge", "regrouped"), ("trn1.32xlarge", "moved-cores")]
+# every shape on today's layout, and each reorganized layout the simulator imitates on a trn2.48xlarge
+CASES = [(shape, None) for shape in sorted(SHAPES)] + [("trn2.48xlarge", layout) for layout in sorted(REORGANIZED)]
 
 
 @pytest.mark.parametrize(("shape", "driver"), CASES, ids=[f"{s}-{d}" if d else s for s, d in CASES])

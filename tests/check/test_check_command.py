@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from neuron_monitor.sim.layouts import REORGANIZED
 from tests.conftest import daemon_cmd
 
 TIMEOUT = 300
@@ -86,7 +87,7 @@ def test_bdf_refused_leaves_the_join_unknown_never_failing(tmp_path: Path) -> No
     assert out.returncode == 0  # the join is no source a group needs: its counters are reported without it
 
 
-@pytest.mark.parametrize("driver", ["moved-cores", "regrouped"])
+@pytest.mark.parametrize("driver", sorted(REORGANIZED))
 def test_reorganized_layouts_are_found_and_absent_nodes_named(driver: str) -> None:
     from neuron_monitor.sim.temporary import TemporarySimulator
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
+from neuron_monitor.sim.layouts import REORGANIZED
 from neuron_monitor.sim.temporary import TemporarySimulator
 from tests.conftest import daemon_cmd
 from tests.exporters.prometheus.prom_helpers import one, parse, select
@@ -27,8 +30,9 @@ def _series(options: dict[str, object]) -> dict:  # type: ignore[type-arg]
     return parse(body)
 
 
-def test_found_everywhere_on_a_reorganized_layout() -> None:
-    series = _series({"driver": "regrouped"})
+@pytest.mark.parametrize("driver", sorted(REORGANIZED))
+def test_found_everywhere_on_a_reorganized_layout(driver: str) -> None:
+    series = _series({"driver": driver})
     groups = {dict(labels)["group"] for labels in select(series, FAMILY)}
     assert {"neuron_hw_counters", "neuron_device_telemetry", "neuron_device_health"} <= groups
     for group in groups:
