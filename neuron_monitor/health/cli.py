@@ -11,16 +11,16 @@ arguments). deploy/kubernetes/node-problem-detector.yaml runs it as an NPD custo
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import ssl
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 from neuron_monitor.health.verdicts import UNKNOWN, NodeHealth, exit_code, from_body, from_exposition, shown, summary
 from neuron_monitor.util.cli_common import ArgumentParser
+from neuron_monitor.util.deadline import BodyTooLarge, DeadlineExceeded, exchange
 
 MAX_BODY = 16 << 20  # a /metrics page of a trn2.48xlarge with 16 runtimes is about 1 MiB
 
@@ -36,7 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument(
         "--url", metavar="URL", help="ask a running neuron-monitor-prometheus (e.g. http://127.0.0.1:8000)"
     )
-    p.add_argument("--timeout", type=float, default=3.0, metavar="S", help="seconds allowed for --url (default 3)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="seconds allowed for the whole --url exchange (default 3)",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON")
     out.add_argument("--brief", action="store_true", help="print only the summary line (at most 80 characters)")
@@ -51,23 +57,35 @@ def _metrics_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
+def _connection(parts: urllib.parse.SplitResult, timeout: float) -> http.client.HTTPConnection:
+    host, port = parts.hostname or "", parts.port
+    if parts.scheme == "https":
+        return http.client.HTTPSConnection(host, port, timeout=timeout, context=ssl.create_default_context())
+    return http.client.HTTPConnection(host, port, timeout=timeout)
+
+
 def from_url(url: str, timeout: float) -> NodeHealth:
     """The node's health as a running exporter serves it (state unknown, with the reason, when it cannot)."""
     try:
         target = _metrics_url(url)
     except ValueError as e:
         return NodeHealth("unknown", problem=str(e))
-    request = urllib.request.Request(target, headers={"Accept": "text/plain;version=0.0.4"})
-    try:
-        context = ssl.create_default_context() if target.startswith("https") else None
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
-            raw = response.read(MAX_BODY + 1)
-    except urllib.error.HTTPError as e:
-        return NodeHealth("unknown", problem=f"{shown(target, 60)} answered {e.code}")
-    except (OSError, ValueError) as e:
-        return NodeHealth("unknown", problem=f"{shown(target, 60)}: {shown(str(getattr(e, 'reason', e)), 60)}")
-    if len(raw) > MAX_BODY:
+    parts = urllib.parse.urlsplit(target)
+    headers = {"Accept": "text/plain;version=0.0.4", "User-Agent": "neuron-monitor-health"}
+    try:  # the whole exchange within --timeout (util.deadline), however slowly the server answers
+        conn = _connection(parts, timeout)
+        answer = exchange(
+            conn, "GET", parts.path + (f"?{parts.query}" if parts.query else ""), headers, timeout, MAX_BODY
+        )
+    except BodyTooLarge:
         return NodeHealth("unknown", problem=f"{shown(target, 60)}: /metrics over {MAX_BODY} bytes")
+    except DeadlineExceeded as e:
+        return NodeHealth("unknown", problem=f"{shown(target, 60)}: {e}")
+    except (OSError, ValueError, http.client.HTTPException) as e:
+        return NodeHealth("unknown", problem=f"{shown(target, 60)}: {shown(str(e) or type(e).__name__, 60)}")
+    if answer.status != 200:
+        return NodeHealth("unknown", problem=f"{shown(target, 60)} answered {answer.status}")
+    raw = answer.body
     try:
         return from_exposition(raw.decode("utf-8", "replace"))
     except (ValueError, TypeError) as e:

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import urllib.parse
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.util.deadline import BodyTooLarge, Deadline, DeadlineExceeded, exchange
 
 log = logging.getLogger("neuron_monitor.imds")
 
 DEFAULT_ENDPOINT = "http://169.254.169.254"
 TOKEN_TTL_SECONDS = 21600
+MAX_ANSWER_BYTES = 64 * 1024  # a metadata value (an id, a type, a tag) is a few dozen bytes
 
 # instance_info key -> metadata path; "optional" fields are not errors when absent (per the guide)
 _FIELDS: tuple[tuple[str, str, bool], ...] = (
@@ -60,7 +61,7 @@ class _ImdsError(Exception):
 class ImdsClient:
     """A tiny IMDS client: PUT /latest/api/token, then GET /latest/meta-data/... with the token."""
 
-    def __init__(self, endpoint: str, deadline: float) -> None:
+    def __init__(self, endpoint: str, deadline: Deadline) -> None:
         u = urllib.parse.urlsplit(endpoint)
         if u.scheme != "http" or not u.hostname:
             raise ValueError(f"IMDS endpoint must be http://host[:port], got {endpoint!r}")
@@ -70,20 +71,23 @@ class ImdsClient:
         self.token: str | None = None
 
     def _request(self, method: str, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
+        """One exchange within what is left of the whole lookup's budget (a total: ``util.deadline``)."""
+        if self.deadline.passed():
             raise _ImdsError("instance metadata service did not answer in time")
         import http.client  # here, not at the top: a daemon without instance metadata (--simulate) never loads it
 
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=remaining)
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=max(self.deadline.left(), 0.001))
         try:
-            conn.request(method, path, headers=headers)
-            resp = conn.getresponse()
-            return resp.status, resp.read()
+            answer = exchange(conn, method, path, headers, self.deadline, MAX_ANSWER_BYTES)
+        except DeadlineExceeded:
+            raise _ImdsError(
+                f"instance metadata service did not answer in time ({self.deadline.seconds:g} s in all)"
+            ) from None
+        except BodyTooLarge as e:
+            raise _ImdsError(f"instance metadata {path}: {e}") from None
         except (OSError, http.client.HTTPException) as e:
             raise _ImdsError(f"instance metadata service unreachable: {e}") from None
-        finally:
-            conn.close()
+        return answer.status, answer.body
 
     def get_token(self) -> None:
         try:
@@ -116,7 +120,7 @@ def fetch_instance_info(endpoint: str = DEFAULT_ENDPOINT, budget: float = 1.0) -
     """Every field IMDS gives within ``budget`` seconds; ``error`` says what is missing or why IMDS failed."""
     info: dict[str, str] = {}
     try:
-        client = ImdsClient(endpoint, time.monotonic() + budget)
+        client = ImdsClient(endpoint, Deadline(budget))
         client.get_token()
         missing = []
         for key, path, optional in _FIELDS:

@@ -5,28 +5,25 @@ HTTPS checked against the cluster CA, or over plain HTTP to a loopback address o
 Returns: the decoded JSON object. Every failure is a ``KubeApiError`` whose text is one short line: the status
 and the API's own ``message`` clipped, never the token, never a whole response body.
 
-Bounds: a whole request (connect, headers, body) ends at ``timeout`` seconds, enforced by a timer that shuts the
-socket down, so a server that drips one byte at a time cannot hold the caller; a body over ``max_bytes`` is
-refused (by its Content-Length when given, else while reading). The token file is read again on every request
+Bounds: a whole request (connect, headers, body) ends at ``timeout`` seconds (``util.deadline.exchange``: a total,
+so a server that drips one byte at a time cannot hold the caller); a body over ``max_bytes`` is refused (by its
+Content-Length when given, else while reading). The token file is read again on every request
 (the kubelet rotates projected tokens), with the same regular-file and size discipline as every other input.
 """
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import ipaddress
 import os
-import socket
 import ssl
-import threading
-import time
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from neuron_monitor.util.deadline import BodyTooLarge, DeadlineExceeded, exchange
 from neuron_monitor.util.inputfile import InputFileError, read_regular, shown
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -36,7 +33,6 @@ TOKEN_MAX_BYTES = 64 * 1024
 CA_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_TIMEOUT = 5.0
-_READ_CHUNK = 64 * 1024
 _MESSAGE_CHARS = 160
 
 
@@ -157,58 +153,23 @@ class KubeApi:
         token = self._token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        deadline = time.monotonic() + self.timeout
-        conn = self._connection(self.timeout)
-        timer = threading.Timer(self.timeout, _shut, (conn,))
-        timer.daemon = True
-        timer.start()
         self.requests += 1
         what = f"GET {path}"
         try:
-            conn.request("GET", target, headers=headers)
-            resp = conn.getresponse()
-            body = self._read_body(resp, deadline, what)
-        except KubeApiError:
-            raise
+            answer = exchange(self._connection(self.timeout), "GET", target, headers, self.timeout, self.max_bytes)
+        except DeadlineExceeded:
+            raise KubeApiError(f"{what}: no complete answer within {self.timeout:g} s") from None
+        except BodyTooLarge as e:
+            raise KubeApiError(f"{what}: {e}") from None
         except (OSError, http.client.HTTPException) as e:
-            if time.monotonic() >= deadline:
-                raise KubeApiError(f"{what}: no complete answer within {self.timeout:g} s") from None
             raise KubeApiError(f"{what}: {one_line(type(e).__name__ + ': ' + str(e))}") from None
-        finally:
-            timer.cancel()
-            conn.close()
-        if resp.status != 200:
-            raise KubeApiError(f"{what}: HTTP {resp.status}{_status_message(body)}", resp.status)
+        body = answer.body
+        if answer.status != 200:
+            raise KubeApiError(f"{what}: HTTP {answer.status}{_status_message(body)}", answer.status)
         try:
             return orjson.loads(body)
         except orjson.JSONDecodeError:
             raise KubeApiError(f"{what}: the answer is not JSON") from None
-
-    def _read_body(self, resp: http.client.HTTPResponse, deadline: float, what: str) -> bytes:
-        length = resp.getheader("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > self.max_bytes:
-            raise KubeApiError(f"{what}: answer of {int(length)} bytes exceeds the {self.max_bytes}-byte cap")
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            if time.monotonic() >= deadline:
-                raise KubeApiError(f"{what}: no complete answer within {self.timeout:g} s")
-            chunk = resp.read1(_READ_CHUNK)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > self.max_bytes:
-                raise KubeApiError(f"{what}: answer exceeds the {self.max_bytes}-byte cap")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-
-def _shut(conn: http.client.HTTPConnection) -> None:
-    """The request's deadline passed: unblock whatever read or write the caller is in."""
-    sock = conn.sock
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _status_message(body: bytes) -> str:

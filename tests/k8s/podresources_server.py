@@ -52,7 +52,7 @@ class FakeKubelet:
     ``pods``: [{"name", "namespace", "containers": [{"name", "devices": [(resource, [ids])],
                "claims": [{"name", "namespace", "devices": [(driver, pool, device)]}]}]}]
     ``allocatable``: [(resource, [ids])], or None to answer UNIMPLEMENTED like an old kubelet.
-    ``fail_with``: a grpc.StatusCode to fail every call with.
+    ``fail_with``: a grpc.StatusCode to fail every call with. ``delay``: seconds List waits before it answers.
     """
 
     def __init__(self, socket_path: str) -> None:
@@ -60,6 +60,8 @@ class FakeKubelet:
         self.pods: list[dict[str, Any]] = []
         self.allocatable: list[tuple[str, list[str]]] | None = []
         self.fail_with: grpc.StatusCode | None = None
+        self.delay = 0.0  # seconds every call waits before it answers (or until ``stop``)
+        self._stopping = threading.Event()
         self.calls: dict[str, int] = {"List": 0, "GetAllocatableResources": 0}
         pb2, pb2_grpc = compiled()
         self._pb2 = pb2
@@ -103,6 +105,7 @@ class FakeKubelet:
         class Servicer(pb2_grpc.PodResourcesListerServicer):  # type: ignore[misc,name-defined]
             def List(self, request: Any, context: Any) -> Any:
                 fake.calls["List"] += 1
+                fake._stopping.wait(fake.delay)
                 if fake.fail_with is not None:
                     context.abort(fake.fail_with, "kubelet says no")
                 pods = [
@@ -139,4 +142,5 @@ class FakeKubelet:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         self._server.stop(grace=None).wait()

@@ -3,18 +3,21 @@
 ``make_client(region, endpoint_url, profile)`` returns ``(client, protocol)`` or raises ``SetupError`` with a
 one-line message (no region, no credentials, unknown profile). Credentials come from boto3's chain: environment,
 shared config/credentials profile, container or instance role. Retries are left to ``publisher`` (one attempt per
-call here) because botocore would also resend requests that got no answer, which could store a datum twice.
+call here) because botocore would also resend requests that got no answer, which could store a datum twice. Each
+request's whole exchange ends within ``connect_timeout + read_timeout`` seconds (``transport.DeadlineTransport``).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError
+
+from neuron_monitor.exporters.cloudwatch.transport import DeadlineTransport
 
 USER_AGENT = "neuron-monitor-cloudwatch"
 
@@ -69,4 +72,9 @@ def make_client(
         client = session.client("cloudwatch", endpoint_url=endpoint_url, config=config)
     except (BotoCoreError, ValueError) as exc:
         raise SetupError(f"cannot create the CloudWatch client: {exc}") from None
+    core: Any = session._session  # botocore's session: AWS_CA_BUNDLE or the profile's ca_bundle, as botocore reads it
+    ca_bundle = core.get_config_variable("ca_bundle")
+    # every request's whole exchange within connect + read timeout (transport.py: a total, not per read)
+    transport = DeadlineTransport(connect_timeout + read_timeout, ca_bundle if isinstance(ca_bundle, str) else None)
+    client.meta.events.register("before-send", cast(Any, transport))
     return client, str(client.meta.service_model.protocol)
