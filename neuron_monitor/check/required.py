@@ -27,7 +27,7 @@ class RequiredFamilies:
     def device_names(self) -> frozenset[str]:
         devices = self.tree.device_indexes()
         if devices != self._names[0]:
-            self._names = (devices, frozenset(self.tree.arch(i)[0] for i in devices))
+            self._names = (devices, frozenset(self.tree.device_name(i) for i in devices))
         return self._names[1]
 
     def families(self, driver_version: str) -> frozenset[str]:
