@@ -20,7 +20,11 @@ import orjson
 from neuron_monitor.check import probes
 from neuron_monitor.check.lines import ABSENT, ERROR, FOUND, MISSING, PARTIAL, UNKNOWN, Line
 from neuron_monitor.daemon.config import Plan
+from neuron_monitor.groups.base import device_ranges
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron import nodes
+from neuron_monitor.neuron.nodes import Node
+from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.schema.read import Report, read_report
 
 
@@ -53,26 +57,52 @@ def collect_one(args: argparse.Namespace, plan: Plan, root: RootFS) -> dict[str,
     return report
 
 
-def _families(report: Report, configured: list[str]) -> list[Line]:
-    """One line per node family a group reads, from the daemon's own discovery (``neuron_monitor.sources``). A
-    family not found is needed (a reason to exit 1) when it is required here (check/required.py: the health
-    rules expect it of this architecture and driver); else it is shown, as one this driver does not expose."""
+def _node_by_family() -> dict[str, Node]:
+    return {v.family: v for v in vars(nodes).values() if isinstance(v, Node)}
+
+
+def _where(tree: DriverTree, devices: tuple[int, ...], node: Node | None) -> tuple[str, list[int], str]:
+    """Where the readers' discovery finds ``node``: its path on the first device that has it, the devices
+    without it, and why (two candidates, ...) when the discovery says."""
+    if node is None:
+        return "", [], ""
+    path, lacking, why = "", [], ""
+    for index in devices:
+        found = tree.find(index, node, 0 if node.core else -1)
+        if found.rel is None:
+            lacking.append(index)
+            why = why or found.problem
+        elif not path:
+            path = found.rel
+    return path, lacking, why
+
+
+def _families(report: Report, configured: list[str], root: RootFS, devices: tuple[int, ...]) -> list[Line]:
+    """One line per node family a group reads, from the daemon's own discovery (``neuron_monitor.sources``), with
+    where the same discovery code finds it (neuron/discovery.py through DriverTree). A family not found is needed
+    (a reason to exit 1) when it is required here (check/required.py: the health rules expect it of this
+    architecture and driver); else it is shown, as one this driver does not expose."""
     sources = report.sources
     if sources is None or not sources.groups:
         return [Line("node families", UNKNOWN, "this daemon's report does not name the node families it found")]
+    tree = DriverTree(root)
+    by_family = _node_by_family()
     lines: list[Line] = []
     for group, info in sources.groups.items():
         need = group if group in configured else ""
         if not info.found:
             lines.append(Line(f"{group}: node families", UNKNOWN, f"layout {info.layout}, no family listed"))
         for family, ok in info.found.items():
+            path, lacking, why = _where(tree, devices, by_family.get(family))
+            on = f" on device {device_ranges(lacking)}" if lacking else ""
+            why = f": {why}" if why else ""
             if ok:
-                lines.append(Line(f"{group}: {family}", FOUND, f"layout {info.layout}", need))
+                lines.append(Line(f"{group}: {family}", FOUND, f"layout {info.layout}, e.g. {path or '?'}", need))
             elif family in info.required:
-                lines.append(Line(f"{group}: {family}", MISSING, f"not found (layout {info.layout})", need))
+                lines.append(Line(f"{group}: {family}", MISSING, f"not found{on}{why} (layout {info.layout})", need))
             else:
-                why = "not found; not expected from this driver and architecture (docs/health.md)"
-                lines.append(Line(f"{group}: {family}", MISSING, why))
+                detail = f"not found{on}{why}; not expected from this driver and architecture (docs/health.md)"
+                lines.append(Line(f"{group}: {family}", MISSING, detail))
     return lines
 
 
@@ -104,7 +134,7 @@ def check_lines(args: argparse.Namespace, plan: Plan, root: RootFS, report: dict
     configured = configured_groups(plan)
     rep = read_report(report)
     lines, devices = probes.driver_lines(root, configured)
-    lines += _families(rep, configured)
+    lines += _families(rep, configured, root, devices)
     lines += _groups(rep, configured)
     lines += probes.device_node_lines(root, devices, configured)
     lines += probes.efa_lines(root, devices, configured)
