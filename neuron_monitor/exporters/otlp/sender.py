@@ -3,8 +3,9 @@
 Outcome of one exchange (``classify``), as OTLP/HTTP defines them (opentelemetry-proto
 ``docs/specification.md``, "OTLP/HTTP Response" and "Failures"):
 
-- 2xx: delivered. A ``partial_success`` with rejected data points is counted (``partial_rejected_points``) and
-  logged at most once a minute with the receiver's message;
+- 2xx (or an answer too long to read: the request reached the receiver): delivered. A ``partial_success`` with
+  rejected data points is counted (``partial_rejected_points``) and logged at most once a minute with the receiver's
+  message;
 - 429, 502, 503, 504, no connection, a connection closed or a deadline passed before an answer: retried after an
   exponential backoff with full jitter (a random wait up to ``base x 2^attempt``, at most ``max_delay``), or after
   the answer's ``Retry-After`` (seconds or an HTTP date, at most ``RETRY_AFTER_CAP``). The request stays at the
@@ -74,6 +75,8 @@ def retry_after(value: str, now: float | None = None) -> float | None:
 
 def classify(answer: Answer) -> tuple[Outcome, str]:
     """What an exchange's answer means for its request, and a short description."""
+    if answer.too_large:  # the receiver answered, at length: the request reached it (not sent again)
+        return Outcome.SENT, ""
     if answer.status == 0:
         return Outcome.RETRY, answer.error or "no answer"
     if 200 <= answer.status < 300:
@@ -213,9 +216,9 @@ class Sender:
                     )
 
     def _partial(self, answer: Answer) -> None:
-        if not answer.body or answer.truncated:
-            if answer.truncated:
-                self._unreadable(f"an answer longer than {len(answer.body)} bytes (cut)")
+        if not answer.body or answer.too_large:
+            if answer.too_large:
+                self._unreadable(answer.error)
             return
         try:
             if "json" in answer.content_type or (self.json and "protobuf" not in answer.content_type):

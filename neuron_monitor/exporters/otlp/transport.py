@@ -1,14 +1,16 @@
 """One HTTP exchange with the receiver, bounded in time and memory whatever the receiver does.
 
-``Transport.post`` sends one request and returns an ``Answer``; it never raises. Bounds:
+``Transport.post`` sends one request through the project's ``util.deadline.exchange`` and returns an ``Answer``;
+it never raises. Bounds:
 
 - a total deadline per exchange (``timeout``: connect, TLS handshake, sending, the status line, the headers and
-  the answer's body together). A watchdog shuts the socket down when it passes, so a receiver that trickles one
-  byte at a time or never answers cannot hold the sender longer;
-- at most ``MAX_ANSWER_BYTES`` of an answer's body are read (a larger one is cut and the connection dropped);
+  the answer's body together): each socket step gets the time that is left and a timer shuts the socket down when
+  the deadline passes, so a receiver that trickles one byte at a time or never answers cannot hold the sender;
+- at most ``MAX_ANSWER_BYTES`` of an answer's body: a longer answer ends the exchange (``Answer.too_large``; the
+  request reached the receiver, its status is unknown);
 - redirects are not followed (``Answer.status`` is the 3xx, ``location`` where it pointed).
 
-The connection is kept open between exchanges (HTTP/1.1 keep-alive) and opened again after any failure.
+Each exchange has its own connection (one request per report, seconds apart); ``abort`` cuts the one in progress.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import http.client
 import socket
 import ssl
 import threading
-import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from neuron_monitor.util.deadline import BodyTooLarge, DeadlineExceeded, exchange
 
 MAX_ANSWER_BYTES = 64 * 1024
 Signer = Callable[[str, bytes, dict[str, str]], dict[str, str]]  # (url, body, headers) -> headers to add
@@ -40,7 +43,7 @@ class Answer:
     location: str = ""
     error: str = ""  # what went wrong before an answer came ("" when one came)
     timed_out: bool = False
-    truncated: bool = False  # the body was longer than MAX_ANSWER_BYTES (cut)
+    too_large: bool = False  # the answer's body passed MAX_ANSWER_BYTES: sent, status unknown
     sent: bool = field(default=False)  # the request was written whole before the failure
 
 
@@ -93,38 +96,23 @@ class Transport:
         self.signer = signer
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
-        self._expired = False
         self._closed = False
 
     def _connection(self) -> http.client.HTTPConnection:
-        if self._conn is None:
-            ep = self.endpoint
-            if ep.scheme == "https":
-                self._conn = http.client.HTTPSConnection(ep.host, ep.port, timeout=self.timeout, context=self.context)
-            else:
-                self._conn = http.client.HTTPConnection(ep.host, ep.port, timeout=self.timeout)
-        return self._conn
-
-    def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(OSError):
-                conn.close()
-
-    def _cut(self) -> None:
-        """The watchdog (and ``abort``): shut the socket down so that a blocked read or write returns now."""
-        with self._lock:
-            self._expired = True
-            conn = self._conn
-            sock = conn.sock if conn is not None else None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        ep = self.endpoint
+        if ep.scheme == "https":
+            return http.client.HTTPSConnection(ep.host, ep.port, timeout=self.timeout, context=self.context)
+        return http.client.HTTPConnection(ep.host, ep.port, timeout=self.timeout)
 
     def abort(self) -> None:
         """Stop the exchange in progress (if any) and refuse new ones: the process is stopping."""
         self._closed = True
-        self._cut()
+        with self._lock:
+            conn = self._conn
+        sock = conn.sock if conn is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def post(self, body: bytes, headers: Mapping[str, str]) -> Answer:
         if self._closed:
@@ -135,55 +123,31 @@ class Transport:
                 all_headers.update(self.signer(self.endpoint.url, body, all_headers))
             except Exception as e:  # credentials that cannot be loaded or refreshed: retried later
                 return Answer(error=f"cannot sign the request: {type(e).__name__}: {e}")
-        self._expired = False
-        deadline = time.monotonic() + self.timeout
-        watchdog = threading.Timer(self.timeout, self._cut)
-        watchdog.daemon = True
-        watchdog.start()
-        answer = Answer()
+        conn = self._connection()
+        with self._lock:
+            self._conn = conn
         try:
-            conn = self._connection()
-            conn.timeout = self.timeout
-            conn.request("POST", self.endpoint.target, body=body, headers=all_headers)
-            answer.sent = True
-            response = conn.getresponse()
-            answer.status = response.status
-            answer.content_type = response.getheader("Content-Type", "") or ""
-            answer.retry_after = response.getheader("Retry-After", "") or ""
-            answer.location = response.getheader("Location", "") or ""
-            data = response.read(MAX_ANSWER_BYTES + 1)
-            if len(data) > MAX_ANSWER_BYTES:
-                answer.truncated = True
-                data = data[:MAX_ANSWER_BYTES]
-                self._drop()  # the rest is not read: this connection cannot carry another request
-            elif not response.isclosed():
-                rest = response.read(1)  # a body that claimed to end but did not: do not reuse the connection
-                if rest:
-                    self._drop()
-            answer.body = data
-            if response.will_close:
-                self._drop()
+            got = exchange(conn, "POST", self.endpoint.target, all_headers, self.timeout, MAX_ANSWER_BYTES, body)
+        except DeadlineExceeded as e:
+            return Answer(error=f"no answer within {self.timeout:g} s", timed_out=True, sent=e.sent)
+        except BodyTooLarge:
+            return Answer(error=f"an answer longer than {MAX_ANSWER_BYTES} bytes", too_large=True, sent=True)
         except (OSError, http.client.HTTPException, ValueError) as e:
-            self._drop()
-            answer.timed_out = self._expired or isinstance(e, (TimeoutError, socket.timeout))
-            answer.error = describe(e, self.timeout if answer.timed_out else None)
-            if answer.status and answer.timed_out:
-                answer.error = f"answer {answer.status} not read whole: {answer.error}"
-                answer.status = 0
+            return Answer(error=describe(e), sent=bool(getattr(e, "sent_request", False)))
         finally:
-            watchdog.cancel()
-            if time.monotonic() > deadline and not answer.error and not self._closed:
-                answer.timed_out = True
-        return answer
+            with self._lock:
+                self._conn = None
+        return Answer(
+            status=got.status,
+            body=got.body,
+            content_type=got.headers.get("Content-Type", "") or "",
+            retry_after=got.headers.get("Retry-After", "") or "",
+            location=got.headers.get("Location", "") or "",
+        )
 
-    def close(self) -> None:
-        self._drop()
 
-
-def describe(e: BaseException, timeout: float | None) -> str:
+def describe(e: BaseException) -> str:
     """A one-line description of a failed exchange."""
-    if timeout is not None:
-        return f"no answer within {timeout:g} s"
     if isinstance(e, ssl.SSLCertVerificationError):
         return f"TLS certificate not accepted: {e.verify_message or e.reason}"
     if isinstance(e, ssl.SSLError):
