@@ -1,7 +1,8 @@
-"""A small, read-only client of the Kubernetes API server: GET one JSON object, bounded in time and size.
+"""A small client of the Kubernetes API server: one JSON request and its answer, bounded in time and size.
 
-Reads: ``GET <server><path>?<query>`` with the pod's service account token (``Authorization: Bearer``), over
-HTTPS checked against the cluster CA, or over plain HTTP to a loopback address only (tests, ``kubectl proxy``).
+Reads: ``GET <server><path>?<query>`` (``neuron-monitor-taint`` also POSTs, PUTs, DELETEs one object) with the
+pod's service account token (``Authorization: Bearer``), over HTTPS checked against the cluster CA, or over plain
+HTTP to a loopback address only (tests, ``kubectl proxy``).
 Returns: the decoded JSON object. Every failure is a ``KubeApiError`` whose text is one short line: the status
 and the API's own ``message`` clipped, never the token, never a whole response body.
 
@@ -95,7 +96,7 @@ def parse_server(server: str) -> Endpoint:
 
 
 class KubeApi:
-    """GETs against one API server; safe to use from one thread at a time (the watcher's)."""
+    """Requests against one API server; safe to use from one thread at a time (the watcher's)."""
 
     def __init__(
         self,
@@ -104,6 +105,7 @@ class KubeApi:
         ca_file: str | None = DEFAULT_CA_FILE,
         timeout: float = DEFAULT_TIMEOUT,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        message_chars: int = _MESSAGE_CHARS,
     ) -> None:
         self.endpoint = parse_server(server)
         self.server = server
@@ -111,6 +113,7 @@ class KubeApi:
         self.ca_file = ca_file
         self.timeout = timeout
         self.max_bytes = max_bytes
+        self.message_chars = message_chars  # of the API's ``message`` in an error (an admission policy's is long)
         self._ssl: ssl.SSLContext | None = None
         self.requests = 0
 
@@ -146,33 +149,53 @@ class KubeApi:
 
     def get(self, path: str, query: dict[str, str] | None = None) -> Any:
         """GET ``path`` (already quoted) and return its decoded JSON; raises ``KubeApiError``."""
+        return self.request("GET", path, query)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """``method`` ``path`` (already quoted) with ``body`` sent as JSON, within ``timeout`` seconds whole (default
+        and at most the client's); returns the decoded JSON answer (``{}`` for an empty one) of a 2xx status, else
+        raises ``KubeApiError`` carrying the status (0: no HTTP answer)."""
+        limit = self.timeout if timeout is None else max(0.001, min(timeout, self.timeout))
         target = self.endpoint.base_path + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
         headers = {"Accept": "application/json", "User-Agent": "neuron-monitor"}
+        payload = None
+        if body is not None:
+            payload = orjson.dumps(body)
+            headers["Content-Type"] = "application/json"
         token = self._token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.requests += 1
-        what = f"GET {path}"
+        what = f"{method} {path}"
         try:
-            answer = exchange(self._connection(self.timeout), "GET", target, headers, self.timeout, self.max_bytes)
+            answer = exchange(self._connection(limit), method, target, headers, limit, self.max_bytes, payload)
         except DeadlineExceeded:
-            raise KubeApiError(f"{what}: no complete answer within {self.timeout:g} s") from None
+            raise KubeApiError(f"{what}: no complete answer within {limit:g} s") from None
         except BodyTooLarge as e:
             raise KubeApiError(f"{what}: {e}") from None
         except (OSError, http.client.HTTPException) as e:
             raise KubeApiError(f"{what}: {one_line(type(e).__name__ + ': ' + str(e))}") from None
-        body = answer.body
-        if answer.status != 200:
-            raise KubeApiError(f"{what}: HTTP {answer.status}{_status_message(body)}", answer.status)
+        raw = answer.body
+        if not 200 <= answer.status < 300:
+            raise KubeApiError(f"{what}: HTTP {answer.status}{_status_message(raw, self.message_chars)}", answer.status)
+        if not raw.strip():
+            return {}
         try:
-            return orjson.loads(body)
+            return orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise KubeApiError(f"{what}: the answer is not JSON") from None
 
 
-def _status_message(body: bytes) -> str:
+def _status_message(body: bytes, limit: int = _MESSAGE_CHARS) -> str:
     """``: <message>`` from a Kubernetes Status object, clipped and cleaned; empty if there is none."""
     if not body or len(body) > 64 * 1024:
         return ""
@@ -181,4 +204,4 @@ def _status_message(body: bytes) -> str:
     except orjson.JSONDecodeError:
         return ""
     message = status.get("message") if isinstance(status, dict) else None
-    return f": {one_line(message)}" if isinstance(message, str) and message else ""
+    return f": {one_line(message, limit)}" if isinstance(message, str) and message else ""

@@ -1,0 +1,1 @@
+"""``neuron-monitor-taint``: DRA DeviceTaintRules for Neuron devices whose health verdict stays unhealthy."""
