@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -163,7 +164,18 @@ def build_parser() -> argparse.ArgumentParser:
 def load_daemon_plan(args: argparse.Namespace) -> tuple[Plan, str | None]:
     """The configuration file's plan as the daemon runs it (the health groups added to an AWS-only one unless
     --exact-groups: added_groups.py) and the line that says so."""
-    return with_health_groups(load_plan(args.config_file), exact=args.exact_groups)
+    plan, note = with_health_groups(load_plan(args.config_file), exact=args.exact_groups)
+    return dataclasses.replace(plan, group_options=group_options(args)), note
+
+
+def group_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The groups' constructor options the command line sets (the plan carries them to the groups it builds)."""
+    health: dict[str, Any] = {}
+    if args.state_dir:
+        health["state_dir"] = args.state_dir
+    if args.health_watch_interval is not None:
+        health["watch_interval"] = args.health_watch_interval
+    return {"neuron_device_health": health} if health else {}
 
 
 def _warn_about(plan: Plan, note: str | None = None) -> None:
@@ -252,13 +264,6 @@ def open_recorder(args: argparse.Namespace) -> Recorder | None:
 class Daemon:
     def __init__(self, args: argparse.Namespace, plan: Plan, root: RootFS) -> None:
         self.args = args
-        if args.state_dir or args.health_watch_interval is not None:
-            from neuron_monitor.groups.neuron_device_health.collector import NeuronDeviceHealth
-
-            if args.state_dir:
-                NeuronDeviceHealth.state_dir = args.state_dir
-            if args.health_watch_interval is not None:
-                NeuronDeviceHealth.watch_interval = args.health_watch_interval
         self.backend = open_backend(root)
         self.instance = instance_source(args, root)
         extras: dict[str, Any] = {}

@@ -9,7 +9,8 @@ everything at the default period); the vestigial Neuron 1.x runtime key "address
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -39,6 +40,14 @@ class Plan:
     system_groups: tuple[tuple[str, float], ...]
     runtime_scopes: tuple[RuntimeScope, ...]
     root_period: float = DEFAULT_PERIOD
+    # keyword options of a group's constructor, by group name, from the command line (e.g. the health group's
+    # state_dir from --state-dir): not from monitor.conf, whose format stays AWS's; a group that is not in the
+    # lists ignores its options
+    group_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
+
+    def options_of(self, name: str) -> Mapping[str, Any]:
+        """The keyword options ``name``'s collector is built with (none: an empty mapping)."""
+        return self.group_options.get(name, {})
 
     def smallest_period(self) -> float:
         periods = [p for _, p in self.system_groups]
@@ -54,7 +63,8 @@ class Plan:
 
         def key(p: Plan) -> tuple[Any, ...]:
             scopes = tuple((s.index, s.tag_filter.pattern, s.groups) for s in p.runtime_scopes)
-            return (p.root_period, p.system_groups, scopes)
+            options = tuple(sorted((name, tuple(sorted(o.items()))) for name, o in p.group_options.items()))
+            return (p.root_period, p.system_groups, scopes, options)
 
         return key(self) == key(other)
 

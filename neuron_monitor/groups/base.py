@@ -25,10 +25,7 @@ from typing import Any, ClassVar
 
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.app import App
-
-
-class GroupError(Exception):
-    """A collection failed in an expected way; the message becomes the group's ``error``."""
+from neuron_monitor.util.errors import GroupError as GroupError  # re-exported: the contract groups raise
 
 
 class SystemGroup(ABC):
@@ -79,17 +76,3 @@ class RuntimeGroup(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release kept descriptors."""
-
-
-def device_ranges(devices: list[int]) -> str:
-    """Sorted device indices as compact ranges for error texts: [0, 1, 2, 5] -> "0-2,5"."""
-    parts: list[str] = []
-    start = prev = devices[0]
-    for d in [*devices[1:], None]:
-        if d is not None and d == prev + 1:
-            prev = d
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if d is not None:
-            start = prev = d
-    return ",".join(parts)

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import Any
 
-from neuron_monitor.groups.base import GroupError, RuntimeGroup
+from neuron_monitor.groups.base import RuntimeGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.deltas import DeltaTracker, DeviceDelta, ImplausibleDelta
+from neuron_monitor.util.errors import GroupError
 
 
 class ImplausibleValue(GroupError):

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from operator import itemgetter, sub
 
-from neuron_monitor.groups.base import GroupError
 from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.app import App
@@ -30,6 +29,7 @@ from neuron_monitor.neuron.apps import AppData, DeviceData
 from neuron_monitor.neuron.datablock import N
 from neuron_monitor.neuron.plausible import NAMES, implausible_delta, nc_source
 from neuron_monitor.util.counters import step as counter_step
+from neuron_monitor.util.errors import GroupError
 
 _MEM = tuple(sorted(c for _, c in L.DEVICE_MEM_COUNTERS))
 _MEM_LO, _MEM_HI = _MEM[0], _MEM[-1] + 1

@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from neuron_monitor.groups.base import device_ranges
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import nodes
 from neuron_monitor.neuron.discovery import DISCOVERED, NONE, DeviceNodes, Found
 from neuron_monitor.neuron.nodes import Node
+from neuron_monitor.util.ranges import device_ranges
 
 CLASS_DIR = "sys/class/neuron_device"
 DEVICES_DIR = "sys/devices/virtual/neuron_device"

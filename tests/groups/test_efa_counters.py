@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from neuron_monitor.groups.base import GroupError
 from neuron_monitor.groups.efa_counters.collector import EfaCounters
 from neuron_monitor.groups.efa_counters.spec import PORT_COUNTERS
 from neuron_monitor.groups.efa_counters.topology import join, neuron_places
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import pci
+from neuron_monitor.util.errors import GroupError
 from tests.groups.efa_tree import add_adapter, add_neuron, port_files, set_counter, switch
 
 

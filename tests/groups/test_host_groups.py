@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from neuron_monitor.groups.base import GroupError
 from neuron_monitor.groups.memory_info.collector import MemoryInfo, memory_from_meminfo
 from neuron_monitor.groups.vcpu_usage.collector import VcpuUsage, usage_percent
 from neuron_monitor.host.procfs import parse_meminfo, parse_stat
 from neuron_monitor.host.rootfs import KeptFile, RootFS
+from neuron_monitor.util.errors import GroupError
 from tests.conftest import group_testdata
 
 

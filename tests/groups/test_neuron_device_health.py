@@ -164,30 +164,26 @@ def test_fewer_devices_than_the_instance_type_has(tmp_path: Path) -> None:
 def test_state_dir_counts_once_across_a_restart(tmp_path: Path) -> None:
     devs = build(tmp_path / "root")
     state = tmp_path / "state"
-    NeuronDeviceHealth.state_dir = str(state)
-    try:
-        devs[2].ecc["mem_ecc_uncorrected"].write(b"1\n")  # before the first run with a state: counted once
-        g = NeuronDeviceHealth(RootFS(tmp_path / "root"))
-        g.prime()
-        assert health(g.collect(), 2)[K.FAULT_EVENTS]["ecc_uncorrected"][K.COUNT] == 1
-        g.close()
-        saved = json.loads((state / "fault-events.json").read_text())
-        assert saved["totals"]["2/ecc_uncorrected"][0] == 1
-        devs[2].ecc["mem_ecc_uncorrected"].write(b"3\n")  # while the daemon was down
-        g2 = NeuronDeviceHealth(RootFS(tmp_path / "root"))
-        g2.prime()
-        body = g2.collect()
-        assert health(body, 2)[K.FAULT_EVENTS]["ecc_uncorrected"][K.COUNT] == 2
-        assert health(body, 2)[K.FAULT_TOTALS]["ecc_uncorrected"][K.COUNT] == 3
-        g2.close()
-        g3 = NeuronDeviceHealth(RootFS(tmp_path / "root"))
-        g3.prime()
-        assert health(g3.collect(), 2)[K.FAULT_EVENTS] == {}  # nothing new: nothing counted again
-        (state / "fault-events.json").write_text("{not json")
-        g4 = NeuronDeviceHealth(RootFS(tmp_path / "root"))
-        assert "fault-event state" in g4.collect()["error"]
-    finally:
-        NeuronDeviceHealth.state_dir = None
+    devs[2].ecc["mem_ecc_uncorrected"].write(b"1\n")  # before the first run with a state: counted once
+    g = NeuronDeviceHealth(RootFS(tmp_path / "root"), state_dir=str(state))
+    g.prime()
+    assert health(g.collect(), 2)[K.FAULT_EVENTS]["ecc_uncorrected"][K.COUNT] == 1
+    g.close()
+    saved = json.loads((state / "fault-events.json").read_text())
+    assert saved["totals"]["2/ecc_uncorrected"][0] == 1
+    devs[2].ecc["mem_ecc_uncorrected"].write(b"3\n")  # while the daemon was down
+    g2 = NeuronDeviceHealth(RootFS(tmp_path / "root"), state_dir=str(state))
+    g2.prime()
+    body = g2.collect()
+    assert health(body, 2)[K.FAULT_EVENTS]["ecc_uncorrected"][K.COUNT] == 2
+    assert health(body, 2)[K.FAULT_TOTALS]["ecc_uncorrected"][K.COUNT] == 3
+    g2.close()
+    g3 = NeuronDeviceHealth(RootFS(tmp_path / "root"), state_dir=str(state))
+    g3.prime()
+    assert health(g3.collect(), 2)[K.FAULT_EVENTS] == {}  # nothing new: nothing counted again
+    (state / "fault-events.json").write_text("{not json")
+    g4 = NeuronDeviceHealth(RootFS(tmp_path / "root"), state_dir=str(state))
+    assert "fault-event state" in g4.collect()["error"]
 
 
 def test_no_driver_is_unknown(tmp_path: Path) -> None:

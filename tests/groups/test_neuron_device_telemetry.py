@@ -139,7 +139,7 @@ def test_a_missing_file_is_named_and_the_rest_reported(tmp_path: Path) -> None:
 
 
 def test_no_driver(tmp_path: Path) -> None:
-    from neuron_monitor.groups.base import GroupError
+    from neuron_monitor.util.errors import GroupError
 
     with pytest.raises(GroupError):
         NeuronDeviceTelemetry(RootFS(tmp_path)).collect()

@@ -69,7 +69,7 @@ def test_no_driver_and_vanishing_device(tmp_path: Path) -> None:
 
     import pytest
 
-    from neuron_monitor.groups.base import GroupError
+    from neuron_monitor.util.errors import GroupError
 
     with pytest.raises(GroupError, match="no Neuron devices"):
         NeuronHwCounters(RootFS(tmp_path / "empty")).collect()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import json
 import logging
@@ -133,10 +134,10 @@ def _reported(report: dict[str, Any]) -> int:
     return sum(e["count"] for d in obj["neuron_devices"] for e in d.get("fault_events", {}).values())
 
 
-def _run(root: Path, clock: StepClock, plan: Plan, ops: list[tuple[Any, ...]], host: Host) -> int:
-    """One daemon run on the scheduler's stepped clock: ``ops`` happen between wake-ups (a reload swaps the plan
-    as SIGHUP does); returns the fault events its reports carried."""
-    collector = _collector(root, clock, plan)
+def _run(root: Path, clock: StepClock, plans: list[Plan], first: int, ops: list[tuple[Any, ...]], host: Host) -> int:
+    """One daemon run (with ``plans[first]``) on the scheduler's stepped clock: ``ops`` happen between wake-ups (a
+    reload swaps the plan as SIGHUP does); returns the fault events its reports carried."""
+    collector = _collector(root, clock, plans[first])
     todo = list(ops)
     reported = 0
 
@@ -156,7 +157,7 @@ def _run(root: Path, clock: StepClock, plan: Plan, ops: list[tuple[Any, ...]], h
                 elif op[0] == "mend":
                     host.mend()
                 elif op[0] == "reload":
-                    collector.apply_plan(PLANS[op[1]])
+                    collector.apply_plan(plans[op[1]])
                 elif op[0] == "wait":
                     clock.t += op[1]
         clock.t += 0.003
@@ -183,14 +184,9 @@ def _pending(state_dir: Path) -> int:
     return sum(c for c, _ in json.loads(path.read_text()).get("pending", {}).values())
 
 
-@contextlib.contextmanager
-def _state_dir(path: Path) -> Iterator[Path]:
-    old = NeuronDeviceHealth.state_dir
-    NeuronDeviceHealth.state_dir = str(path)
-    try:
-        yield path
-    finally:
-        NeuronDeviceHealth.state_dir = old
+def _with_state(plan: Plan, state: Path) -> Plan:
+    """``plan`` as the daemon runs it with ``--state-dir state`` (the plan carries the group's option)."""
+    return dataclasses.replace(plan, group_options={"neuron_device_health": {"state_dir": str(state)}})
 
 
 _OP = st.one_of(
@@ -219,31 +215,23 @@ def test_reloads_watches_growth_and_restarts_count_each_event_once(
     clock = StepClock()
     reported = 0
     try:
-        with _state_dir(tmp_path_factory.mktemp("state")) as state:
-            for plan, ops in [*runs, (0, [])]:
-                reported += _run(root, clock, PLANS[plan], [*ops, ("mend",), ("wait", 6.0), ("wait", 0.2)], host)
-            counted = reported + _pending(state)
-            if any(op[0] in ("torn", "reset") for _, ops in runs for op in ops):
-                assert counted <= host.true_events
-            else:
-                assert counted == host.true_events
+        state = tmp_path_factory.mktemp("state")
+        plans = [_with_state(p, state) for p in PLANS]
+        for plan, ops in [*runs, (0, [])]:
+            reported += _run(root, clock, plans, plan, [*ops, ("mend",), ("wait", 6.0), ("wait", 0.2)], host)
+        counted = reported + _pending(state)
+        if any(op[0] in ("torn", "reset") for _, ops in runs for op in ops):
+            assert counted <= host.true_events
+        else:
+            assert counted == host.true_events
     finally:
         host.close()
 
 
 # -- a state that is not ours ----------------------------------------------------------------------------------
 def _group(root: Path, state: Path) -> NeuronDeviceHealth:
-    """A health group whose ledger lives in ``state`` (the class attribute the daemon's --state-dir sets; the
-    tests' `_keep_state_dir` fixture puts it back)."""
-    NeuronDeviceHealth.state_dir = str(state)
-    return NeuronDeviceHealth(RootFS(root))
-
-
-@pytest.fixture(autouse=True)
-def _keep_state_dir() -> Iterator[None]:
-    old = NeuronDeviceHealth.state_dir
-    yield
-    NeuronDeviceHealth.state_dir = old
+    """A health group whose ledger lives in ``state`` (the option the daemon's --state-dir gives it)."""
+    return NeuronDeviceHealth(RootFS(root), state_dir=str(state))
 
 
 @pytest.fixture

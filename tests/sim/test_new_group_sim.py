@@ -89,7 +89,8 @@ COLLECTOR_SOURCE = '''
 """System group ``fan_speed``: each Neuron device's fan, found below the device's directory."""
 from typing import Any
 
-from neuron_monitor.groups.base import GroupError, SystemGroup
+from neuron_monitor.groups.base import SystemGroup
+from neuron_monitor.util.errors import GroupError
 from neuron_monitor.neuron.sysfs import DriverTree
 
 

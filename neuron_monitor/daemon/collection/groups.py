@@ -7,7 +7,7 @@ collection, so one broken group never stops the others.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from neuron_monitor.daemon.config import Plan
@@ -49,10 +49,17 @@ class _UnavailableRuntimeGroup(RuntimeGroup):
         return {app.pid: {"error": self.why} for app in apps}
 
 
-def _make_group(name: str, root: RootFS, load: Callable[[str], type[_G]], fallback: Callable[[RootFS, str], _G]) -> _G:
-    """Instantiate a registered group; a group that fails to load fills its own error instead of stopping us."""
+def _make_group(
+    name: str,
+    root: RootFS,
+    load: Callable[[str], type[_G]],
+    fallback: Callable[[RootFS, str], _G],
+    options: Mapping[str, Any],
+) -> _G:
+    """Instantiate a registered group with the plan's keyword ``options`` for it; a group that fails to load fills
+    its own error instead of stopping us."""
     try:
-        return load(name)(root)
+        return load(name)(root, **options)
     except Exception as e:
         log.error("metric group %s is unavailable: %s", name, e)
         group = fallback(root, f"metric group unavailable: {error_text(e)}")
@@ -83,7 +90,7 @@ class GroupSet:
         for name, _ in plan.system_groups:
             kept = old_system.pop(name, None)
             if kept is None:
-                kept = _make_group(name, self.root, load_system_group, _UnavailableSystemGroup)
+                kept = _make_group(name, self.root, load_system_group, _UnavailableSystemGroup, plan.options_of(name))
                 if self.primed:  # added by a reload: baseline now, so its first report has data
                     prime(kept)
             self.system[name] = kept
@@ -96,7 +103,7 @@ class GroupSet:
             for name, _ in spec.groups:
                 kept_runtime = old.pop(name) if name in old else None
                 groups[name] = kept_runtime or _make_group(
-                    name, self.root, load_runtime_group, _UnavailableRuntimeGroup
+                    name, self.root, load_runtime_group, _UnavailableRuntimeGroup, plan.options_of(name)
                 )
             self.runtime[spec.index] = groups
             for runtime_group in old.values():

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from neuron_monitor.groups.base import GroupError, SystemGroup
+from neuron_monitor.groups.base import SystemGroup
 from neuron_monitor.groups.efa_counters import spec as K
 from neuron_monitor.groups.efa_counters import sysfs as F
 from neuron_monitor.groups.efa_counters import topology as T
@@ -38,6 +38,7 @@ from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron.pci import dra_efa_addresses
 from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.util.counters import HALF_U64, Source, steps
+from neuron_monitor.util.errors import GroupError
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_monitor.groups.base import GroupError, SystemGroup
+from neuron_monitor.groups.base import SystemGroup
 from neuron_monitor.host.procfs import parse_meminfo
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.util.errors import GroupError
 
 FIELDS = ("MemTotal", "MemAvailable", "MemFree", "Buffers", "Cached", "SwapTotal", "SwapFree")  # all that is used
 

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from neuron_monitor.groups.base import SystemGroup
 from neuron_monitor.groups.neuron_device_health import rules as H
@@ -69,11 +69,20 @@ def _wall() -> float:
 
 class NeuronDeviceHealth(SystemGroup):
     type_name = "neuron_device_health"
-    watch_interval: ClassVar[float] = WATCH_INTERVAL
-    state_dir: ClassVar[str | None] = None  # set by the daemon's --state-dir (None: counts live in memory only)
 
-    def __init__(self, root: RootFS, clock: Any = _wall) -> None:
+    def __init__(
+        self,
+        root: RootFS,
+        clock: Any = _wall,
+        *,
+        state_dir: str | None = None,
+        watch_interval: float = WATCH_INTERVAL,
+    ) -> None:
+        """``state_dir`` (the daemon's --state-dir; None: counts live in memory only) and ``watch_interval`` (its
+        --health-watch-interval) come from the configuration plan's options for this group."""
         super().__init__(root)
+        self.state_dir = state_dir
+        self.watch_interval = watch_interval
         self.tree = DriverTree(root)
         self.clock = clock
         self._listed: tuple[int, ...] | None = None

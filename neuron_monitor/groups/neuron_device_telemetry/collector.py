@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
+from neuron_monitor.groups.base import SystemGroup
 from neuron_monitor.groups.neuron_device_telemetry import spec as K
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron import nodes as NODES
@@ -39,6 +39,8 @@ from neuron_monitor.neuron.plausible import CORE_BUSY_US, CORE_STATUS, ECC_SOURC
 from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_counter, parse_counters, parse_power, parse_unhealthy_components
 from neuron_monitor.util.counters import Source, step
+from neuron_monitor.util.errors import GroupError
+from neuron_monitor.util.ranges import device_ranges
 
 T = TypeVar("T")
 

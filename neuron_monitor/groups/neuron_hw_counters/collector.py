@@ -25,13 +25,15 @@ import os
 import time
 from typing import Any, NamedTuple, cast
 
-from neuron_monitor.groups.base import GroupError, SystemGroup, device_ranges
+from neuron_monitor.groups.base import SystemGroup
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron.nodes import ECC_BY_COUNTER
 from neuron_monitor.neuron.plausible import ECC_SOURCES as SOURCES
 from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_counter, parse_counters
 from neuron_monitor.util.counters import step
+from neuron_monitor.util.errors import GroupError
+from neuron_monitor.util.ranges import device_ranges
 
 COUNTERS: tuple[str, ...] = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_uncorrected", "sram_ecc_corrected")
 _READ_SIZE = 64  # the files hold one decimal number; KeptFile reads on when one is longer

@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from operator import sub
 from typing import Any
 
-from neuron_monitor.groups.base import GroupError, SystemGroup
+from neuron_monitor.groups.base import SystemGroup
 from neuron_monitor.host.procfs import ProcStat, parse_stat
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.native import NATIVE
+from neuron_monitor.util.errors import GroupError
 
 _OUT_FIELDS = ("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq")
 

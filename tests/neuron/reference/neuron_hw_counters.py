@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_monitor.groups.base import GroupError, SystemGroup
+from neuron_monitor.groups.base import SystemGroup
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron.sysfs import DriverTree
+from neuron_monitor.util.errors import GroupError
 
 COUNTERS: tuple[str, ...] = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_uncorrected", "sram_ecc_corrected")
 _WRAP = 1 << 16
