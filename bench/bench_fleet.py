@@ -198,6 +198,16 @@ def sizing(
         )
 
 
+def one_line(e: BaseException) -> str:
+    """An error as one line: its first line, and the last line of anything after it (a process's log)."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
+    return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"[:400]
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "n/a"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=100)
@@ -235,17 +245,20 @@ def main() -> int:
             fleet.start()
             results[detail] = run_phase(fleet, args.seconds)
             print_phase(results[detail], scrape_s)
+        except (OSError, RuntimeError) as e:  # no prometheus binary, or it exited or never became ready
+            print(f"bench_fleet: the {detail} phase could not run: {one_line(e)}", file=sys.stderr)
+            return 1
         finally:
             fleet.stop()
     if len(results) == 2:
         b, f = results["budget"], results["full"]
         print("\n== full / budget (the budget's saving; full is the set before the budget)")
         print(
-            f"central series {f.central_series / b.central_series:.2f}x, samples/s "
-            f"{f.samples_per_s / b.samples_per_s:.2f}x, scrape p50 {f.scrape_p50_ms / b.scrape_p50_ms:.2f}x, "
-            f"p99 {f.scrape_p99_ms / b.scrape_p99_ms:.2f}x, "
-            f"central RSS {f.central_rss_mib / b.central_rss_mib:.2f}x, "
-            f"agent RSS {f.agent_rss_mib / b.agent_rss_mib:.2f}x"
+            f"central series {ratio(f.central_series, b.central_series)}, samples/s "
+            f"{ratio(f.samples_per_s, b.samples_per_s)}, scrape p50 {ratio(f.scrape_p50_ms, b.scrape_p50_ms)}, "
+            f"p99 {ratio(f.scrape_p99_ms, b.scrape_p99_ms)}, "
+            f"central RSS {ratio(f.central_rss_mib, b.central_rss_mib)}, "
+            f"agent RSS {ratio(f.agent_rss_mib, b.agent_rss_mib)}"
         )
     agent_k, central_k = next(iter(results.values())).agent_mib_per_1k, next(iter(results.values())).central_mib_per_1k
     if len(results) == 2:  # the marginal memory per 1,000 series: what the full phase's extra series cost

@@ -48,19 +48,17 @@ ECC = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_uncorrected", "sram
 
 def floor_loop(root: Path, period: float, sample: Path) -> None:
     """The floor: read the daemon's raw inputs on the same grid and write a same-size report, forever."""
-    import mmap
-
     import orjson
 
     from neuron_monitor.host.rootfs import RootFS
     from neuron_monitor.neuron import layout as L
-    from neuron_monitor.neuron.devio import open_device
+    from neuron_monitor.neuron.devio import Block, open_device
     from neuron_monitor.neuron.sysfs import DriverTree
 
     fs = RootFS(root)
     tree = DriverTree(fs)
     kept = [fs.open_kept("proc/stat"), fs.open_kept("proc/meminfo")]
-    regions: list[tuple[mmap.mmap, int, int]] = []  # (block, start, end) of each counter region in use
+    regions: list[tuple[Block, int, int]] = []  # (block, start, end) of each counter region in use
     pids: set[int] = set()
     for index in tree.device_indexes():
         kept += [fs.open_kept(f"{tree.stats_rel(index)}/hardware/{name}") for name in ECC]
@@ -88,8 +86,9 @@ def floor_loop(root: Path, period: float, sample: Path) -> None:
         time.sleep(max(0.0, tick - time.monotonic()))
         for f in kept:
             f.read()
+        buffers = {id(block): block.read() for block, _, _ in regions}  # one read (a pread on a file) per block
         for block, start, end in regions:
-            block[start:end]
+            buffers[id(block)][start:end]
         out.write(orjson.dumps(report) + b"\n")
         out.flush()
 

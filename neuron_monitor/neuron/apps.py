@@ -10,7 +10,7 @@ watched that slot before (driver >= 2.30), zero when the driver zeroes slabs (ol
 started while we were watching, and the current values for processes that were already running when we started
 (their history is not reported as new work). Groups count from ``birth`` on.
 
-Departures. When a pid leaves a device's list, its kept mapping is read one last time and that final reading
+Departures. When a pid leaves a device's list, its kept block is read one last time and that final reading
 replaces the reading in the pid's `AppData` (the same object the scheduler hands to the groups as ``gone``), so
 the counts between the last collection and the exit are reported once. On drivers that zero the slab at exit,
 that final read finds zeros and the last live reading is kept instead (counts after it are lost: a driver
@@ -25,7 +25,6 @@ when a tag changed). ``version`` stays the same through such snapshots and chang
 from __future__ import annotations
 
 import logging
-import mmap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.appsinfo import AppInfo
 from neuron_monitor.neuron.datablock import BlockParser, BlockReading, N, zero_counters
-from neuron_monitor.neuron.devio import DeviceIO, open_device
+from neuron_monitor.neuron.devio import Block, DeviceIO, open_device
 from neuron_monitor.neuron.hardware import Topology, read_topology
 from neuron_monitor.neuron.sysfs import DriverTree
 
@@ -84,7 +83,7 @@ class AppData:
 
 @dataclass(eq=False)
 class _Slot:
-    mapping: mmap.mmap
+    block: Block
     parser: BlockParser
     owner: int | None = None
     last_counters: Sequence[int] | None = None  # the previous owner's final counters
@@ -172,7 +171,7 @@ class NeuronAppSource:
         tags_changed = False
         try:
             for dd, slot in steady.blocks:
-                reading = slot.parser.parse(slot.mapping, now)
+                reading = slot.parser.parse(slot.block.read(), now)
                 if reading.tag is not dd.reading.tag:  # the parser hands out the same str while unchanged
                     tags_changed = True
                 dd.reading = reading
@@ -211,7 +210,7 @@ class NeuronAppSource:
                     if slot is None:
                         no_ds.add(pid)
                         continue
-                    reading = slot.parser.parse(slot.mapping, now)
+                    reading = slot.parser.parse(slot.block.read(), now)
                 except (OSError, ValueError) as e:
                     errors[pid] = f"reading the data block of pid {pid} on neuron{index} failed: {e}"
                     continue
@@ -271,7 +270,7 @@ class NeuronAppSource:
         simulated file would kill the process with SIGBUS); its applications report it as removed, with ``why``."""
         self._devices.pop(index).close()
         for key in [k for k in self._slots if k[0] == index]:
-            self._slots.pop(key).mapping.close()
+            self._slots.pop(key).block.close()
         self._lost[index] = why
         self._steady = None
         self.tree.forget_listing()
@@ -306,8 +305,8 @@ class NeuronAppSource:
             self._pid_slot[(dev.index, pid)] = key
         slot = self._slots.get(key)
         if slot is None:
-            mapping = dev.map_block(key[1], L.NDS_SIZE)
-            slot = self._slots[key] = _Slot(mapping, BlockParser(max(1, self.topology.phys_cores or 1)))
+            block = dev.map_block(key[1], L.NDS_SIZE)
+            slot = self._slots[key] = _Slot(block, BlockParser(max(1, self.topology.phys_cores or 1)))
         return slot
 
     def _birth(self, slot: _Slot, reading: BlockReading) -> Sequence[int]:
@@ -335,7 +334,7 @@ class NeuronAppSource:
             if slot is None or dd is None or dd.final:
                 continue
             try:
-                final = slot.parser.parse(slot.mapping, now)
+                final = slot.parser.parse(slot.block.read(), now)
             except (OSError, ValueError):
                 final = None
             last = dd.reading
@@ -364,5 +363,5 @@ class NeuronAppSource:
             dev.close()
         self._devices.clear()
         for slot in self._slots.values():
-            slot.mapping.close()
+            slot.block.close()
         self._slots.clear()

@@ -3,11 +3,15 @@
 `open_device(root, index)` looks at ``<root>/dev/neuronN``: a character device gets `IoctlDevice` (opened
 O_RDWR, GET_ALL_APPS_INFO and ACQUIRE_NEURON_DS ioctls, read-only mmap of the slab at the returned offset); a
 regular file with ``<root>/dev/neuron-sim/neuronN.ioctl`` beside it gets `SimFileDevice`, which reads the same
-bytes from the file and maps the same slab offsets from the regular file. A regular file can shrink under its
-mappings (a character device cannot): reading a mapped page past the new end would kill the process with SIGBUS,
-so `SimFileDevice.list_apps` (called before every read of the device's blocks) checks the file still covers
-every block it mapped, and fails as the device's error when it does not. Both return the same `AppInfo` lists
-and the same mmap objects, so the parsers above them are the same code.
+bytes from the file. Each device hands out its data blocks as `Block` objects whose ``read()`` returns the block's
+current bytes as a buffer, so the parsers above them are the same code:
+
+- a character device's block is its mmap (zero copy; the driver's slab cannot shrink under the mapping);
+- a regular file's block is read with one ``pread`` into a buffer kept per block, of the bytes a parser reads
+  (``NDS_END``) at each ``read()``. A regular file can be truncated at any moment, and a mapped page past the new
+  end would kill the process with SIGBUS at its next access whatever was checked before it; a pread cannot
+  fault: a file that no longer covers the block is a short read, reported as the block's OSError. The copy costs
+  a few microseconds per block and collection (67,200 bytes from the page cache).
 """
 
 from __future__ import annotations
@@ -25,6 +29,16 @@ from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.appsinfo import AppInfo, parse_acquire_table, parse_apps_info
 
 
+class Block(Protocol):
+    """One process's data block on a device."""
+
+    def read(self) -> mmap.mmap | bytearray:
+        """The block's bytes now (the same buffer object each time); OSError when they cannot be read."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class DeviceIO(Protocol):
     index: int
 
@@ -32,9 +46,73 @@ class DeviceIO(Protocol):
 
     def acquire(self, pid: int) -> tuple[int, int] | None: ...
 
-    def map_block(self, offset: int, size: int) -> mmap.mmap: ...
+    def map_block(self, offset: int, size: int) -> Block: ...
 
     def close(self) -> None: ...
+
+
+class MappedBlock:
+    """A block of a character device: its read-only mapping, read in place."""
+
+    __slots__ = ("mapping",)
+
+    def __init__(self, mapping: mmap.mmap) -> None:
+        self.mapping = mapping
+
+    def read(self) -> mmap.mmap:
+        return self.mapping
+
+    def close(self) -> None:
+        self.mapping.close()
+
+
+class _SharedFd:
+    """A descriptor shared by a device and its blocks, closed when the last of them is: a block outlives its
+    device's removal (its final counts are read after the driver stopped listing the device), as a mapping does."""
+
+    __slots__ = ("fd", "users")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.users = 1
+
+    def take(self) -> _SharedFd:
+        self.users += 1
+        return self
+
+    def release(self) -> None:
+        self.users -= 1
+        if self.users == 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class FileBlock:
+    """A block of a regular file, copied into a kept buffer by one pread per `read` (cannot fault, see above)."""
+
+    __slots__ = ("_buf", "_file", "_offset")
+
+    def __init__(self, file: _SharedFd, offset: int, size: int) -> None:
+        self._file: _SharedFd | None = file.take()
+        self._offset = offset
+        self._buf = bytearray(size)
+
+    def read(self) -> bytearray:
+        if self._file is None:
+            raise OSError(errno.EBADF, "data block closed")
+        got = os.preadv(self._file.fd, (self._buf,), self._offset)
+        if got < len(self._buf):
+            raise OSError(
+                errno.EIO,
+                f"the device file shrank: it ends inside the data block at {self._offset} "
+                f"({got} of {len(self._buf)} bytes there)",
+            )
+        return self._buf
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.release()
+            self._file = None
 
 
 class IoctlDevice:
@@ -68,8 +146,8 @@ class IoctlDevice:
         _pid, offset, size = L.ACQUIRE_DS.unpack_from(buf, 0)
         return offset, size
 
-    def map_block(self, offset: int, size: int) -> mmap.mmap:
-        return mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ, offset=offset)
+    def map_block(self, offset: int, size: int) -> MappedBlock:
+        return MappedBlock(mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ, offset=offset))
 
     def close(self) -> None:
         os.close(self.fd)
@@ -80,21 +158,14 @@ class SimFileDevice:
 
     def __init__(self, index: int, path: str, ioctl_path: str) -> None:
         self.index = index
-        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._file = _SharedFd(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
         self._ioctl = KeptFile(Path(ioctl_path), L.SIM_IOCTL_FILE_SIZE + 1)
         self._acquire: dict[int, tuple[int, int]] = {}
         self._last: tuple[int | None, list[AppInfo]] = (None, [])  # the last generation and its parse
-        self._mapped_end = 0  # the end of the furthest block mapped from the file
 
     def list_apps(self) -> list[AppInfo]:
         """The attached processes (the same list object while the file's generation is unchanged: the simulator
-        bumps it with every write, so the old bytes need not be compared). OSError when the file no longer
-        covers the blocks mapped from it."""
-        size = os.fstat(self.fd).st_size
-        if size < self._mapped_end:
-            raise OSError(
-                errno.EIO, f"the device file shrank to {size} bytes under data blocks mapped up to {self._mapped_end}"
-            )
+        bumps it with every write, so the old bytes need not be compared)."""
         for _ in range(5):
             data = self._ioctl.read()
             if len(data) < L.SIM_IOCTL_FILE_SIZE:
@@ -111,15 +182,15 @@ class SimFileDevice:
     def acquire(self, pid: int) -> tuple[int, int] | None:
         return self._acquire.get(pid)
 
-    def map_block(self, offset: int, size: int) -> mmap.mmap:
-        """A read-only mapping of ``size`` bytes at ``offset``; ValueError (from mmap) past the file's end."""
-        mapping = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ, offset=offset)
-        self._mapped_end = max(self._mapped_end, offset + size)
-        return mapping
+    def map_block(self, offset: int, size: int) -> FileBlock:
+        """The block of ``size`` bytes at ``offset``, of which the parsers' part (``NDS_END`` bytes) is read."""
+        if offset < 0 or size <= 0:
+            raise ValueError(f"data block at {offset} of {size} bytes")
+        return FileBlock(self._file, offset, min(size, L.NDS_END))
 
     def close(self) -> None:
         self._ioctl.close()
-        os.close(self.fd)
+        self._file.release()
 
 
 def open_device(root: RootFS, index: int) -> DeviceIO:

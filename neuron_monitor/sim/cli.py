@@ -20,11 +20,13 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import select
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -126,9 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.errors:
         options["errors"] = True
     if args.step is not None:
-        if args.step <= 0:
-            return _fail("--step must be positive")
         options["step"] = args.step
+    step = options.get("step", 1.0)
+    if isinstance(step, bool) or not isinstance(step, int | float) or not (math.isfinite(step) and step > 0):
+        return _fail(f"--step must be a positive number of seconds, not {step!r}")
+    if args.duration is not None and not (math.isfinite(args.duration) and args.duration >= 0):
+        return _fail(f"--duration must be a number of seconds >= 0, not {args.duration}")
     runtimes = args.runtimes if args.runtimes is not None else default_runtimes(shape.devices)
     if runtimes < 0:
         return _fail("--runtimes must be >= 0")
@@ -145,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     def _on_signal(signum: int, frame: Any) -> None:
         stop["flag"] = True
 
-    def _should_stop() -> bool:
-        return stop["flag"] or owner_gone(args.owner_pid)
+    end = None if args.duration is None else time.monotonic() + args.duration
+
+    def _should_stop() -> bool:  # checked between steps and every WAKE_SECONDS of a step's sleep
+        return stop["flag"] or owner_gone(args.owner_pid) or (end is not None and time.monotonic() >= end)
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)

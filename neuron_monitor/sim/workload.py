@@ -36,6 +36,8 @@ class RuntimePlan:
 
 
 def _split_cores(shape: Shape, count: int) -> list[dict[int, list[int]]]:
+    if count <= 0:
+        return []  # an idle host: devices, no application
     if count <= shape.devices:
         groups: list[dict[int, list[int]]] = [{} for _ in range(count)]
         for dev in range(shape.devices):
