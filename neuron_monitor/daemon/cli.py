@@ -37,6 +37,8 @@ from neuron_monitor.neuron.backend import open_backend
 from neuron_monitor.neuron.ultraserver import InstanceInfoWithUltraServer, UltraServerSource
 from neuron_monitor.sim.instance_info import SimulatedInstanceInfo
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, positive_int, setup_logging
+from neuron_monitor.util.early_signals import release
+from neuron_monitor.util.fdlimit import raise_open_file_limit
 
 if TYPE_CHECKING:
     from neuron_monitor.timeline.recording import Recorder
@@ -366,6 +368,10 @@ class Daemon:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_stop_signal)
         loop.add_signal_handler(signal.SIGHUP, self.request_reload, "SIGHUP")
+        if EARLY.stop is not None:  # asked to stop while starting
+            self._on_stop_signal(signal.Signals[EARLY.stop], None)
+        elif EARLY.reload:
+            self.request_reload("SIGHUP")
         plan = self.collector.plan
         groups = len(plan.system_groups) + sum(len(s.groups) for s in plan.runtime_scopes)
         log.info(
@@ -437,7 +443,34 @@ def _capture(args: argparse.Namespace, plan: Plan, root: RootFS) -> int:
     return 0
 
 
+class _EarlySignals:
+    """Signals that arrive before the daemon's loop runs (arguments, configuration, the simulator starting): a stop
+    is kept and carried out as soon as the loop runs, a SIGHUP becomes a reload then. Installed first thing in
+    `main`, before the console script's blocked signals are released (neuron_monitor/launch.py)."""
+
+    def __init__(self) -> None:
+        self.stop: str | None = None
+        self.reload = False
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_hup)
+        release()
+
+    def _on_stop(self, signum: int, _frame: object) -> None:
+        self.stop = self.stop or signal.Signals(signum).name
+
+    def _on_hup(self, _signum: int, _frame: object) -> None:
+        self.reload = True
+
+
+EARLY = _EarlySignals()
+
+
 def main(argv: list[str] | None = None) -> int:
+    EARLY.install()
+    raise_open_file_limit()  # done by the console script already; again for python -m
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.json and not args.check:

@@ -12,7 +12,9 @@ for AWS's image runs ours with only the image changed. It starts ``neuron-monito
 stdin of ``neuron-monitor-prometheus`` and supervises both:
 
 - SIGTERM or SIGINT is passed to both as SIGTERM; whatever is still running ``STOP_SECONDS`` later is killed,
-  so the container stops within 2 s; exit code 0.
+  so the container stops within 2 s; exit code 0. SIGHUP is passed to the daemon (it reloads its configuration).
+  The handlers are installed first thing; entrypoint.sh starts this module through ``neuron_monitor.launch``,
+  which holds these signals blocked until then.
 - If either process ends, the other is stopped and the entrypoint exits with the first one's code (1 if that
   was 0), so the kubelet restarts the container instead of leaving half a pipeline running.
 
@@ -51,6 +53,7 @@ from types import FrameType
 from typing import NoReturn
 
 from neuron_monitor.util.cli_common import add_version
+from neuron_monitor.util.early_signals import release
 
 STOP_SECONDS = 1.5
 POLL_SECONDS = 0.2
@@ -162,6 +165,11 @@ class Supervisor:
             os.close(write_end)
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGHUP:  # a reload: the daemon's (a no-op before it runs: it reads its file at start)
+            if self.daemon is not None and self.daemon.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self.daemon.send_signal(signal.SIGHUP)
+            return
         self.stopping = True  # the wait loop passes it on within POLL_SECONDS
 
     def _signal_all(self, signum: int) -> None:
@@ -194,11 +202,12 @@ class Supervisor:
 
 
 def main(argv: list[str] | None = None) -> int:
+    supervisor = Supervisor()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # first: a stop while starting is kept
+        signal.signal(signum, supervisor.on_signal)
+    release()
     args = parse_args(argv)
     pipeline = build_pipeline(args, dict(os.environ))
-    supervisor = Supervisor()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, supervisor.on_signal)
     try:
         supervisor.start(pipeline)
     except OSError as e:

@@ -7,11 +7,18 @@ seconds); the stream never raises on input. EOF ends the iteration; ``stats.eof`
 Two ways in: iterate a ``ReportStream`` over a blocking file (pull), or push the chunks an event loop read into
 a ``LineBuffer`` and hand its lines to ``ReportStream.reports`` (push; the Prometheus exporter reads stdin on its
 event loop this way). Both split lines with ``LineBuffer``, so they count and skip the same lines.
+
+Reading (`chunks`, the one way every command reads its input): a stream with a descriptor is read with
+``os.read`` on the descriptor, never through the buffered file object. A reader thread blocked in
+``sys.stdin.buffer.readline`` holds the buffered object's lock, and a process that stops (SIGTERM, SIGINT) while
+its input is still open then dies at interpreter shutdown with "Fatal Python error: ... could not acquire lock for
+<stdin>" and status 134 (issue 43.2); ``os.read`` holds no lock, so the thread is simply left behind.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -124,10 +131,24 @@ class ReportStream:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         buffer = LineBuffer(self.max_line_bytes)
-        while piece := self._f.readline(READ_BYTES):  # up to a newline: a report is yielded once it is whole
+        for piece in chunks(self._f):  # a report is yielded once its line is whole
             yield from self.reports(taken(buffer.feed(piece)))
         yield from self.reports(taken(buffer.finish()))
         self.stats.eof = True
+
+
+def chunks(stream: BinaryIO, size: int = READ_BYTES) -> Iterator[bytes]:
+    """The bytes of ``stream`` as they arrive (at most ``size`` at once) until end of input: ``os.read`` on its
+    descriptor when it has one (no lock held while waiting, see the module docstring), else its ``read``."""
+    try:
+        fd: int | None = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # BytesIO and the like
+        fd = None
+    while True:
+        chunk = os.read(fd, size) if fd is not None else stream.read(size)
+        if not chunk:
+            return
+        yield chunk
 
 
 def taken(lines: list[bytes | None]) -> Iterator[bytes | None]:

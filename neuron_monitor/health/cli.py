@@ -21,6 +21,7 @@ from typing import Any
 from neuron_monitor.health.verdicts import UNKNOWN, NodeHealth, exit_code, from_body, from_exposition, shown, summary
 from neuron_monitor.util.cli_common import ArgumentParser
 from neuron_monitor.util.deadline import BodyTooLarge, DeadlineExceeded, exchange
+from neuron_monitor.util.early_signals import interrupt_on_signals
 
 MAX_BODY = 16 << 20  # a /metrics page of a trn2.48xlarge with 16 runtimes is about 1 MiB
 
@@ -138,6 +139,15 @@ def as_json(health: NodeHealth) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        interrupt_on_signals()  # first: SIGTERM, SIGINT or SIGHUP at any point is one line and "unknown"
+        return _main(argv)
+    except KeyboardInterrupt as e:
+        sys.stderr.write(f"neuron-monitor-health: stopped by {e.args[0] if e.args else 'SIGINT'} before a verdict\n")
+        return UNKNOWN
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if not 0 < args.timeout <= 60:
         sys.stderr.write("neuron-monitor-health: --timeout must be in (0, 60] seconds\n")

@@ -3,8 +3,8 @@
     neuron-monitor-sim --shape trn2.48xlarge --runtimes 16 --root DIR [--seed N] [--lnc 1] [--driver VERSION|LAYOUT]
                        [--step 0.05] [--errors] [--duration S] [--options JSON]
 
-Runs until SIGTERM/SIGINT (or ``--duration``), then stops its worker processes and writes the final ground truth.
-The tree stays in DIR (remove it yourself, or use `TemporarySimulator`). Exit codes: 0 done, 2 bad usage.
+Runs until SIGTERM, SIGINT or SIGHUP (or ``--duration``), then stops its worker processes and writes the final
+ground truth. The tree stays in DIR (remove it yourself, or use `TemporarySimulator`). Exit codes: 0 done, 2 bad usage.
 On stdout it says where the tree is, when it is ready, and the command that monitors it.
 
 ``--owner-pid PID`` (used by `TemporarySimulator`, hence ``neuron-monitor --simulate``): the simulator also stops
@@ -34,6 +34,7 @@ from typing import Any
 from neuron_monitor.sim.layouts import REORGANIZED, driver_layout
 from neuron_monitor.sim.shapes import SHAPES, get_shape
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.util.early_signals import release
 
 MARKER = "run/neuron-sim"
 
@@ -92,6 +93,14 @@ def _prepare_root(root: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop = {"flag": False}
+
+    def _on_signal(signum: int, frame: Any) -> None:
+        stop["flag"] = True
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # first: a stop while starting is kept
+        signal.signal(signum, _on_signal)
+    release()
     try:
         args = _parser().parse_args(argv)
     except SystemExit as e:
@@ -145,18 +154,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from neuron_monitor.sim.animator import Simulator
 
-    stop = {"flag": False}
-
-    def _on_signal(signum: int, frame: Any) -> None:
-        stop["flag"] = True
-
     end = None if args.duration is None else time.monotonic() + args.duration
 
     def _should_stop() -> bool:  # checked between steps and every WAKE_SECONDS of a step's sleep
         return stop["flag"] or owner_gone(args.owner_pid) or (end is not None and time.monotonic() >= end)
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
     sleep = signal_sleep()
     _say(f"building a simulated {shape.name} ({shape.devices} devices, {runtimes} runtimes) in {root}")
     try:

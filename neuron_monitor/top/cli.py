@@ -26,6 +26,7 @@ from neuron_monitor.top.layout import Frame, plain, render
 from neuron_monitor.top.model import screen_from_report
 from neuron_monitor.top.sources import CollectSource, Replay, StreamSource, top_plan
 from neuron_monitor.util.cli_common import ArgumentParser, positive_int
+from neuron_monitor.util.early_signals import interrupt_on_signals
 from neuron_monitor.util.sanitize import sanitize
 
 PROG = "neuron-monitor-top"
@@ -215,6 +216,10 @@ def sim_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        interrupt_on_signals()  # first: SIGTERM, SIGINT or SIGHUP while starting is a clean quit (KeyboardInterrupt)
+    except KeyboardInterrupt:
+        return 0
     args = build_parser().parse_args(argv)
     state = ViewState(view=args.view, sort=args.sort)
     if args.filter and not state.set_filter(args.filter):

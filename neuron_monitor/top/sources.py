@@ -18,7 +18,6 @@ import asyncio
 import bisect
 import contextlib
 import dataclasses
-import os
 import threading
 import zlib
 from collections.abc import Iterator
@@ -28,11 +27,10 @@ import orjson
 
 from neuron_monitor.daemon.added_groups import with_health_groups
 from neuron_monitor.daemon.config import Plan, load_plan
-from neuron_monitor.exporters.stream import LineBuffer, validate_report
+from neuron_monitor.exporters.stream import LineBuffer, chunks, validate_report
 from neuron_monitor.schema.read import read_report
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
-READ_BYTES = 1024 * 1024  # at most this much is read at once
 OVERSIZE = b"\0oversize"  # what `StreamSource._lines` yields for a line past MAX_LINE_BYTES
 TOP_PERIOD = 1.0  # seconds, every group, when no configuration file is given
 
@@ -129,25 +127,11 @@ class StreamSource:
         self.bad_lines = 0
         self.reports = 0
 
-    def _chunks(self) -> Iterator[bytes]:
-        """The stream's bytes as they arrive. A stream with a descriptor is read with ``os.read`` on it: no
-        buffered object's lock is held while the reader thread waits, so quitting with the pipe still open never
-        meets a locked ``sys.stdin`` at interpreter shutdown (issue 32: exit 134, "Fatal Python error")."""
-        try:
-            fd: int | None = self.stream.fileno()
-        except (AttributeError, OSError, ValueError):
-            fd = None
-        while True:
-            chunk = os.read(fd, READ_BYTES) if fd is not None else self.stream.read(READ_BYTES)
-            if not chunk:
-                return
-            yield chunk
-
     def _lines(self) -> Iterator[bytes]:
         """Each line of the stream without its newline; ``OVERSIZE`` for one longer than ``MAX_LINE_BYTES``
         (dropped while it streams in, never held whole)."""
         buffer = LineBuffer(MAX_LINE_BYTES)
-        for chunk in self._chunks():
+        for chunk in chunks(self.stream):  # the shared reader: os.read, no lock held (exporters/stream.py)
             for line in buffer.feed(chunk):
                 yield OVERSIZE if line is None else line
         for line in buffer.finish():

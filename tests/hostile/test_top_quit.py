@@ -78,7 +78,7 @@ def test_q_with_the_pipe_open_exits_0(term: Callable[[], Tmux], tmp_path: Path, 
     assert "Fatal Python error" not in t.screen()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_with_the_pipe_open_exits_0(term: Callable[[], Tmux], tmp_path: Path, sig: signal.Signals) -> None:
     t = term()
     status = tmp_path / "status"

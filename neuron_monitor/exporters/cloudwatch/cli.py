@@ -4,7 +4,8 @@
 
 ``--output api`` (default) calls PutMetricData from a sender thread fed through a bounded buffer, so reading stdin
 never waits on CloudWatch; ``--output emf`` writes Embedded Metric Format lines to stdout or ``--emf-file`` for the
-CloudWatch agent. SIGTERM/SIGINT or end of input flushes what is buffered (within ``--flush-timeout``) and exits 0;
+CloudWatch agent. SIGTERM, SIGINT, SIGHUP or end of input flushes what is buffered (within ``--flush-timeout``)
+and exits 0;
 a bad option (numbers must be finite and in range) or missing region/credentials prints one line and exits 2; an
 EMF destination whose reader went away (EPIPE) exits 1 at once. A summary line goes to stderr at exit.
 No credential reaches a log: every stderr line, botocore's debug output included, passes `redact.CredentialRedactor`.
@@ -39,6 +40,7 @@ from neuron_monitor.exporters.cloudwatch.publisher import Publisher, RetryPolicy
 from neuron_monitor.exporters.cloudwatch.redact import CredentialRedactor
 from neuron_monitor.exporters.stream import ReportStream
 from neuron_monitor.util.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.inputfile import InputFileError, open_append
 
 PROG = "neuron-monitor-cloudwatch"
@@ -183,6 +185,16 @@ def _setup_logging(prog: str, verbose: int) -> CredentialRedactor:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop = threading.Event()
+    received: list[str] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signal.Signals(signum).name)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # first: a stop while starting is kept
+        signal.signal(signum, on_signal)
+    release()
     prog = called_name(PROG)
     try:
         settings = parse_settings(argv)
@@ -221,16 +233,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{prog}: {exc}", file=sys.stderr)
             return 2
         sink = emf.write
-
-    stop = threading.Event()
-    received: list[str] = []
-
-    def on_signal(signum: int, _frame: object) -> None:
-        received.append(signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
 
     where = f"namespace {settings.namespace}" if publisher is not None else f"EMF to {settings.emf_file}"
     log.info("started (version %s, pid %d): reading reports on stdin, %s", __version__, os.getpid(), where)

@@ -37,7 +37,7 @@ class Stop:
 # Signals first: installed before the rest of the program is even imported (a quarter of a second of imports),
 # so a SIGTERM during start-up ends the process cleanly too (``main`` checks it before starting anything).
 STOP = Stop()
-for _signum in (signal.SIGTERM, signal.SIGINT):
+for _signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(_signum, STOP.on_signal)
 
 import argparse
@@ -80,6 +80,7 @@ from neuron_monitor.exporters.prometheus.state import ExporterState
 from neuron_monitor.exporters.prometheus.values import MalformedReport
 from neuron_monitor.exporters.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 from neuron_monitor.util.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.ratelimit import LogRateLimit, held_back
 
 PROG = "neuron-monitor-otlp"
@@ -284,8 +285,9 @@ def _read(
 def main(argv: list[str] | None = None) -> int:
     stop = STOP
     stop.running = False  # (a signal before this point already ended the process)
-    for signum in (signal.SIGTERM, signal.SIGINT):  # again, in case the module was imported long before main ran
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # again, in case the module was imported long before
         signal.signal(signum, stop.on_signal)
+    release()  # the console script (neuron_monitor.launch) held them blocked until now
     prog = called_name(PROG)
     args = build_parser().parse_args(argv)
     if stop.event.is_set():

@@ -3,7 +3,7 @@
     neuron-monitor -c monitor.conf | neuron-monitor-prometheus --port 8000
 
 Accepts AWS's flags (``-p/--port``, ``--key-file``/``--cert-file``, ``--enable-k8s-info``) so existing pipelines
-work unchanged. Exit codes: 0 on SIGINT/SIGTERM, 2 on a bad command line or web config, 1 when the port cannot
+work unchanged. Exit codes: 0 on SIGINT/SIGTERM/SIGHUP, 2 on a bad command line or web config, 1 when the port cannot
 be bound or (with ``--exit-on-eof``) when stdin closes. Without ``--exit-on-eof`` the exporter keeps running
 after stdin closes: ``/healthz`` answers 503 and ``neuron_exporter_up`` is 0 so a supervisor or probe can act,
 and the Neuron series stop once the last report is stale.
@@ -46,6 +46,7 @@ from neuron_monitor.exporters.prometheus.webconfig import (
 )
 from neuron_monitor.exporters.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.util.early_signals import release
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 PROG = "neuron-monitor-prometheus"
@@ -215,10 +216,23 @@ def quiet_gc() -> None:
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(0)
+    raise SystemExit(signal.Signals(signum).name)  # main() returns 0 and says which signal stopped it
 
 
 def main(argv: list[str] | None = None) -> int:
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # first: a stop while starting is a clean stop too
+        signal.signal(signum, _stop)
+    try:
+        release()  # a signal held since the start is delivered here
+        return _main(argv)
+    except SystemExit as e:  # a stop signal before serving (a bad command line exits 2 as before)
+        if isinstance(e.code, str) and e.code.startswith("SIG"):
+            sys.stderr.write(f"{called_name(PROG)}: stopped by {e.code} while starting\n")
+            return 0
+        raise
+
+
+def _main(argv: list[str] | None) -> int:
     args = parse_args(argv)
     prog = called_name(PROG)
     setup_logging(prog, args.verbose)
@@ -261,8 +275,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: cannot listen on {where}: {e.strerror or e}", file=sys.stderr)
         return 1
     app.front = connections.front = server
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _stop)
     stopped_by_eof = False
 
     def at_eof() -> None:
@@ -284,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         server.run(ready)  # HTTP and stdin on this thread's event loop (see ingest.py)
-    except SystemExit:  # SIGINT or SIGTERM: a clean stop
+    except SystemExit as e:  # SIGINT, SIGTERM or SIGHUP: a clean stop
+        log.info("stopped by %s", e.code)
         return 0
     finally:
         ingest.restore()
