@@ -15,7 +15,9 @@ Confinement: below a root other than ``/``, every open and listing resolves *ins
 https://man7.org/linux/man-pages/man2/openat2.2.html), called through libc's syscall(); on an older kernel the same
 resolution is done component by component (`resolve_in_root`). Every file is opened with O_NONBLOCK, must be a
 regular file (a FIFO or /dev/zero planted under the root is an error, not a hang or a flood) and is read up to
-READ_LIMIT bytes. One exception keeps roots built from links working: a path below ``proc``, ``sys`` or ``dev``
+READ_LIMIT bytes. An open or listing that fails because no descriptor is left raises
+`neuron_monitor.util.fdlimit.OutOfDescriptors` (not an OSError, so no reader takes it for a missing file). One
+exception keeps roots built from links working: a path below ``proc``, ``sys`` or ``dev``
 may resolve into the host's own tree of that name (a root made of ``proc -> /proc`` links, or the simulator's
 ``proc/PID -> /proc/PID``); the opened file's real path is checked to lie there.
 """
@@ -29,6 +31,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from neuron_monitor.util import fdlimit
 from neuron_monitor.util.inputfile import read_capped
 
 _REOPEN_ERRNOS = {errno.ENOENT, errno.ESTALE, errno.ENODEV, errno.EBADF, errno.ENXIO}
@@ -132,7 +135,15 @@ class RootFS:
         self._root_fd: int | None = None
 
     def open_fd(self, rel: str, flags: int = _OPEN_FLAGS) -> int:
-        """A descriptor for ``rel``, resolved inside the root (see the module docstring); OSError otherwise."""
+        """A descriptor for ``rel``, resolved inside the root (see the module docstring); OSError otherwise, and
+        `OutOfDescriptors` (not an OSError: not a missing file) when no descriptor is left."""
+        try:
+            return self._open_fd(rel, flags)
+        except OSError as e:
+            fdlimit.check(e, self.where(rel))
+            raise
+
+    def _open_fd(self, rel: str, flags: int) -> int:
         if not self.confined:
             return os.open(self.where(rel), flags)
         if self._root_fd is None:
@@ -142,7 +153,9 @@ class RootFS:
             fd = _openat2_in_root(self._root_fd, inner, flags)
             if fd is None:
                 fd = os.open(resolve_in_root(os.fspath(self.root), inner), flags)
-        except OSError:
+        except OSError as e:
+            if fdlimit.exhausted(e):
+                raise
             fd = self._open_linked_pseudo_fs(inner, flags)
             if fd is None:
                 raise
@@ -179,10 +192,17 @@ class RootFS:
 
     def _list(self, rel: str) -> list[str]:
         if not self.confined:
-            return os.listdir(self.where(rel))
+            try:
+                return os.listdir(self.where(rel))
+            except OSError as e:
+                fdlimit.check(e, self.where(rel))
+                raise
         fd = self.open_fd(rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            return os.listdir(fd)
+            return os.listdir(fd)  # fdopendir needs a descriptor of its own
+        except OSError as e:
+            fdlimit.check(e, self.where(rel))
+            raise
         finally:
             os.close(fd)
 
@@ -331,7 +351,11 @@ class KeptFile:
             if self._opener is not None:
                 self._fd = self._opener()
             else:
-                fd = os.open(self._where, _OPEN_FLAGS)
+                try:
+                    fd = os.open(self._where, _OPEN_FLAGS)
+                except OSError as e:
+                    fdlimit.check(e, self._where)
+                    raise
                 check_regular(fd, self._where)
                 self._fd = fd
         return self._fd

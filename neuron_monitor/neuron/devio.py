@@ -27,6 +27,7 @@ from typing import Protocol
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.appsinfo import AppInfo, parse_acquire_table, parse_apps_info
+from neuron_monitor.util import fdlimit
 
 
 class Block(Protocol):
@@ -194,7 +195,16 @@ class SimFileDevice:
 
 
 def open_device(root: RootFS, index: int) -> DeviceIO:
-    """The device access for ``<root>/dev/neuron<index>``; OSError if it is absent or unusable."""
+    """The device access for ``<root>/dev/neuron<index>``; OSError if it is absent or unusable, `OutOfDescriptors`
+    (not an OSError: the device is there) when no descriptor is left to open it."""
+    try:
+        return _open_device(root, index)
+    except OSError as e:
+        fdlimit.check(e, root.where(f"dev/neuron{index}"))
+        raise
+
+
+def _open_device(root: RootFS, index: int) -> DeviceIO:
     path = root.path(f"dev/neuron{index}")
     st = os.stat(path)
     if stat.S_ISCHR(st.st_mode):

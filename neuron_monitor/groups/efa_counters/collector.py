@@ -43,6 +43,7 @@ from neuron_monitor.util.errors import GroupError
 log = logging.getLogger(__name__)
 
 _READ_SIZE = 64  # every file here is far shorter; a longer one takes the careful path
+MAX_PORTS = 16  # ports read per adapter (every EFA adapter has one); each keeps about 23 descriptors
 _LISTING_MAX_AGE = 1.0  # seconds an adapter listing is used again (as the Neuron device listing)
 _DIGITS = b"0123456789\n"
 ABSENT = "ABSENT"
@@ -131,6 +132,11 @@ class EfaCounters(SystemGroup):
             ports = F.list_ports(root, device)
             if not ports:
                 plan.errors.append(f"{device}: no ports listed")
+            if len(ports) > MAX_PORTS:  # the descriptor budget (docs/performance.md, "Descriptors")
+                plan.errors.append(
+                    f"{device}: {len(ports)} ports listed, only the first {MAX_PORTS} read (an EFA adapter has one)"
+                )
+                ports = ports[:MAX_PORTS]
             for port in ports:
                 rel = F.port_rel(device, port)
                 names_here = F.list_counters(root, device, port)

@@ -36,6 +36,8 @@ from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron import nodes as NODES
 from neuron_monitor.neuron.sysfs import CLASS_DIR, DEVICES_DIR, DriverTree
 from neuron_monitor.neuron.telemetry_files import parse_count, parse_power, parse_unhealthy_components
+from neuron_monitor.util import fdlimit
+from neuron_monitor.util.fdlimit import OutOfDescriptors
 from neuron_monitor.util.inputfile import InputFileError, read_regular
 
 log = logging.getLogger("neuron_monitor.health")
@@ -95,6 +97,7 @@ class NeuronDeviceHealth(SystemGroup):
         self.instance_type = self._instance_type()
         expected = H.expected_devices(self.instance_type)
         self.expected: set[int] = set(range(expected)) if expected else set()
+        self._failed = ""  # why the last poll could not read (no descriptor left), or ""
         self._state_error = ""
         self._load_error = ""
         self._retry_at = 0.0  # monotonic time before which a failed save is not tried again by a poll
@@ -201,8 +204,8 @@ class NeuronDeviceHealth(SystemGroup):
                 found = _devices_in(os.listdir(fd))
                 if found:
                     return found
-            except OSError:
-                pass
+            except OSError as e:
+                fdlimit.check(e, "the device listing")  # listing a kept directory takes a descriptor too
             os.close(fd)
             self._class_fd = None
         for rel in (CLASS_DIR, DEVICES_DIR):
@@ -212,8 +215,11 @@ class NeuronDeviceHealth(SystemGroup):
                 continue
             try:
                 found = _devices_in(os.listdir(fd))
-            except OSError:
+            except OSError as e:
+                os.close(fd)
+                fdlimit.check(e, "the device listing")
                 found = ()
+                continue
             if found:
                 self._class_fd = fd
                 return found
@@ -350,18 +356,35 @@ class NeuronDeviceHealth(SystemGroup):
         return changed
 
     # -- the scheduler's calls ---------------------------------------------------------------------------------
+    def _poll_or_fail(self) -> bool:
+        """`_poll`, or when no descriptor was left to read with (`OutOfDescriptors`): nothing observed, no event
+        counted, no device taken for lost; ``_failed`` holds why until a poll succeeds, and the collection reports
+        every verdict ``unknown`` meanwhile. True when a report should go out (a change either way)."""
+        try:
+            changed = self._poll()
+        except OutOfDescriptors as e:
+            was, self._failed = self._failed, str(e)
+            self._last_raw = None  # read everything again once descriptors are back
+            return not was
+        if self._failed:
+            self._failed = ""
+            return True
+        return changed
+
     def prime(self) -> None:
-        self._poll()
+        self._poll_or_fail()
 
     def watch(self) -> bool:
         """The fast watch: True when a report should go out now (a verdict, finding or fault count changed)."""
-        changed = self._poll()
+        changed = self._poll_or_fail()
         self._changed = self._changed or changed
         return changed
 
     def collect(self) -> dict[str, Any]:
-        self._poll()
+        self._poll_or_fail()
         self._changed = False
+        if self._failed:
+            return self._unknown_body(self._failed)
         events = self.ledger.drain()
         if events:  # handed out only once the state saying so is saved: a restart never hands them out again
             self.ledger.changed = True
@@ -405,6 +428,39 @@ class NeuronDeviceHealth(SystemGroup):
         if errors:
             body["error"] = "; ".join(errors)
         return body
+
+    def _unknown_body(self, why: str) -> dict[str, Any]:
+        """The body while the devices cannot be read: node and every known device ``unknown`` (the verdict needed
+        a source that could not be read), totals kept, no new event; ``error`` says why."""
+        now = self.clock()
+        indexes = sorted(set(self.verdicts) | self.expected)
+        devices = [
+            {
+                K.DEVICE_INDEX: index,
+                K.HEALTH: {K.STATE: H.UNKNOWN, K.SINCE: now, K.REASONS: []},
+                K.FAULT_EVENTS: {},
+                K.FAULT_TOTALS: {
+                    kind: {K.COUNT: t.count, K.FIRST_SEEN: t.first_seen, K.LAST_SEEN: t.last_seen}
+                    for (d, kind), t in sorted(self.ledger.totals.items())
+                    if d == index
+                },
+            }
+            for index in indexes
+        ]
+        counts = dict.fromkeys(H.STATES, 0)
+        counts[H.UNKNOWN] = len(devices)
+        return {
+            K.NODE: {
+                K.STATE: H.UNKNOWN,
+                K.SINCE: now,
+                K.DEVICE_STATES: counts,
+                K.EXPECTED_DEVICES: len(self.expected),
+                K.INSTANCE_TYPE: self.instance_type,
+            },
+            K.NEURON_DEVICES: devices,
+            K.WATCH_INTERVAL: self.watch_interval,
+            "error": "; ".join(e for e in (why, self._state_error) if e),
+        }
 
     def sources(self) -> dict[str, Any]:
         return self.tree.sources(self._listed or ())
