@@ -80,7 +80,10 @@ def capture_devices(root: RootFS, devices: tuple[int, ...], out: Collector, reda
                     out.skip(f"dev/neuron{index} pid {app.pid}", str(e))
                     continue
                 try:
-                    block = bytearray(mapping[:size])
+                    block = bytearray(mapping.read()[:size])
+                except OSError as e:  # a file that shrank under us: a short read
+                    out.skip(f"dev/neuron{index} pid {app.pid}", str(e))
+                    continue
                 finally:
                     mapping.close()
                 redactor.block(block)

@@ -139,7 +139,9 @@ def _block(dev: DeviceIO, offset: int, size: int) -> tuple[str, str]:
     except (OSError, ValueError) as e:
         return UNREADABLE, f"offset {offset} size {size}: {_why(e)}"
     try:
-        signature = bytes(mapping[: len(L.NDS_SIGNATURE)])
+        signature = bytes(mapping.read()[: len(L.NDS_SIGNATURE)])
+    except OSError as e:  # a file that shrank under us: a short read
+        return UNREADABLE, f"offset {offset} size {size}: {_why(e)}"
     finally:
         mapping.close()
     if signature != L.NDS_SIGNATURE:

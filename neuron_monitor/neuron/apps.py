@@ -305,7 +305,7 @@ class NeuronAppSource:
             self._pid_slot[(dev.index, pid)] = key
         slot = self._slots.get(key)
         if slot is None:
-            block = dev.map_block(key[1], L.NDS_SIZE)
+            block = dev.map_block(key[1], L.NDS_END)  # what the parser reads of the slab
             slot = self._slots[key] = _Slot(block, BlockParser(max(1, self.topology.phys_cores or 1)))
         return slot
 

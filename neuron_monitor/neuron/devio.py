@@ -7,11 +7,11 @@ bytes from the file. Each device hands out its data blocks as `Block` objects wh
 current bytes as a buffer, so the parsers above them are the same code:
 
 - a character device's block is its mmap (zero copy; the driver's slab cannot shrink under the mapping);
-- a regular file's block is read with one ``pread`` into a buffer kept per block, of the bytes a parser reads
-  (``NDS_END``) at each ``read()``. A regular file can be truncated at any moment, and a mapped page past the new
-  end would kill the process with SIGBUS at its next access whatever was checked before it; a pread cannot
-  fault: a file that no longer covers the block is a short read, reported as the block's OSError. The copy costs
-  a few microseconds per block and collection (67,200 bytes from the page cache).
+- a regular file's block is read with one ``pread`` into a buffer kept per block at each ``read()`` (the
+  application source asks for the bytes a parser reads, ``NDS_END``). A regular file can be truncated at any
+  moment, and a mapped page past the new end would kill the process with SIGBUS at its next access whatever was
+  checked before it; a pread cannot fault: a file that no longer covers the block is a short read, reported as the
+  block's OSError. The copy costs a few microseconds per block and collection (67,200 bytes from the page cache).
 """
 
 from __future__ import annotations
@@ -184,10 +184,11 @@ class SimFileDevice:
         return self._acquire.get(pid)
 
     def map_block(self, offset: int, size: int) -> FileBlock:
-        """The block of ``size`` bytes at ``offset``, of which the parsers' part (``NDS_END`` bytes) is read."""
+        """The block of ``size`` bytes at ``offset`` (the application source asks for the parsers' part,
+        ``NDS_END`` bytes, which each `FileBlock.read` copies)."""
         if offset < 0 or size <= 0:
             raise ValueError(f"data block at {offset} of {size} bytes")
-        return FileBlock(self._file, offset, min(size, L.NDS_END))
+        return FileBlock(self._file, offset, size)
 
     def close(self) -> None:
         self._ioctl.close()
