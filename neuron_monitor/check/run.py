@@ -20,12 +20,12 @@ import orjson
 from neuron_monitor.check import probes
 from neuron_monitor.check.lines import ABSENT, ERROR, FOUND, MISSING, PARTIAL, UNKNOWN, Line
 from neuron_monitor.daemon.config import Plan
-from neuron_monitor.groups.base import device_ranges
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import nodes
 from neuron_monitor.neuron.nodes import Node
 from neuron_monitor.neuron.sysfs import DriverTree
 from neuron_monitor.schema.read import Report, read_report
+from neuron_monitor.util.ranges import device_ranges
 
 
 def configured_groups(plan: Plan) -> list[str]:
