@@ -43,7 +43,7 @@ $(VENV)/.installed: $(INSTALL_INPUTS) | $(PY)
 	@$(BYTECODE)
 	@touch $@ $(VENV)/.installed-run
 
-.PHONY: help venv run test test-tools lint bench dist fleet
+.PHONY: help venv run test test-tools lint docs bench dist fleet
 
 help:  ## this list
 	@echo "neuron-monitor $$(sed -n 's/^__version__ = "\(.*\)"/\1/p' neuron_monitor/__init__.py): make TARGET [VAR=value ...]"
@@ -76,6 +76,9 @@ test: $(VENV)/.installed test-tools  ## ruff, mypy --strict and every test (what
 
 lint: $(VENV)/.installed  ## ruff check, ruff format --check, mypy --strict
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy --strict neuron_monitor
+
+docs: $(VENV)/.installed-run  ## rewrite the docs' generated parts from the group specs (run after changing a spec)
+	$(PY) scripts/make_docs.py
 
 bench: $(VENV)/.installed  ## every benchmark in bench/ (each prints its ratio to its baseline)
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b; done
