@@ -126,6 +126,11 @@ def test_every_metric_in_the_dashboard_is_one_the_exporter_writes() -> None:
     report["system_data"]["neuron_device_telemetry"] = DEVICE_TELEMETRY
     report["system_data"]["neuron_device_health"] = DEVICE_HEALTH
     report["system_data"]["efa_counters"] = EFA_COUNTERS
+    families = ["hardware/mem_ecc_uncorrected", "health_status/unhealthy_components"]
+    report["neuron_monitor"].update(  # what the daemon found of the driver's nodes (neuron_monitor_source_found)
+        driver_version="2.31.7.0",
+        sources={"neuron_device_health": {"layout": "discovered", "found": dict.fromkeys(families, True)}},
+    )
     # every series the exporter can serve (the default series budget has its own check: tests/fleet/)
     emitted = {name for name, _ in parse(scrape(feed([report], ShapeOptions(series_detail="full"))))}
     selectors = [m for expr in dashboard_exprs() for m in re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", expr)]
