@@ -11,7 +11,10 @@ import errno
 import json
 import logging
 import os
+import random
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,9 @@ from neuron_monitor.groups.neuron_device_health import collector as health
 from neuron_monitor.groups.neuron_device_health.collector import STATE_FILE, NeuronDeviceHealth
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.sim.shapes import get_shape
+from neuron_monitor.sim.temporary import TemporarySimulator
 from neuron_monitor.sim.tree import DeviceTree, write_host_files
+from tests.conftest import daemon_cmd
 
 SHAPE = "trn1.2xlarge"
 DRIVER = "2.30.2.0"
@@ -377,3 +382,79 @@ def test_a_full_disk_and_a_restart_count_each_event_once(
         assert "No space left on device" in errors[0]
     finally:
         subprocess.run(["umount", str(state)], capture_output=True, timeout=30)
+
+
+# -- the storm, end to end ----------------------------------------------------------------------------------------
+def test_a_sighup_storm_with_config_swaps_counts_each_event_once_end_to_end(tmp_path: Path) -> None:
+    """The real daemon on a simulated host with ``--state-dir``: ECC events written while SIGHUPs arrive every few
+    tens of milliseconds and the configuration swaps between one with the health group, one with another period
+    and one without it. The fault events its reports carry (fresh health objects) plus those pending in the state
+    are the events written, once the daemon has seen the last of them (waited for, up to 120 s)."""
+    confs = [
+        {"period": "1s", "system_metrics": [{"type": "neuron_device_health"}]},
+        {"period": "2s", "system_metrics": [{"type": "neuron_device_health", "period": "3s"}, {"type": "vcpu_usage"}]},
+        {"period": "1s", "system_metrics": [{"type": "vcpu_usage"}]},
+    ]
+    conf = tmp_path / "monitor.conf"
+    conf.write_text(json.dumps(confs[0]))
+    state = tmp_path / "state"
+    out_path = tmp_path / "out.jsonl"
+    rng = random.Random(7)
+    with TemporarySimulator("trn1.2xlarge", runtimes=1, seed=3) as sim, open(out_path, "wb") as out:
+        ecc = Path(sim.root) / "sys/devices/virtual/neuron_device/neuron0/stats/hardware/mem_ecc_uncorrected"
+        daemon = subprocess.Popen(
+            daemon_cmd(
+                "--root", str(sim.root), "-c", str(conf), "--state-dir", str(state), "--exact-groups", "--no-imds"
+            ),
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            _wait(lambda: out_path.stat().st_size > 0, "the first report")  # signals handled from here on
+            value = int(ecc.read_text().strip() or 0)  # an empty state: the first run counts these too (docs)
+            for _ in range(60):
+                if rng.random() < 0.4:
+                    value += rng.randint(1, 3)
+                    fd = os.open(ecc, os.O_WRONLY)
+                    try:
+                        os.pwrite(fd, b"%d\n" % value, 0)
+                        os.ftruncate(fd, len(b"%d\n" % value))
+                    finally:
+                        os.close(fd)
+                else:
+                    if rng.random() < 0.5:
+                        conf.write_text(json.dumps(rng.choice(confs)))
+                    daemon.send_signal(signal.SIGHUP)
+                time.sleep(rng.uniform(0.02, 0.15))
+            conf.write_text(json.dumps(confs[0]))
+            daemon.send_signal(signal.SIGHUP)
+
+            def counted() -> int:
+                return _reported_in(out_path) + _pending(state)
+
+            _wait(lambda: counted() >= value, "every event counted")
+            time.sleep(1.5)  # a few more reports: nothing counted twice
+            assert daemon.poll() is None, "the daemon died during the storm"
+            assert counted() == value
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=30)
+
+
+def _wait(check: Any, what: str, deadline: float = 120.0) -> None:
+    end = time.monotonic() + deadline
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError(f"not reached within {deadline} s: {what}")
+        time.sleep(0.1)
+
+
+def _reported_in(path: Path) -> int:
+    total = 0
+    for line in path.read_bytes().splitlines():
+        try:
+            report = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        total += _reported(report)
+    return total
