@@ -12,7 +12,8 @@ lost, nothing takes the default action. ``python -m <module>`` (the tests, the i
 same ``main``; `release` there only unblocks what was not blocked.
 
 What is left: the interpreter's own start, before this module's first line (tens of milliseconds, no
-neuron_monitor code imported yet), where a signal still takes its default action.
+neuron_monitor code imported yet), where a signal still takes its default action; under systemd the daemon's unit
+is Type=notify and READY=1 comes after its handlers (daemon/sdnotify.py), so systemd sends no reload before.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from neuron_monitor.daemon.config_values import ConfigError
 from neuron_monitor.daemon.config_watch import ConfigFileWatcher
 from neuron_monitor.daemon.output import LineWriter, ReaderGone
 from neuron_monitor.daemon.scheduler import Collector, Scheduler
+from neuron_monitor.daemon.sdnotify import notify
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT, InstanceInfoSource
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.backend import open_backend
@@ -372,6 +373,7 @@ class Daemon:
             self._on_stop_signal(signal.Signals[EARLY.stop], None)
         elif EARLY.reload:
             self.request_reload("SIGHUP")
+        notify("READY=1")  # systemd (Type=notify): started; a `systemctl reload` may come now (sdnotify.py)
         plan = self.collector.plan
         groups = len(plan.system_groups) + sum(len(s.groups) for s in plan.runtime_scopes)
         log.info(

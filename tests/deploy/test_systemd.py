@@ -83,6 +83,8 @@ def test_services_are_hardened_and_restart_on_failure(name: str) -> None:
     # systemd's default soft limit (1024) is below what a trn2.48xlarge keeps open, and the unit's system-call
     # filter (~@resources) forbids raising it from inside: the unit sets it (issue 39.1)
     assert u["LimitNOFILE"] == ["524288"]
+    if name.startswith("neuron-monitor@"):  # the daemon says when it can take a reload (sdnotify.py)
+        assert u["Type"] == ["notify"] and u["NotifyAccess"] == ["main"]
 
 
 @pytest.mark.parametrize("pipeline", PIPELINES)

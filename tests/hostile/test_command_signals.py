@@ -291,3 +291,38 @@ def test_the_daemon_stopped_mid_stream_ends_on_a_whole_line(tmp_path: Path, sig:
         cmd.close()
     assert code == 0, cmd.err[-5:]
     assert cmd.out[-1].endswith(b"}\n")
+
+
+def test_the_daemon_tells_systemd_it_is_ready_only_once_it_handles_sighup(tmp_path: Path) -> None:
+    """Type=notify: READY=1 arrives on $NOTIFY_SOCKET once SIGHUP is handled; a reload sent at once then (what
+    systemd does with a `systemctl reload` queued behind the start) reloads, and SIGTERM still ends it with 0."""
+    import socket
+
+    conf = tmp_path / "monitor.conf"
+    conf.write_text('{"period": "1s", "system_metrics": [{"type": "memory_info"}]}')
+    where = str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(where)
+        sock.settimeout(DEADLINE)
+        env = {**os.environ, "NOTIFY_SOCKET": where}
+        proc = subprocess.Popen(
+            [str(BIN / "neuron-monitor"), "-c", str(conf), "--no-imds", "--verbose", "3"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            message = sock.recv(4096).decode()
+            assert "READY=1" in message.split("\n")
+            assert _mask(proc.pid, "SigCgt") & (1 << (signal.SIGHUP - 1)), "ready before SIGHUP is handled"
+            proc.send_signal(signal.SIGHUP)
+            time.sleep(0.5)  # a reload, not a stop: it must still run (nothing to wait for)
+            assert proc.poll() is None
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(DEADLINE) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.stderr is not None
+        assert "SIGHUP" in proc.stderr.read().decode()  # the reload was logged
