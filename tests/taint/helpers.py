@@ -72,7 +72,7 @@ def wait_for(what: str, cond: Callable[[], Any], timeout: float = DEADLINE) -> A
 
 
 class TaintProcess:
-    def __init__(self, server: StubApiServer, tmp: Path, *args: str, node: str = NODE) -> None:
+    def __init__(self, server: StubApiServer, tmp: Path, *args: str, node: str = NODE, stdin: Any = None) -> None:
         self.err_path = tmp / f"taint-{time.monotonic_ns()}.err"
         self.metrics = tmp / "taint.prom"
         self._err = self.err_path.open("wb")
@@ -91,7 +91,7 @@ class TaintProcess:
                 str(self.metrics),
                 *args,
             ],
-            stdin=subprocess.PIPE,
+            stdin=subprocess.PIPE if stdin is None else stdin,
             stderr=self._err,
         )
 
