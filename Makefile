@@ -55,12 +55,13 @@ venv: $(VENV)/.installed  ## the virtualenv with the test extras and the compile
 run: $(VENV)/.installed-run  ## daemon | Prometheus exporter (simulated SHAPE without /dev/neuron0); Ctrl-C stops
 	@$(PY) scripts/run.py --bin $(VENV)/bin --config $(CONFIG) --bind $(BIND) --port $(PORT) --shape '$(SHAPE)'
 
-test-tools:  ## the Debian tools the tests run (prometheus, promtool, systemd, tmux, openssl, kubectl, victoria-metrics)
+test-tools:  ## the Debian tools the tests run (prometheus, promtool, systemd, tmux, openssl, kubectl, chromium, victoria-metrics)
 	@missing=""; { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	command -v kubectl >/dev/null 2>&1 || missing="$$missing kubernetes-client"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \

@@ -16,6 +16,7 @@ SHIPPED = (
     "dashboards/neuron-monitor.json",
     "dashboards/neuron-fleet.json",
     "dashboards/provisioning",
+    "docs",
 )
 SKIPPED_SUFFIXES = (".py", ".pyc")
 SKIPPED_PARTS = ("__pycache__",)

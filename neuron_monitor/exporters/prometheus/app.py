@@ -1,13 +1,15 @@
 """What the exporter answers: ``/metrics``, ``/healthz``, ``/readyz``, the landing page ``/`` and ``/dashboard.json``.
 
-``/metrics`` serves the collector's body in the negotiated format (Prometheus text 0.0.4 or OpenMetrics), gzip
-when ``Accept-Encoding`` allows it (q-values honoured). ``/healthz`` (liveness) answers ``200 ok`` while a fresh
-report is served and stdin is open, else ``503`` with the reason; ``/readyz`` (readiness) answers ``503`` until the
-first report that lists a Neuron device has been applied, ``200`` from then on (as Neuron Observer's /readyz waits
-for its first collection cycle), except while the newest report's health verdicts are blind: ``503`` naming the
-driver signals the daemon did not find and on which devices (rule ``signal_missing``, docs/health.md). Both need
-no credentials, so kubelet probes work with basic auth on. With basic auth users configured, every other path needs
-them: a cached verdict answers at once, anything else waits for the bounded bcrypt pool (``auth``, ``server``).
+``/docs/`` lists the docs the package ships and ``/docs/<name>.md`` serves one as text (the landing page links them,
+so the link works from an installed package without network). ``/metrics`` serves the collector's body in the
+negotiated format (Prometheus text 0.0.4 or OpenMetrics), gzip when ``Accept-Encoding`` allows it (q-values
+honoured). ``/healthz`` (liveness) answers ``200 ok`` while a fresh report is served and stdin is open, else ``503``
+with the reason; ``/readyz`` (readiness) answers ``503`` until the first report that lists a Neuron device has been
+applied, ``200`` from then on (as Neuron Observer's /readyz waits for its first collection cycle), except while the
+newest report's health verdicts are blind: ``503`` naming the driver signals the daemon did not find and on which
+devices (rule ``signal_missing``, docs/health.md). Both need no credentials, so kubelet probes work with basic auth
+on. With basic auth users configured, every other path needs them: a cached verdict answers at once, anything else
+waits for the bounded bcrypt pool (``auth``, ``server``).
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from prometheus_client.registry import Collector
 
 from neuron_monitor.exporters.prometheus.auth import BasicAuth
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
-from neuron_monitor.exporters.prometheus.landing import landing_page
+from neuron_monitor.exporters.prometheus.landing import CSP, landing_page
 from neuron_monitor.exporters.prometheus.negotiation import exposition_format, gzip_accepted
 from neuron_monitor.exporters.prometheus.server import HTTPFront, Request, Response, plain
 from neuron_monitor.exporters.prometheus.state import ExporterState
 from neuron_monitor.util.inputfile import InputFileError, read_regular
+from neuron_monitor.util.sanitize import html_text
 
 DASHBOARD_MAX_BYTES = 8 * 1024 * 1024  # the dashboard JSON is about 100 KiB
 log = logging.getLogger("neuron_monitor.exporters.prometheus.app")
@@ -40,6 +43,24 @@ def dashboard_file() -> Path:
 
 
 DASHBOARD = dashboard_file()
+DOCS_PREFIX = "/docs/"
+DOC_MAX_BYTES = 1024 * 1024  # the longest doc is about 100 KB
+DOCS_CSP = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+
+def shipped_docs() -> dict[str, Path]:
+    """The docs the package ships (``docs/*.md`` among ``neuron-monitor-install``'s files: a wheel carries them,
+    a checkout has them), by file name."""
+    from neuron_monitor.install.files import shipped_files, shipped_root
+
+    root = shipped_root()
+    return {
+        name.split("/", 1)[1]: root / name
+        for name in shipped_files()
+        if name.startswith("docs/") and name.count("/") == 1 and name.endswith(".md")
+    }
+
+
 UNAUTHORIZED = plain(401, "Unauthorized", **{"WWW-Authenticate": 'Basic realm="neuron-monitor-prometheus"'})
 
 
@@ -57,6 +78,7 @@ class ExporterApp:
         auth: BasicAuth | None = None,
         headers: dict[str, str] | None = None,
         dashboard: Path | None = DASHBOARD,
+        docs: bool = True,
     ) -> None:
         self.exporter = exporter
         self.others = others or []
@@ -65,6 +87,7 @@ class ExporterApp:
         self.headers = headers or {}
         self.dashboard = dashboard if dashboard is not None and dashboard.is_file() else None
         self.front: HTTPFront | None = None  # set by the front that serves this app (for the bcrypt pool)
+        self.docs = shipped_docs() if docs else {}  # page name -> file (docs/*.md the package ships)
         self.refresh: Callable[[], None] = _nothing  # applies reports that arrived (set by the CLI's stdin reader)
 
     def __call__(self, request: Request) -> Response | Coroutine[Any, Any, Response]:
@@ -81,7 +104,7 @@ class ExporterApp:
             if self.state.ready:
                 return plain(200, "ready")
             return plain(503, "not ready: no report with Neuron device data applied yet")
-        if path not in ("/metrics", "/", "/dashboard.json"):
+        if path not in ("/metrics", "/", "/dashboard.json") and not path.startswith(DOCS_PREFIX):
             return plain(404, "Not Found")
         verdict = self.auth.cached(request.headers.get("authorization"))
         if verdict is None:
@@ -109,9 +132,33 @@ class ExporterApp:
                 log.warning("cannot serve the dashboard: %s", e)
                 return plain(404, "Not Found")
         if path == "/":
-            page = landing_page(self.exporter, self.dashboard is not None)
-            return Response(200, page.encode("utf-8"), "text/html; charset=utf-8")
+            page = landing_page(self.exporter, self.dashboard is not None, bool(self.docs))
+            return Response(200, page.encode("utf-8"), "text/html; charset=utf-8", {"Content-Security-Policy": CSP})
+        if path.startswith(DOCS_PREFIX):
+            return self._doc(path[len(DOCS_PREFIX) :])
         return plain(404, "Not Found")
+
+    def _doc(self, name: str) -> Response:
+        """``/docs/``: the list of the shipped docs; ``/docs/<name>.md``: one of them as text (only names the
+        package ships are served: the request names a page, never a path)."""
+        if not name:
+            items = "".join(f'<li><a href="{html_text(n)}">{html_text(n)}</a></li>' for n in sorted(self.docs))
+            page = (
+                '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>neuron-monitor docs</title>'
+                f"</head><body><h1>neuron-monitor documentation</h1><ul>{items}</ul></body></html>\n"
+            )
+            return Response(
+                200, page.encode("utf-8"), "text/html; charset=utf-8", {"Content-Security-Policy": DOCS_CSP}
+            )
+        file = self.docs.get(name)
+        if file is None:
+            return plain(404, "Not Found")
+        try:
+            text = read_regular(file, DOC_MAX_BYTES)
+        except InputFileError as e:
+            log.warning("cannot serve %s: %s", name, e)
+            return plain(404, "Not Found")
+        return Response(200, text, "text/plain; charset=utf-8", {"X-Content-Type-Options": "nosniff"})
 
     def metrics(self, request: Request) -> Response:
         openmetrics, content_type = exposition_format(request.headers.get("accept"))

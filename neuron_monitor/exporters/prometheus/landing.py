@@ -1,36 +1,124 @@
-"""The landing page at ``/``: the exporter's status at a glance, and where to go next.
+"""The landing page at ``/``: which host this is, whether its Neuron devices are healthy, and where to go next.
 
-Shows the health verdict, the version and pid (so that `make run` knows its own exporter answers), the newest
-report's age against the staleness window, the runtimes and Neuron devices it describes, per-group status (error in
-the newest report, errors since start), the input counters, and links to ``/metrics``, ``/healthz``, the Grafana
-dashboard JSON (shipped in the package) and the docs. Every text on it goes through
-`neuron_monitor.util.sanitize.html_text` (control and bidi characters made visible, HTML escaped): group names come from
-the reports.
+At the top: the host (instance id, instance type, availability zone, the node's name from ``NODE_NAME`` as the
+DaemonSet sets it, else the host name), the node's health verdict and each device's (``summary``: read through the
+schema layer from the served report), and the newest report's age, which a small inline script keeps current
+without a reload (it counts from the age the page was rendered with, so the browser's clock does not matter).
+Below: the exporter's status, version and pid (so that `make run` knows its own exporter answers), per-group status
+and input counters, and links to ``/metrics``, ``/healthz``, ``/readyz``, the Grafana dashboard JSON and the docs
+the package ships (served at ``/docs/``, so the link works from an installed package without network).
+
+Safety: every text on it goes through `neuron_monitor.util.sanitize.html_text` (control and bidi characters made
+visible, HTML escaped); the script writes only numbers, with ``textContent``. The page is served with a strict
+Content-Security-Policy (``CSP``): no source at all but the one inline style and the one inline script, each allowed
+by its SHA-256 hash.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
+import socket
 
 from neuron_monitor import __version__
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.summary import HostSummary
 from neuron_monitor.util.sanitize import html_text
 
-DOCS = "docs/prometheus.md in the neuron-monitor source tree (also docs/migrating-from-aws.md)"
+STYLE = (
+    "body{font-family:sans-serif;margin:1.5em}th{text-align:left;padding-right:1em}td{padding-right:1em}"
+    ".healthy{color:#1a7f37}.unhealthy{color:#cf222e;font-weight:bold}.unknown{color:#9a6700}"
+    "#verdict{font-size:1.6em;margin:.3em 0}#host{color:#444}"
+)
+# Counts the newest report's age on from the value the page was rendered with (data-age), once a second; marks it
+# stale past data-window. Writes numbers only, through textContent.
+SCRIPT = (
+    "(function(){var e=document.getElementById('report-age');if(!e){return;}"
+    "var a=parseFloat(e.getAttribute('data-age')),w=parseFloat(e.getAttribute('data-window')),"
+    "t=performance.now(),n=0;function u(){var s=a+(performance.now()-t)/1000;n+=1;"
+    "e.textContent=s.toFixed(1)+' s ago'+(s>w?' (stale: no newer report)':'');"
+    "e.setAttribute('data-updates',String(n));}setInterval(u,1000);})();"
+)
+
+
+def _hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+CSP = (
+    f"default-src 'none'; script-src {_hash(SCRIPT)}; style-src {_hash(STYLE)}; img-src 'none'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
+def node_name() -> tuple[str, str]:
+    """(what it is, the name): the Kubernetes node's name when ``NODE_NAME`` is set, else this host's name."""
+    name = os.environ.get("NODE_NAME", "").strip()
+    return ("node", name) if name else ("host", socket.gethostname())
 
 
 def _row(name: str, value: object) -> str:
     return f"<tr><th>{html_text(name)}</th><td>{html_text(value)}</td></tr>"
 
 
-def landing_page(exporter: ExporterCollector, dashboard: bool) -> str:
+def _state(state: str) -> str:
+    return f'<span class="{html_text(state)}">{html_text(state)}</span>'
+
+
+def _host_line(summary: HostSummary | None) -> str:
+    kind, name = node_name()
+    parts = []
+    if summary is not None and summary.instance_id:
+        parts.append(f'instance <span id="instance-id">{html_text(summary.instance_id)}</span>')
+    if summary is not None and summary.instance_type:
+        parts.append(f'<span id="instance-type">{html_text(summary.instance_type)}</span>')
+    if summary is not None and summary.availability_zone:
+        parts.append(f'<span id="zone">{html_text(summary.availability_zone)}</span>')
+    parts.append(f'{html_text(kind)} <span id="node-name">{html_text(name)}</span>')
+    return f'<p id="host">{" &middot; ".join(parts)}</p>'
+
+
+def _verdicts(summary: HostSummary | None) -> str:
+    if summary is None:
+        return '<p id="verdict" class="unknown">Node health: unknown (no report yet)</p>'
+    if not summary.verdicts:
+        return (
+            '<p id="verdict" class="unknown">Node health: unknown (the reports carry no health verdict: the '
+            "daemon's configuration has no neuron_device_health group)</p>"
+        )
+    out = [f'<p id="verdict" class="{html_text(summary.node_state)}">Node health: {html_text(summary.node_state)}</p>']
+    if summary.health_error:
+        out.append(f'<p id="health-error">{html_text(summary.health_error)}</p>')
+    rows = [
+        f'<tr class="device" data-device="{html_text(d.device)}"><td>{html_text(d.device)}</td>'
+        f"<td>{_state(d.state)}</td><td>{html_text('; '.join(d.reasons))}</td></tr>"
+        for d in summary.devices
+    ]
+    if summary.more_devices:
+        rows.append(f"<tr><td colspan=3>and {summary.more_devices} more devices (see /metrics)</td></tr>")
+    out.append(
+        '<table id="devices"><tr><th>Neuron device</th><th>health</th><th>reasons</th></tr>'
+        + "".join(rows)
+        + "</table>"
+    )
+    return "\n".join(out)
+
+
+def landing_page(exporter: ExporterCollector, dashboard: bool, docs: bool = True) -> str:
     state = exporter.state
     view = state.view()
     stats = exporter.stream_stats
-    rows = [_row("status", view.reason), _row("version", __version__), _row("pid", os.getpid())]
     snapshot = view.snapshot
+    summary = snapshot.summary if snapshot is not None else None
+    age = "no report yet"
     if snapshot is not None and view.age is not None:
-        rows.append(_row("newest report", f"{view.age:.1f} s ago (stale after {view.window:.1f} s)"))
+        age = (
+            f'<span id="report-age" data-age="{view.age:.1f}" data-window="{view.window:.1f}">'
+            f"{view.age:.1f} s ago</span> (stale after {view.window:.1f} s)"
+        )
+    rows = [_row("status", view.reason), _row("version", __version__), _row("pid", os.getpid())]
+    if snapshot is not None and view.age is not None:
         rows.append(_row("report interval", f"{view.interval:.3g} s"))
         rows.append(_row("runtimes", snapshot.runtimes))
         devices = snapshot.device_count()
@@ -55,14 +143,19 @@ def landing_page(exporter: ExporterCollector, dashboard: bool) -> str:
     ]
     if dashboard:
         links.append('<li><a href="dashboard.json">dashboard.json</a>: the Grafana dashboard</li>')
-    links.append(f"<li>Documentation: {html_text(DOCS)}</li>")
+    if docs:
+        links.append(
+            '<li><a id="docs" href="docs/prometheus.md">Documentation</a> (shipped with the package; '
+            '<a href="docs/">every page</a>)</li>'
+        )
     return (
-        "<!DOCTYPE html>\n<html><head><title>neuron-monitor-prometheus</title>"
-        "<style>body{font-family:sans-serif}th{text-align:left;padding-right:1em}td{padding-right:1em}</style>"
-        "</head>\n<body><h1>neuron-monitor-prometheus</h1>\n"
-        "<p>Serves neuron-monitor reports read from stdin as Prometheus metrics.</p>\n"
-        f"<table>{''.join(rows)}</table>\n"
-        "<h2>Metric groups</h2>\n<table><tr><th>group</th><th>newest report</th><th>errors since start</th></tr>"
-        f"{''.join(group_rows)}</table>\n"
-        f"<h2>Links</h2><ul>{''.join(links)}</ul>\n</body></html>\n"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>neuron-monitor-prometheus</title>'
+        f"<style>{STYLE}</style></head>\n<body><h1>neuron-monitor-prometheus</h1>\n"
+        f"{_host_line(summary)}\n{_verdicts(summary)}\n"
+        f'<p id="age">Newest report: {age}</p>\n'
+        f'<h2>Exporter</h2>\n<table id="status">{"".join(rows)}</table>\n'
+        '<h2>Metric groups</h2>\n<table id="groups"><tr><th>group</th><th>newest report</th>'
+        f"<th>errors since start</th></tr>{''.join(group_rows)}</table>\n"
+        f'<h2>Links</h2><ul id="links">{"".join(links)}</ul>\n'
+        f"<script>{SCRIPT}</script>\n</body></html>\n"
     )

@@ -27,6 +27,7 @@ from neuron_monitor.exporters.prometheus.ledger import CounterLedger, Totals
 from neuron_monitor.exporters.prometheus.runtime_metrics import RuntimeShaper
 from neuron_monitor.exporters.prometheus.series_limit import DEFAULT_MAX_SERIES, SeriesLimit
 from neuron_monitor.exporters.prometheus.source_metrics import shape_sources
+from neuron_monitor.exporters.prometheus.summary import HostSummary, summarize
 from neuron_monitor.exporters.prometheus.system_metrics import shape_info, shape_system
 from neuron_monitor.exporters.prometheus.values import MalformedReport, number
 from neuron_monitor.schema.read import Report, read_report
@@ -67,6 +68,7 @@ class Snapshot:
     read: Report | None = None  # the report as the counting pass read it (reused when shaping)
     guard: LabelGuard | None = None  # the builder's check for label values over the cap (None: no cap)
     budget: SeriesBudget | None = None  # the builder's series budget (None: --series-detail full)
+    summary: HostSummary | None = None  # the landing page's verdicts and host, taken when shaped
     _shaped: Shaped | None = None
     _devices: int | None = None  # neuron_device_count of the report's hardware info, kept once it is shaped
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -91,6 +93,7 @@ class Snapshot:
                     self.budget.thin(fams)
                     families = fams.families()
                 self._devices = _device_count(read)
+                self.summary = summarize(read)
                 self.read = None  # the families hold what is needed; drop the typed values
                 self.report = {}  # and the report (issue 32: it is not held beside its families)
                 self._shaped = Shaped(tuple(families), fams.series_count())
