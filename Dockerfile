@@ -1,4 +1,5 @@
-# neuron-monitor image: the daemon and both exporters, for the DaemonSet in deploy/kubernetes/ or for
+# neuron-monitor image: the daemon and the exporters (Prometheus, CloudWatch, OTLP: neuron-monitor-otlp needs nothing
+# more), for the DaemonSets in deploy/kubernetes/ and deploy/kubernetes-otlp/ or for
 #   docker run --privileged -v /proc:/host/proc:ro -v /sys:/host/sys:ro -v /dev:/host/dev \
 #     neuron-monitor:0.1.0 neuron-monitor --root /host
 # or, as AWS's image is started (daemon | exporter in one container, HTTPS when given a certificate):
