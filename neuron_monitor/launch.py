@@ -67,6 +67,12 @@ def health() -> int:
     return main()
 
 
+def taint() -> int:
+    from neuron_monitor.taint.cli import main
+
+    return main()
+
+
 def entrypoint() -> int:
     from neuron_monitor.daemon.entrypoint import main
 

@@ -4,8 +4,9 @@ device of this node whose health verdict has stayed ``unhealthy`` past a grace p
     neuron-monitor -c monitor.conf | neuron-monitor-taint --node-name "$NODE_NAME"
 
 Opt-in and off unless run. The effect is ``None`` (a trial run: visible, harmless) unless ``--effect NoSchedule``
-or ``NoExecute``. SIGTERM/SIGINT are handled before the heavy imports and end the process within 2 s (an API call
-in progress is abandoned). End of input ends it too. Exit codes: 0 on a signal or end of input, 2 on a bad option
+or ``NoExecute``. SIGTERM/SIGINT are held from the console script's first line (neuron_monitor/launch.py) until
+the handlers are in place, then end the process within 2 s (an API call in progress is abandoned); SIGHUP too
+(nothing to reload). End of input ends it too. Exit codes: 0 on a signal or end of input, 2 on a bad option
 (one line, no traceback). A JSON summary line goes to stderr at exit; ``--metrics-file`` keeps the
 ``neuron_monitor_taint_*`` counters in node-exporter's textfile format. docs/kubernetes-dra.md explains it.
 """
@@ -37,7 +38,7 @@ class Stop:
 
 
 STOP = Stop()
-for _signum in (signal.SIGTERM, signal.SIGINT):
+for _signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(_signum, STOP.on_signal)
 
 import argparse
@@ -60,6 +61,7 @@ from neuron_monitor.taint.metrics import render, write_atomically
 from neuron_monitor.taint.rules import EFFECTS, label_value_ok
 from neuron_monitor.taint.writer import TaintApi
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.util.early_signals import release
 
 PROG = "neuron-monitor-taint"
 log = logging.getLogger("neuron_monitor.taint")
@@ -152,8 +154,9 @@ def _read(stream: ReportStream, slot: list[dict[str, Any]], ready: threading.Eve
 def main(argv: list[str] | None = None) -> int:
     stop = STOP
     stop.running = False
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # nothing to reload: SIGHUP stops too
         signal.signal(signum, stop.on_signal)
+    release()  # the console script (neuron_monitor.launch) held them blocked until now
     prog = called_name(PROG)
     args = build_parser().parse_args(argv)
     node = args.node_name.strip()

@@ -38,11 +38,13 @@ LAUNCHED = {  # console script -> launch function (every long-running command)
     "neuron-monitor-otlp": "otlp",
     "neuron-monitor-top": "top",
     "neuron-monitor-health": "health",
+    "neuron-monitor-taint": "taint",
 }
 HEAVY = (  # the first of these a command imports: signals must be held by then
     "asyncio", "pydantic", "orjson", "rich", "boto3", "prometheus_client", "neuron_monitor.daemon.cli",
     "neuron_monitor.sim.cli", "neuron_monitor.exporters.prometheus.cli", "neuron_monitor.exporters.cloudwatch.cli",
     "neuron_monitor.exporters.otlp.cli", "neuron_monitor.top.cli", "neuron_monitor.health.cli",
+    "neuron_monitor.taint.cli",
     "neuron_monitor.daemon.entrypoint",
 )  # fmt: skip
 
@@ -195,6 +197,15 @@ def commands(tmp_path: Path) -> dict[str, list[str]]:
         "neuron-monitor-cloudwatch": [str(BIN / "neuron-monitor-cloudwatch"), "--output", "emf", "--namespace", "t"],
         "neuron-monitor-otlp": [str(BIN / "neuron-monitor-otlp"), "--endpoint", "http://127.0.0.1:9"],
         "neuron-monitor-health": [str(BIN / "neuron-monitor-health"), "--simulate", "trn2.48xlarge"],
+        "neuron-monitor-taint": [
+            str(BIN / "neuron-monitor-taint"),
+            "--k8s-api",
+            "http://127.0.0.1:9",
+            "--k8s-api-token-file",
+            "",
+            "--node-name",
+            "node-a",
+        ],
         "entrypoint": ["sh", str(REPO / "deploy/image/entrypoint.sh"), "--port", "0"],
     }
 
@@ -212,6 +223,7 @@ STOPS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
         "neuron-monitor-cloudwatch",
         "neuron-monitor-otlp",
         "neuron-monitor-health",
+        "neuron-monitor-taint",
         "entrypoint",
     ],
 )
@@ -254,6 +266,7 @@ MID_STREAM = {
     "neuron-monitor-prometheus": ("Running HTTP", "stopped by {sig}"),
     "neuron-monitor-cloudwatch": ("", 'summary {{"reason":"{sig}"'),
     "neuron-monitor-otlp": ("delivery failed", "summary {{"),  # it read a report and tried to send it
+    "neuron-monitor-taint": ("started", 'summary {{"reason":"{sig}"'),
 }
 
 
