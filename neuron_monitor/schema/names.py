@@ -143,12 +143,7 @@ CPU_IRQ: Final = "irq"
 CPU_SOFT_IRQ: Final = "soft_irq"
 CPU_MODES: Final = (CPU_USER, CPU_NICE, CPU_SYSTEM, CPU_IDLE, CPU_IO_WAIT, CPU_IRQ, CPU_SOFT_IRQ)
 
-# ---- memory_info --------------------------------------------------------------------------------------------
-MEMORY_TOTAL_BYTES: Final = "memory_total_bytes"
-MEMORY_USED_BYTES: Final = "memory_used_bytes"
-SWAP_TOTAL_BYTES: Final = "swap_total_bytes"
-SWAP_USED_BYTES: Final = "swap_used_bytes"
-MEMORY_INFO_FIELDS: Final = (MEMORY_TOTAL_BYTES, MEMORY_USED_BYTES, SWAP_TOTAL_BYTES, SWAP_USED_BYTES)
+# ---- memory_info: its keys are in groups/memory_info/body.py ---------------------------------------------------
 
 # ---- neuron_hw_counters -------------------------------------------------------------------------------------
 NEURON_DEVICES: Final = "neuron_devices"

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from neuron_monitor.groups.memory_info import body as B
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.display import count, finite, human_bytes
@@ -21,7 +22,7 @@ def read(body: dict[str, Any], where: str, problems: Problems) -> MemoryInfo:
     fields: dict[str, float] = {}
     for key, value in body.items():
         if key.endswith("_bytes"):
-            if key in N.MEMORY_INFO_FIELDS:
+            if key in B.FIELDS:
                 amount = number(value, problems, where, key)
             else:  # an unknown field is used only when it is a number
                 amount = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
@@ -32,7 +33,7 @@ def read(body: dict[str, Any], where: str, problems: Problems) -> MemoryInfo:
 
 FAMILIES = {  # system_memory_total_bytes, "System memory total_bytes bytes", ... as AWS's exporter names them
     key: S.PromFamily(f"system_{key}", S.GAUGE, "System {} {} bytes".format(*key.split("_", 1)), S.INSTANCE_SCOPE)
-    for key in N.MEMORY_INFO_FIELDS
+    for key in B.FIELDS
 }
 
 
@@ -50,18 +51,18 @@ CW_UTILIZATION = S.CwMetric("HostMemoryUtilization", S.PERCENT, S.HOST_DIMS)
 def datums(value: MemoryInfo, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:
     for key, amount in value.fields.items():
         yield CW_FIELD, (), key[: -len("_bytes")], amount
-    total, used = value.fields.get(N.MEMORY_TOTAL_BYTES), value.fields.get(N.MEMORY_USED_BYTES)
+    total, used = value.fields.get(B.MEMORY_TOTAL_BYTES), value.fields.get(B.MEMORY_USED_BYTES)
     if total and used is not None and total > 0:
         yield CW_UTILIZATION, (), "", 100.0 * used / total
 
 
 TRACK_MEMORY = S.Track("host memory", "host_memory", "bytes", S.HOST_TRACK, when=S.ALWAYS, host=True)
-_TRACK_SERIES = {"used": N.MEMORY_USED_BYTES, "total": N.MEMORY_TOTAL_BYTES, "swap_used": N.SWAP_USED_BYTES}
+_TRACK_SERIES = {"used": B.MEMORY_USED_BYTES, "total": B.MEMORY_TOTAL_BYTES, "swap_used": B.SWAP_USED_BYTES}
 
 
 def timeline(value: MemoryInfo) -> Iterator[S.TimelineSample]:
     """Used and total memory, used swap (bytes)."""
-    known = {k: count(v) for k in N.MEMORY_INFO_FIELDS if (v := finite(value.fields.get(k))) is not None}
+    known = {k: count(v) for k in B.FIELDS if (v := finite(value.fields.get(k))) is not None}
     if known:
         yield TRACK_MEMORY, (), {name: known[key] for name, key in _TRACK_SERIES.items() if key in known}
 
@@ -75,11 +76,11 @@ def top_bars(value: MemoryInfo) -> Iterator[S.TopBar]:
         v = value.fields.get(key)
         return None if v is None else int(v)
 
-    used, total = whole(N.MEMORY_USED_BYTES), whole(N.MEMORY_TOTAL_BYTES)
+    used, total = whole(B.MEMORY_USED_BYTES), whole(B.MEMORY_TOTAL_BYTES)
     percent = 100.0 * used / total if used is not None and total else None
     text = f" {human_bytes(used)}/{human_bytes(total)}"
-    if whole(N.SWAP_TOTAL_BYTES):
-        text += f"  swap {human_bytes(whole(N.SWAP_USED_BYTES))}"
+    if whole(B.SWAP_TOTAL_BYTES):
+        text += f"  swap {human_bytes(whole(B.SWAP_USED_BYTES))}"
     yield BAR_MEMORY, "mem", percent, text
 
 
