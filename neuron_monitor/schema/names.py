@@ -130,18 +130,7 @@ SUBGRAPH_NEURON_DEVICE_INDEX: Final = "neuron_device_index"
 VCPU_USAGE_KEY: Final = "vcpu_usage"
 RUNTIME_CPU_MODES: Final = ("user", "system")
 
-# ---- vcpu_usage ---------------------------------------------------------------------------------------------
-AVERAGE_USAGE: Final = "average_usage"
-USAGE_DATA: Final = "usage_data"
-CONTEXT_SWITCH_COUNT: Final = "context_switch_count"
-CPU_USER: Final = "user"
-CPU_NICE: Final = "nice"
-CPU_SYSTEM: Final = "system"
-CPU_IDLE: Final = "idle"
-CPU_IO_WAIT: Final = "io_wait"
-CPU_IRQ: Final = "irq"
-CPU_SOFT_IRQ: Final = "soft_irq"
-CPU_MODES: Final = (CPU_USER, CPU_NICE, CPU_SYSTEM, CPU_IDLE, CPU_IO_WAIT, CPU_IRQ, CPU_SOFT_IRQ)
+# ---- vcpu_usage: its keys are in groups/vcpu_usage/body.py ---------------------------------------------------
 
 # ---- memory_info: its keys are in groups/memory_info/body.py ---------------------------------------------------
 

@@ -11,6 +11,10 @@ from typing import Any, get_type_hints
 
 from neuron_monitor.groups.memory_info import body as memory_info_body
 from neuron_monitor.groups.memory_info.collector import MemoryInfo
+from neuron_monitor.groups.vcpu_usage import body as vcpu_usage_body
+from neuron_monitor.groups.vcpu_usage import collector as vcpu_usage_collector
+from neuron_monitor.groups.vcpu_usage.collector import VcpuUsage, usage_body_careful, usage_body_native
+from neuron_monitor.host.procfs import parse_stat
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.schema.spec import registry
 from neuron_monitor.schema.values import Problems
@@ -36,3 +40,40 @@ def test_memory_info_keys_are_defined_once(tmp_path: Path) -> None:
     assert list(body) == keys
     assert all(isinstance(body[k], int) for k in keys)
     _reads_back("memory_info", body)
+
+
+def _bumped(stat: bytes) -> bytes:
+    """``stat`` a moment later: every cpu line's user and idle columns grown, ctxt grown."""
+    out = []
+    for line in stat.decode().splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith("cpu"):
+            parts[1], parts[4] = str(int(parts[1]) + 7), str(int(parts[4]) + 93)
+            line = " ".join(parts)
+        elif parts and parts[0] == "ctxt":
+            line = f"ctxt {int(parts[1]) + 500}"
+        out.append(line)
+    return ("\n".join(out) + "\n").encode()
+
+
+def test_vcpu_usage_keys_are_defined_once_and_the_compiled_twin_uses_them(tmp_path: Path) -> None:
+    keys = list(get_type_hints(vcpu_usage_body.VcpuUsageBody))
+    assert list(vcpu_usage_body.FIELDS) == keys
+    first = group_testdata("vcpu_usage", "stat_192cpu").read_bytes()
+    (tmp_path / "proc").mkdir()
+    stat = tmp_path / "proc" / "stat"
+    stat.write_bytes(first)
+    group = VcpuUsage(RootFS(tmp_path))
+    group.prime()
+    stat.write_bytes(_bumped(first))
+    body = group.collect()
+    group.close()
+    assert list(body) == keys
+    assert list(body[vcpu_usage_body.AVERAGE_USAGE]) == list(vcpu_usage_body.CPU_MODES)
+    assert all(list(s) == list(vcpu_usage_body.CPU_MODES) for s in body[vcpu_usage_body.USAGE_DATA].values())
+    _reads_back("vcpu_usage", body)
+    careful = usage_body_careful(parse_stat(first), parse_stat(_bumped(first)))
+    assert careful == body
+    if vcpu_usage_collector.NATIVE is not None:  # the compiled helper writes its own keys: body.py's
+        native = usage_body_native(first, _bumped(first))
+        assert native is not None and list(native) == keys and native == careful

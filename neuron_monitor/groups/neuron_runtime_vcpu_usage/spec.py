@@ -50,7 +50,7 @@ def timeline(value: RuntimeVcpuUsage) -> Iterator[S.TimelineSample]:
     """User and system percent, when both are known."""
     usage = value.usage
     if usage is not None:
-        user, system = finite(usage.get(N.CPU_USER)), finite(usage.get(N.CPU_SYSTEM))
+        user, system = (finite(usage.get(mode)) for mode in N.RUNTIME_CPU_MODES)
         if user is not None and system is not None:
             yield TRACK_VCPU, (), {"user": user, "system": system}
 

@@ -5,7 +5,8 @@ all fields (user, nice, system, idle, iowait, irq, softirq, steal), rounded to 2
 ``context_switch_count`` is the ``ctxt`` delta over the period (a per-period counter).
 
 The body comes from `usage_body_native` (the compiled helper, straight from the two raw samples) when the helper is
-built and the samples are in the kernel's own layout; from its careful twin `usage_body_careful` otherwise.
+built and the samples are in the kernel's own layout; from its careful twin `usage_body_careful` otherwise. Both
+make the body body.py defines.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from operator import sub
 from typing import Any
 
 from neuron_monitor.groups.base import SystemGroup
+from neuron_monitor.groups.vcpu_usage import body as B
+from neuron_monitor.groups.vcpu_usage.body import VcpuUsageBody
 from neuron_monitor.host.procfs import ProcStat, parse_stat
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.native import NATIVE
 from neuron_monitor.util.errors import GroupError
 
-_OUT_FIELDS = ("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq")
+_OUT_FIELDS = B.CPU_MODES
 
 
 def shares_of(delta: tuple[int, ...]) -> dict[str, float]:
@@ -35,13 +38,13 @@ def shares_of(delta: tuple[int, ...]) -> dict[str, float]:
         return dict.fromkeys(_OUT_FIELDS, 0.0)
     t2 = 2 * total
     return {
-        "user": (u * 20000 + total) // t2 / 100,
-        "nice": (n * 20000 + total) // t2 / 100,
-        "system": (s * 20000 + total) // t2 / 100,
-        "idle": (i * 20000 + total) // t2 / 100,
-        "io_wait": (w * 20000 + total) // t2 / 100,
-        "irq": (q * 20000 + total) // t2 / 100,
-        "soft_irq": (sq * 20000 + total) // t2 / 100,
+        B.CPU_USER: (u * 20000 + total) // t2 / 100,
+        B.CPU_NICE: (n * 20000 + total) // t2 / 100,
+        B.CPU_SYSTEM: (s * 20000 + total) // t2 / 100,
+        B.CPU_IDLE: (i * 20000 + total) // t2 / 100,
+        B.CPU_IO_WAIT: (w * 20000 + total) // t2 / 100,
+        B.CPU_IRQ: (q * 20000 + total) // t2 / 100,
+        B.CPU_SOFT_IRQ: (sq * 20000 + total) // t2 / 100,
     }
 
 
@@ -86,13 +89,13 @@ class SharesMemo:
         return dict(zip(self._names[1], shares, strict=True))
 
 
-def usage_body_careful(prev: ProcStat, cur: ProcStat, memo: SharesMemo | None = None) -> dict[str, Any]:
+def usage_body_careful(prev: ProcStat, cur: ProcStat, memo: SharesMemo | None = None) -> VcpuUsageBody:
     """The body from two parsed samples of /proc/stat (``memo`` keeps the shares of recurring deltas)."""
-    return {
-        "average_usage": usage_percent(prev.total, cur.total),
-        "usage_data": (memo or SharesMemo()).per_cpu(prev, cur),
-        "context_switch_count": max(cur.ctxt - prev.ctxt, 0),
-    }
+    return VcpuUsageBody(
+        average_usage=usage_percent(prev.total, cur.total),
+        usage_data=(memo or SharesMemo()).per_cpu(prev, cur),
+        context_switch_count=max(cur.ctxt - prev.ctxt, 0),
+    )
 
 
 def usage_body_native(prev: bytes, cur: bytes) -> dict[str, Any] | None:
@@ -152,7 +155,7 @@ class VcpuUsage(SystemGroup):
         self._prev, self._prev_raw = cur, raw
         if prev is None:
             raise GroupError("no previous sample of /proc/stat yet; usage starts with the next period")
-        return usage_body_careful(prev, cur, self._memo)
+        return dict(usage_body_careful(prev, cur, self._memo))
 
     def close(self) -> None:
         self._file.close()

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from neuron_monitor.groups.vcpu_usage import body as B
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.display import finite
@@ -32,11 +33,11 @@ class VcpuUsage:
 
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> VcpuUsage:
-    per_vcpu = mapping(body.get(N.USAGE_DATA), problems, where, N.USAGE_DATA, counted=True)
+    per_vcpu = mapping(body.get(B.USAGE_DATA), problems, where, B.USAGE_DATA, counted=True)
     return VcpuUsage(
-        average=numbers(body.get(N.AVERAGE_USAGE), problems, where, N.AVERAGE_USAGE, counted=True),
+        average=numbers(body.get(B.AVERAGE_USAGE), problems, where, B.AVERAGE_USAGE, counted=True),
         vcpu_count=len(per_vcpu) if per_vcpu is not None else None,
-        context_switches=number(body.get(N.CONTEXT_SWITCH_COUNT), problems, where, N.CONTEXT_SWITCH_COUNT, True),
+        context_switches=number(body.get(B.CONTEXT_SWITCH_COUNT), problems, where, B.CONTEXT_SWITCH_COUNT, True),
         _per_vcpu=per_vcpu,
     )
 
@@ -64,9 +65,9 @@ def gauges(value: VcpuUsage) -> Iterator[S.PromSample]:
         yield S.PromSample(FAM_COUNT, (), {"": float(value.vcpu_count)}, 1.0, ())
     average = value.average
     if average is not None:
-        pct = {mode: average.get(mode) or 0.0 for mode in N.CPU_MODES}
-        system = pct[N.CPU_SYSTEM] + pct[N.CPU_IO_WAIT] + pct[N.CPU_IRQ] + pct[N.CPU_SOFT_IRQ]
-        shares = {N.CPU_USER: min(pct[N.CPU_USER] + pct[N.CPU_NICE], 100.0), N.CPU_SYSTEM: min(system, 100.0)}
+        pct = {mode: average.get(mode) or 0.0 for mode in B.CPU_MODES}
+        system = pct[B.CPU_SYSTEM] + pct[B.CPU_IO_WAIT] + pct[B.CPU_IRQ] + pct[B.CPU_SOFT_IRQ]
+        shares = {B.CPU_USER: min(pct[B.CPU_USER] + pct[B.CPU_NICE], 100.0), B.CPU_SYSTEM: min(system, 100.0)}
         yield S.PromSample(FAM_USAGE, (), shares, 100.0, ())
 
 
@@ -77,7 +78,7 @@ def counts(value: VcpuUsage, period: float) -> Iterator[S.PromCount]:
         yield S.PromCount(
             FAM_CPU_SECONDS,
             (),
-            {mode: average.get(mode) or 0.0 for mode in N.CPU_MODES},
+            {mode: average.get(mode) or 0.0 for mode in B.CPU_MODES},
             period * value.vcpu_count / 100.0,
         )
     if value.context_switches is not None:
@@ -95,7 +96,7 @@ CW_CONTEXT_SWITCHES = S.CwMetric("HostContextSwitches", S.COUNT, S.HOST_DIMS)
 def _usage(data: dict[str, float], key: tuple[str, ...], usage: S.CwMetric, util: S.CwMetric) -> Iterator[S.CwDatum]:
     for mode, pct in data.items():
         yield usage, key, mode, pct
-    idle = data.get(N.CPU_IDLE)
+    idle = data.get(B.CPU_IDLE)
     if idle is not None:
         yield util, key, "", min(100.0, max(0.0, 100.0 - idle))
 
@@ -119,9 +120,9 @@ def timeline(value: VcpuUsage) -> Iterator[S.TimelineSample]:
     """The average usage by mode (idle left out)."""
     if value.average is None:
         return
-    average = {k: v for k in N.CPU_MODES if (v := finite(value.average.get(k))) is not None}
+    average = {k: v for k in B.CPU_MODES if (v := finite(value.average.get(k))) is not None}
     if average:
-        yield TRACK_VCPU, (), {k: v for k, v in average.items() if k != N.CPU_IDLE}
+        yield TRACK_VCPU, (), {k: v for k, v in average.items() if k != B.CPU_IDLE}
 
 
 # neuron-monitor-top: the host line's CPU bar (busy share of all vCPUs: 100 % minus idle)
@@ -129,7 +130,7 @@ BAR_CPU = S.TopColumn(S.TOP_HOST, "host CPU", 0, order=10, always=True, missing=
 
 
 def top_bars(value: VcpuUsage) -> Iterator[S.TopBar]:
-    idle = (value.average or {}).get(N.CPU_IDLE)
+    idle = (value.average or {}).get(B.CPU_IDLE)
     busy = None if idle is None else max(0.0, 100.0 - idle)
     label = f"host CPU ({value.vcpu_count} vCPU)" if value.vcpu_count else "host CPU"
     yield BAR_CPU, label, busy, "    -  " if busy is None else f" {busy:5.1f}%"
