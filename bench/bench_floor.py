@@ -160,10 +160,15 @@ def pair(daemon: list[str], floor: list[str], reports: int) -> tuple[RunFigures,
 
 
 def daemon_of(tree: Path, daemon: list[str]) -> list[str]:
-    """``daemon`` for the checkout ``tree``: before issue 26 the daemon's module was ``neuron_monitor.cli``."""
-    if (tree / "neuron_monitor" / "daemon" / "cli.py").exists():
-        return daemon
-    return [("neuron_monitor.cli" if a == "neuron_monitor.daemon.cli" else a) for a in daemon]
+    """``daemon`` for the checkout ``tree``: before issue 26 the daemon's module was ``neuron_monitor.cli``; before
+    ``--exact-groups`` no group was added to a configuration, so the flag is left out there."""
+    cli = tree / "neuron_monitor" / "daemon" / "cli.py"
+    if not cli.exists():
+        daemon = [("neuron_monitor.cli" if a == "neuron_monitor.daemon.cli" else a) for a in daemon]
+        cli = tree / "neuron_monitor" / "cli.py"
+    if "--exact-groups" not in cli.read_text(errors="replace"):
+        daemon = [a for a in daemon if a != "--exact-groups"]
+    return daemon
 
 
 def against(daemon: list[str], floor: list[str], tree: Path, reports: int, rounds: int) -> None:
@@ -211,7 +216,10 @@ def main() -> int:
     try:
         with TemporarySimulator(args.shape, runtimes=args.runtimes, seed=1, load_time=0.0) as sim:
             time.sleep(0.5)
-            daemon = [py, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--root", str(sim.root), "--no-imds"]
+            # --exact-groups: AWS's seven groups only, what the floor reads (a configuration naming only AWS's groups
+            # otherwise also gets neuron_device_health, efa_counters and neuron_device_telemetry)
+            daemon = [py, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--root", str(sim.root), "--no-imds",
+                      "--exact-groups"]  # fmt: skip
             print(f"shape {args.shape}, {args.runtimes} runtimes, every group at 0.1 s, simulator root {sim.root}")
             starts: dict[str, list[float]] = {"python -c pass": [], "python -c 'import orjson'": [],
                                               "daemon --once": [], "daemon (normal start)": []}  # fmt: skip
