@@ -39,7 +39,7 @@ from prometheus_client.exposition import generate_latest  # noqa: E402
 
 from bench.aws_style_exporter import AwsStyleBaseline  # noqa: E402
 from bench.inprocess import cpu_ms, median_cpu_ms  # noqa: E402
-from bench.prometheus_load import vs_aws_style, vs_node_exporter  # noqa: E402
+from bench.prometheus_load import ab_vs_aws_style, vs_aws_style, vs_node_exporter  # noqa: E402
 from neuron_monitor.exporters.prometheus.app import ExporterApp  # noqa: E402
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector  # noqa: E402
 from neuron_monitor.exporters.prometheus.server import HTTPFront  # noqa: E402
@@ -94,14 +94,42 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
+def against(lines: list[bytes], tree: Path, rounds: int, seconds: float) -> int:
+    """``--against TREE``: rounds of (b) with this checkout's exporter (A), TREE's (B) and the AWS-style baseline
+    at the same time; per round and as medians: CPU A/B, each / AWS-style, scrape p50/p99 of A and B."""
+    print(f"A: {REPO}  B: {tree}  ({rounds} rounds of {seconds:g} s, 10 reports/s, 2 gzip scrapes/s, all at once)")
+    print(f"{'round':>5} {'A/B cpu':>8} {'A/AWS':>7} {'B/AWS':>7} {'A p50':>7} {'A p99':>7} {'B p50':>7} {'B p99':>7}")
+    rows = []
+    for i in range(rounds):
+        r = ab_vs_aws_style(lines, tree, seconds)
+        row = [
+            r["a_cpu"] / r["b_cpu"],
+            r["a_cpu"] / r["base_cpu"],
+            r["b_cpu"] / r["base_cpu"],
+            r["a_p50"],
+            r["a_p99"],
+            r["b_p50"],
+            r["b_p99"],
+        ]
+        rows.append(row)
+        print(f"{i + 1:>5} " + " ".join(f"{v:{w}.3f}" for v, w in zip(row, (8, 7, 7, 7, 7, 7, 7), strict=True)))
+    medians = [statistics.median(col) for col in zip(*rows, strict=True)]
+    print("median " + " ".join(f"{v:7.3f}" for v in medians) + "   (latencies in ms)")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reports", type=int, default=200)
     ap.add_argument("--scrapes", type=int, default=200)
     ap.add_argument("--only", choices=["micro", "node", "aws"], help="run one part only")
     ap.add_argument("--seconds", type=float, default=20.0, help="length of each process-level comparison (20)")
+    ap.add_argument("--against", metavar="TREE", type=Path, help="A/B of (b) against the exporter of this checkout")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of the A/B (with --against)")
     args = ap.parse_args()
     lines = report_lines(args.reports)
+    if args.against is not None:
+        return against(lines, args.against, args.rounds, args.seconds)
     if args.only != "micro":
         if args.only in (None, "node"):
             vs_node_exporter(args.seconds)

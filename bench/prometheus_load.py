@@ -100,10 +100,11 @@ def wait_for(port: int, needle: str, timeout: float = 60.0) -> None:
     raise RuntimeError(f"port {port} never served {needle!r}")
 
 
-def start_ours(stdin: Any) -> tuple[subprocess.Popen[bytes], int]:
+def start_ours(stdin: Any, tree: Path = REPO) -> tuple[subprocess.Popen[bytes], int]:
+    """Our exporter from the checkout ``tree`` (``-m`` runs it from there: its package comes first on the path)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "neuron_monitor.exporters.prometheus.cli", "--bind", "127.0.0.1", "--port", "0"],
-        cwd=REPO,
+        cwd=tree,
         stdin=stdin,
         stderr=subprocess.PIPE,
     )
@@ -253,3 +254,38 @@ def vs_aws_style(
         f"{base_scraper.pct(99) * 1e3:.2f}; scrapes {len(our_scraper.latencies)}/{len(base_scraper.latencies)}"
     )
     return {"ratio": ratio, "p99_ms": our_scraper.pct(99) * 1e3}
+
+
+def ab_vs_aws_style(
+    lines: list[bytes], tree: Path, seconds: float = 20.0, reports: float = 10.0, scrapes: float = 2.0
+) -> dict[str, float]:
+    """One round of an A/B: this checkout's exporter (A), ``tree``'s (B) and the AWS-style baseline, all three
+    fed the same stream and scraped at the same time; CPU of each and scrape latencies of A and B."""
+    a, a_port = start_ours(subprocess.PIPE)
+    b, b_port = start_ours(subprocess.PIPE, tree)
+    base, base_port = start_aws_style(subprocess.PIPE)
+    procs = (a, b, base)
+    stop_event = threading.Event()
+    pipes = [p.stdin for p in procs if p.stdin is not None]
+    feeder = threading.Thread(target=_feed, args=(lines, pipes, reports, stop_event), daemon=True)
+    feeder.start()
+    try:
+        for port in (a_port, b_port, base_port):
+            wait_for(port, "execution_status_total")
+        time.sleep(2.0)
+        scrapers = [Scraper(port, scrapes) for port in (a_port, b_port, base_port)]
+        cpu = _window({"a": a.pid, "b": b.pid, "base": base.pid}, scrapers, seconds)
+    finally:
+        stop_event.set()
+        feeder.join(10)
+        stop(*procs)
+    sa, sb, _ = scrapers
+    return {
+        "a_cpu": cpu["a"],
+        "b_cpu": cpu["b"],
+        "base_cpu": cpu["base"],
+        "a_p50": sa.pct(50) * 1e3,
+        "a_p99": sa.pct(99) * 1e3,
+        "b_p50": sb.pct(50) * 1e3,
+        "b_p99": sb.pct(99) * 1e3,
+    }

@@ -15,7 +15,7 @@ waits for the bounded bcrypt pool (``auth``, ``server``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -64,10 +64,6 @@ def shipped_docs() -> dict[str, Path]:
 UNAUTHORIZED = plain(401, "Unauthorized", **{"WWW-Authenticate": 'Basic realm="neuron-monitor-prometheus"'})
 
 
-def _nothing() -> None:
-    pass
-
-
 class ExporterApp:
     """The request handler of ``server.HTTPFront``: routes, auth, and the /metrics body."""
 
@@ -88,13 +84,11 @@ class ExporterApp:
         self.dashboard = dashboard if dashboard is not None and dashboard.is_file() else None
         self.front: HTTPFront | None = None  # set by the front that serves this app (for the bcrypt pool)
         self.docs = shipped_docs() if docs else {}  # page name -> file (docs/*.md the package ships)
-        self.refresh: Callable[[], None] = _nothing  # applies reports that arrived (set by the CLI's stdin reader)
 
     def __call__(self, request: Request) -> Response | Coroutine[Any, Any, Response]:
-        self.refresh()
         path = request.path
         if path == "/healthz":
-            view = self.state.view()
+            view = self.exporter.serving_view()
             return plain(200 if view.healthy else 503, view.reason)
         if path == "/readyz":
             if self.state.blind:

@@ -20,6 +20,7 @@ import signal
 import sys
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 from prometheus_client.registry import Collector
 
@@ -33,6 +34,7 @@ from neuron_monitor.exporters.prometheus.ingest import StdinIngest
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH
 from neuron_monitor.exporters.prometheus.labels import DRA_LABEL_MODES
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
+from neuron_monitor.exporters.prometheus.publish import Publisher
 from neuron_monitor.exporters.prometheus.series_limit import DEFAULT_MAX_SERIES
 from neuron_monitor.exporters.prometheus.server import HTTPFront, ServerLimits
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
@@ -285,13 +287,26 @@ def _main(argv: list[str] | None) -> int:
             stopped_by_eof = True
             server.stop_running()
 
-    ingest = StdinIngest(sys.stdin.buffer, stream, state.apply, at_eof)
-    app.refresh = ingest.refresh  # every request first applies the reports that have arrived
+    publisher = Publisher(app.exporter)  # scrapes serve its last complete rendering (publish.py)
+
+    def applied(report: dict[str, Any]) -> None:
+        state.apply(report)
+        if ingest.polled:
+            publisher.report_applied()
+        elif (loop := publisher.loop) is not None:  # the thread that reads a regular file
+            loop.call_soon_threadsafe(publisher.report_applied)
+
+    def input_ended() -> None:
+        publisher.hurry()  # the last report is published at once, not when a scrape is due
+        at_eof()
+
+    ingest = StdinIngest(sys.stdin.buffer, stream, applied, input_ended)
 
     def ready(loop: asyncio.AbstractEventLoop) -> None:
         quiet_gc()
         scheme = "HTTPS" if tls else "HTTP"
         log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
+        publisher.attach(loop)
         ingest.attach(loop)
 
     try:

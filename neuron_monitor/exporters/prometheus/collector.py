@@ -29,6 +29,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -44,6 +45,9 @@ from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, F
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
 from neuron_monitor.exporters.prometheus.state import ExporterState, View
 from neuron_monitor.exporters.stream import StreamStats
+
+if TYPE_CHECKING:
+    from neuron_monitor.exporters.prometheus.publish import Publisher
 
 PREFIX = "neuron_exporter"
 GZIP_LEVEL = 1  # the text compresses ~15x at level 1; higher levels cost 3-5x the CPU for a few percent
@@ -170,6 +174,12 @@ class RenderedReport:
             self._scrapes.add(openmetrics)
             return seen
 
+    def compressed(self, openmetrics: bool) -> bool:
+        """Whether the compressed head of this format is built already (``gzip``: then a scrape only adds its
+        tail)."""
+        with self._lock:
+            return openmetrics in self._gzip
+
     def gzip(self, openmetrics: bool) -> tuple[bytes, int, int]:
         """(gzip header + raw deflate of the Neuron part, ending on a byte boundary; its CRC-32; its length).
         Built from the kept parts, or else family by family as they are rendered."""
@@ -208,12 +218,31 @@ class ExporterCollector(Collector):
         self.keep_text_bytes = KEEP_TEXT_BYTES  # the longest Neuron text kept per report and format
         self._kept_self: tuple[tuple[object, ...], str] | None = None  # (what the self-metrics show, their text)
         self._self_templates = SeriesTemplates()  # the self-metrics' lines by their shape (see self_values)
+        self.publisher: Publisher | None = None  # when set, scrapes serve its publications (``publish``)
 
     def collect(self) -> Iterator[Metric]:
         """client_python's collector interface: the same metrics as ``scrape``, from one view of the state."""
         view = self.state.view()
         for family in (*self.served_families(view), *self.self_families(view)):
             yield family.to_metric()
+
+    def serving_view(self) -> View:
+        """The view scrapes serve: the publisher's current publication, else the state's newest report."""
+        return self.publisher.view() if self.publisher is not None else self.state.view()
+
+    def serving(self) -> tuple[View, RenderedReport]:
+        """The view a scrape serves and its rendering: with a publisher, its last complete publication (never
+        shaped or rendered here; a stale or absent report renders no Neuron family), else the state's newest
+        report, shaped and rendered on first use."""
+        publisher = self.publisher
+        if publisher is None:
+            view = self.state.view()
+            return view, self.rendered(view)
+        current = publisher.current
+        view = self.state.view_of(current.served if current is not None else None)
+        if current is not None and current.rendered.matches(view):
+            return view, current.rendered
+        return view, self.rendered(view)
 
     def rendered(self, view: View) -> RenderedReport:
         """The cached Neuron part for this view, replaced when the served report (or its freshness) changes."""
@@ -252,15 +281,20 @@ class ExporterCollector(Collector):
         """One /metrics body as the parts that ``body`` joins (shared bytes: the server writes them a chunk at a
         time, so a large body is never copied), or, for a text too long to keep, uncompressed, an
         ``InflatingBody`` that makes it as it is read."""
-        view = self.state.view()
-        rendered = self.rendered(view)
+        view, rendered = self.serving()
+        if self.publisher is not None:
+            self.publisher.scraped(openmetrics, gzipped)
         tail = self.tail(view, others, openmetrics)
         if not gzipped:
             kept = rendered.kept_parts(openmetrics)
             if kept is not None:
                 return [*kept, tail]
             return InflatingBody(rendered.gzip(openmetrics), tail)
-        if not rendered.scraped(openmetrics) and (parts := rendered.kept_parts(openmetrics)) is not None:
+        if (
+            not rendered.scraped(openmetrics)
+            and not rendered.compressed(openmetrics)
+            and (parts := rendered.kept_parts(openmetrics)) is not None
+        ):
             # usually the only scrape of this report: one pass over it all (a text too long to keep goes family
             # by family into the kept head below instead, and is never held whole)
             text = b"".join(parts)  # a short text: one compress call costs less than one per family
@@ -286,6 +320,8 @@ class ExporterCollector(Collector):
         """The self-metrics' text, rebuilt only when something they show changed."""
         stats = self.stream_stats
         key = (
+            id(view.snapshot),  # the served report (a publication can follow a report counted earlier)
+            view.received_wall,
             view.changes,
             view.serving,
             view.healthy,

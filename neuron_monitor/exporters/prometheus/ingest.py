@@ -1,10 +1,13 @@
 """Report lines from stdin, read on the exporter's event loop.
 
 The loop that serves HTTP also reads stdin (``loop.add_reader``), so the exporter runs on one thread: a scrape
-never waits for the interpreter lock behind an ingest (a thread switch can take the 5 ms switch interval), and
-each report is applied whole between two requests. Every readable event reads what the pipe holds (up to
-``CHUNK`` bytes), splits it into lines (``LineBuffer``: an oversize line is dropped while it streams in) and
-applies each report through ``ReportStream.decode``, which counts and skips bad lines.
+never waits for the interpreter lock behind an ingest (a thread switch can take the 5 ms switch interval). Every
+readable event reads what the pipe holds (up to ``CHUNK`` bytes) and splits it into lines (``LineBuffer``: an
+oversize line is dropped while it streams in); then each line is decoded in one turn of the loop and its report
+counted (``apply``) in the next (``ReportStream.decode`` counts and skips bad lines), so a request waits for one
+of these steps at most, never for a whole read's reports (issue 41). Reading pauses until the lines read are
+applied, so at most one read's lines are held. Requests never ingest: they serve the last complete rendering
+(``publish``).
 
 Standard input that cannot be polled (a regular file, ``/dev/null``) is read by a thread instead, which applies
 the reports the same way (``ExporterState`` is thread-safe); end of input is then handed to the loop.
@@ -18,31 +21,31 @@ import logging
 import os
 import stat
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from neuron_monitor.exporters.stream import LineBuffer, ReportStream, taken
+from neuron_monitor.exporters.stream import LineBuffer, ReportStream
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 
 CHUNK = 256 * 1024  # one read: four trn2.48xlarge reports; the daemon's pipe holds up to 1 MiB
 READ_EVERY = 0.25  # seconds between reads of stdin while small reports keep coming (see StdinIngest)
-LARGE_REPORT = 16 * 1024  # reports this long or longer are applied as they arrive; shorter ones coalesce
+LARGE_REPORT = 16 * 1024  # reports this long or longer are read as they arrive; shorter ones coalesce
+_END = object()  # end of input, queued behind the lines read before it
 
 
 class StdinIngest:
     """Feeds the reports of ``fileobj`` to ``apply`` on ``loop``; calls ``at_eof`` (on the loop) at end of input.
 
     A pipe (or socket) is read without blocking. While small reports keep coming (under ``LARGE_REPORT`` bytes),
-    it is read at most every ``read_every`` seconds: the first report after a pause wakes the loop
-    at once, later ones wait for the next tick, and every HTTP request reads what has arrived first
-    (``refresh``), so a scrape always serves the newest report; a request's read also pushes the next tick back,
-    so while requests come more often than ``read_every`` no tick wakes the process at all. At 10 small reports
-    a second that is at most four wake-ups instead of ten, and each wake-up of an idle process costs more than
-    applying a small report (our daemon's pipe holds at least four reports, more than a tick's worth at 0.1 s).
-    Larger reports are applied as they arrive, so that a scrape never has to ingest several of them before it
-    can answer; a line that is already ``LARGE_REPORT`` bytes long while it streams in (the first large report)
-    is read as it arrives too, at the pipe's speed (before issue 32: 64 KiB per tick, 30 MiB in 111 s)."""
+    it is read at most every ``read_every`` seconds: the first report after a pause wakes the loop at once, later
+    ones wait for the next tick. At 10 small reports a second that is at most four wake-ups instead of ten, and
+    each wake-up of an idle process costs more than applying a small report (our daemon's pipe holds at least four
+    reports, more than a tick's worth at 0.1 s). Larger reports are read as they arrive; a line that is already
+    ``LARGE_REPORT`` bytes long while it streams in (the first large report) is read as it arrives too, at the
+    pipe's speed (before issue 32: 64 KiB per tick, 30 MiB in 111 s). The lines of one read are decoded and
+    applied one step per turn of the loop (the module docstring)."""
 
     def __init__(
         self,
@@ -59,11 +62,16 @@ class StdinIngest:
         self.read_every = read_every
         self.lines = LineBuffer(stream.max_line_bytes)
         self.polled = False  # True when read on the loop, False when a thread reads
-        self.closed = False
+        self.closed = False  # end of input was read
         self.large = False  # the newest report was LARGE_REPORT bytes or more
         self._nonblocking = False  # O_NONBLOCK set by us (and cleared again by ``restore``)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._reading = False  # the loop's reader is armed
+        self._queue: deque[bytes | object | None] = deque()  # lines read, not yet decoded (None: oversize)
+        self._report: dict[str, Any] | None = None  # decoded, to be applied in the next step
+        self._stepping = False  # a step is scheduled
+        self._got = 0  # bytes the last read took
         self._fd = -1
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -72,6 +80,7 @@ class StdinIngest:
         try:
             self._fd = self.fileobj.fileno()
             loop.add_reader(self._fd, self._readable)
+            self._reading = True
             self.polled = True
         except (OSError, ValueError):  # a regular file or /dev/null (EPERM), or no usable descriptor
             threading.Thread(target=self._read_blocking, name="stdin", daemon=True).start()
@@ -92,36 +101,74 @@ class StdinIngest:
         """The loop time of the next tick, or None while the loop's reader is armed instead (or input ended)."""
         return None if self._timer is None else self._timer.when()
 
-    def refresh(self) -> None:
-        """Apply whatever small reports have arrived (before answering a request). A no-op unless stdin is read
-        without blocking and its reports are small: large ones are applied as they arrive, on the loop."""
-        if self._nonblocking and not self.closed and not self.large:
-            self._drain()
-            if self._timer is not None and not self.large:  # the pipe was just read: push the next tick back
-                assert self._loop is not None
-                self._timer.cancel()
-                self._timer = self._loop.call_later(self.read_every, self._tick)
+    @property
+    def busy(self) -> bool:
+        """Lines read are still being decoded and applied."""
+        return self._stepping
 
     def _readable(self) -> None:
-        self._drain()
-        if self.closed or not self._nonblocking or self.large:
-            return  # large reports are applied as they arrive: a scrape then only shapes, never ingests
-        assert self._loop is not None
-        self._loop.remove_reader(self._fd)  # until the next tick: see the class docstring
-        self._timer = self._loop.call_later(self.read_every, self._tick)
+        self._unarm()
+        self._read()
 
     def _tick(self) -> None:
         self._timer = None
+        self._read()
+
+    def _unarm(self) -> None:
+        if self._reading:
+            assert self._loop is not None
+            self._loop.remove_reader(self._fd)
+            self._reading = False
+
+    def _read(self) -> None:
+        """Read what stdin holds now, then apply its lines step by step, or wait for more."""
+        self._got = self._drain()
+        if self._queue:
+            self._stepping = True
+            assert self._loop is not None
+            self._loop.call_soon(self._step)
+        else:
+            self._wait()
+
+    def _wait(self) -> None:
+        """Wait for more input: the next tick while small reports keep coming, else the loop's reader."""
         if self.closed:
             return
         assert self._loop is not None
-        if self._drain() and not self.large:
-            self._timer = self._loop.call_later(self.read_every, self._tick)
-        elif not self.closed:
-            self._loop.add_reader(self._fd, self._readable)  # a pause (or large reports): wake on the next one
+        if self._got and self._nonblocking and not self.large:
+            self._timer = self._loop.call_later(self.read_every, self._tick)  # coalesce: see the class docstring
+        else:
+            self._loop.add_reader(self._fd, self._readable)
+            self._reading = True
+
+    def _step(self) -> None:
+        """One step: apply the report decoded last step, or decode the next line; then the next step or wait."""
+        assert self._loop is not None
+        if self._report is not None:
+            report, self._report = self._report, None
+            self.apply(report)
+        else:
+            line = self._queue.popleft()
+            if line is _END:
+                self._queue.clear()
+                self._stepping = False
+                self.stream.stats.eof = True
+                self.at_eof()
+                return
+            if line is None:
+                self.stream.oversize()
+            else:
+                assert isinstance(line, bytes)
+                self._report = self.stream.decode(line)
+            line = None  # a long line is let go once parsed, before its report is applied
+        if self._queue or self._report is not None:
+            self._loop.call_soon(self._step)
+        else:
+            self._stepping = False
+            self._wait()
 
     def _drain(self) -> int:
-        """Read and apply what stdin holds now (one read unless non-blocking); the number of bytes read."""
+        """Read what stdin holds now (one read unless non-blocking) into the queue; the number of bytes read."""
         got = 0
         while True:
             try:
@@ -140,15 +187,9 @@ class StdinIngest:
                 return got  # the pipe is (very likely) empty now; the next readiness or tick reads on
 
     def _end(self) -> None:
-        assert self._loop is not None
         self.closed = True
-        self._loop.remove_reader(self._fd)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         self._take(self.lines.finish())
-        self.stream.stats.eof = True
-        self.at_eof()
+        self._queue.append(_END)
 
     def _take(self, lines: list[bytes | None]) -> None:
         newest = next((len(line) for line in reversed(lines) if line), None)
@@ -156,8 +197,8 @@ class StdinIngest:
             self.large = newest >= LARGE_REPORT  # the newest report tells
         if self.lines.pending >= LARGE_REPORT:
             self.large = True  # a large line is streaming in: read it as it arrives, at pipe speed, not per tick
-        for report in self.stream.reports(taken(lines)):  # each line let go once parsed, before it is applied
-            self.apply(report)
+        self._queue.extend(lines)
+        lines.clear()
 
     def _read_blocking(self) -> None:
         for report in self.stream:  # the same stream and counters as the polled way

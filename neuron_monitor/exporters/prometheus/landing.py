@@ -107,7 +107,7 @@ def _verdicts(summary: HostSummary | None) -> str:
 
 def landing_page(exporter: ExporterCollector, dashboard: bool, docs: bool = True) -> str:
     state = exporter.state
-    view = state.view()
+    view = exporter.serving_view()
     stats = exporter.stream_stats
     snapshot = view.snapshot
     summary = snapshot.summary if snapshot is not None else None

@@ -240,7 +240,17 @@ class ExporterState:
         return max(self.stale_periods * self.interval(), 2.0 * longest, self.stale_floor)
 
     def view(self) -> View:
-        served = self._served()
+        """The newest report that shapes well (shaped here on first use), with its freshness."""
+        return self.view_of(self._served())
+
+    def served(self) -> tuple[Snapshot, Shaped, float, float] | None:
+        """The newest snapshot that shapes without error (shaped here on first use), with its receive times:
+        what ``publish.Publisher`` prepares a rendering of, then serves through ``view_of``."""
+        return self._served()
+
+    def view_of(self, served: tuple[Snapshot, Shaped, float, float] | None) -> View:
+        """The ``View`` of ``served`` (a ``served()`` result, or None: no report) as of now: its age and freshness,
+        the interval and the change count; never shapes anything."""
         with self._lock:
             interval = self.interval()
             window = self.window()

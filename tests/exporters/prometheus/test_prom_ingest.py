@@ -1,5 +1,5 @@
 """Reading stdin on the exporter's event loop (``StdinIngest``): pipes read without blocking and coalesced, a
-request reads what has arrived first, end of input once, and the thread fallback for a regular file; and the
+line decoded and applied per turn of the loop, end of input once, and the thread fallback for a regular file; and the
 label guard that spares walking reports for over-long strings."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _ingest(fileobj: Any, read_every: float = 0.25) -> tuple[StdinIngest, list[f
     return ingest, applied, eofs
 
 
-def test_a_pipe_is_read_on_the_loop_and_a_request_reads_what_arrived() -> None:
+def test_a_pipe_is_read_on_the_loop_and_small_reports_coalesce_by_tick() -> None:
     r, w = os.pipe()
     loop = asyncio.new_event_loop()
     with os.fdopen(r, "rb", buffering=0) as reader:
@@ -52,47 +52,49 @@ def test_a_pipe_is_read_on_the_loop_and_a_request_reads_what_arrived() -> None:
         assert ingest.polled and not os.get_blocking(r)
         os.write(w, _line(0))
         _run_until(loop, lambda: applied == [1.7e9])  # the first report after a pause wakes the loop
+        assert ingest.next_tick is not None  # coalescing: the next read is a tick
         os.write(w, _line(1) + _line(2)[:10])
         loop.run_until_complete(asyncio.sleep(0.05))
-        assert applied == [1.7e9]  # within a tick: not read until a request or the tick
-        ingest.refresh()  # what a request does first
-        assert applied == [1.7e9, 1.7e9 + 1]  # the torn third line waits for its end
+        assert applied == [1.7e9]  # within a tick: not read until the tick
+        ingest.read_every = 0.01
+        ingest._timer.cancel()  # type: ignore[union-attr]
+        ingest._tick()  # what the tick does
+        _run_until(loop, lambda: applied == [1.7e9, 1.7e9 + 1])  # the torn third line waits for its end
         os.write(w, _line(2)[10:])
         os.close(w)
-        ingest.refresh()  # the rest of the line (a short read: the end of input is seen by the next read)
-        ingest.refresh()
-        assert applied == [1.7e9, 1.7e9 + 1, 1.7e9 + 2] and eofs == [1]
-        ingest.refresh()
+        _run_until(loop, lambda: eofs == [1])
+        assert applied == [1.7e9, 1.7e9 + 1, 1.7e9 + 2]
+        loop.run_until_complete(asyncio.sleep(0.05))
         assert eofs == [1]
         ingest.restore()
         assert os.get_blocking(r)
     loop.close()
 
 
-def test_a_request_pushes_the_next_tick_back() -> None:
-    """While requests read the pipe, no tick needs to wake the process: each request moves the tick on."""
+def test_each_line_is_decoded_and_applied_in_its_own_turn_of_the_loop() -> None:
+    """A read of several reports never holds the loop for all of them: a callback scheduled meanwhile runs
+    between two steps (issue 41: a scrape waits for one step at most)."""
     r, w = os.pipe()
     loop = asyncio.new_event_loop()
+    events: list[object] = []
     with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, _ = _ingest(reader, read_every=3600.0)
+        stream = ReportStream(reader)
+
+        def apply(report: dict[str, Any]) -> None:
+            events.append(report["report_time"])
+            if len(events) == 1:
+                loop.call_soon(events.append, "request")  # what a request arriving meanwhile gets
+
+        ingest = StdinIngest(reader, stream, apply, lambda: events.append("eof"))
         ingest.attach(loop)
-        assert ingest.next_tick is None  # waiting on the reader
-        os.write(w, _line(0))
-        _run_until(loop, lambda: applied == [1.7e9])
-        first = ingest.next_tick
-        assert first is not None  # coalescing: the next read is a tick
-        loop.run_until_complete(asyncio.sleep(0.02))
-        os.write(w, _line(1))
-        before = loop.time()
-        ingest.refresh()
-        assert applied == [1.7e9, 1.7e9 + 1]
-        pushed = ingest.next_tick
-        assert pushed is not None and pushed >= before + 3600.0 and pushed > first
+        os.write(w, b"".join(_line(i) for i in range(3)))
         os.close(w)
+        _run_until(loop, lambda: "eof" in events)
+        assert events == [1.7e9, "request", 1.7e9 + 1, 1.7e9 + 2, "eof"]
     loop.close()
 
 
-def test_large_reports_are_applied_as_they_arrive_not_by_a_request() -> None:
+def test_large_reports_are_applied_as_they_arrive() -> None:
     r, w = os.pipe()
     loop = asyncio.new_event_loop()
     big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * 20_000}) + b"\n"
@@ -103,9 +105,8 @@ def test_large_reports_are_applied_as_they_arrive_not_by_a_request() -> None:
         _run_until(loop, lambda: len(applied) == 1)
         assert ingest.large
         os.write(w, big)
-        ingest.refresh()  # a scrape does not ingest large reports first
-        assert len(applied) == 1
         _run_until(loop, lambda: len(applied) == 2)  # the loop's reader stays armed: no tick to wait for
+        assert ingest.next_tick is None
         os.close(w)
     loop.close()
 

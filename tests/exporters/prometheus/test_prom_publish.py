@@ -1,0 +1,146 @@
+"""Scrapes serve the last complete rendering (``publish``, issue 41): never a report being counted or shaped,
+never parts of two reports; and the publisher's schedule (a publication is prepared when a scrape is due)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import http.client
+import threading
+import time
+
+import orjson
+
+from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.publish import Publisher
+from neuron_monitor.exporters.prometheus.state import ExporterState
+from tests.exporters.prometheus.prom_process import ExporterProcess
+from tests.exporters.prometheus.prom_reports import runtime, trn2_report
+
+DEADLINE = 120.0
+REPORTS = 60
+MAX_BODIES = 400  # scrape bodies kept for the check
+
+
+def _report(i: int) -> bytes:
+    """Report ``i``: every core's utilization and the report time say ``i``."""
+    runtimes = [
+        runtime(1000 + d, f"job-{d:02d}", [4 * d + c for c in range(4)], utilization=float(i % 90 + 1))
+        for d in range(16)
+    ]
+    return orjson.dumps(trn2_report(runtimes, report_time=1.7e9 + i))
+
+
+def _utilization(text: str) -> dict[str, str]:
+    """The body's ``neuroncore_utilization_ratio`` samples: {label text: value text} (read by line: fast)."""
+    prefix = "neuroncore_utilization_ratio{"
+    return dict(line[len(prefix) :].rsplit("} ", 1) for line in text.splitlines() if line.startswith(prefix))
+
+
+def _expected(n: int) -> list[dict[str, str]]:
+    """Each report's ``neuroncore_utilization_ratio`` series, as the exporter serves that report alone."""
+    out = []
+    for i in range(n):
+        state = ExporterState(stale_periods=1e9)
+        state.apply(orjson.loads(_report(i)))
+        out.append(_utilization(ExporterCollector(state).scrape([], False).decode()))
+    return out
+
+
+def _which_reports(text: str, expected: list[dict[str, str]] | None = None) -> set[float]:
+    """The reports a scrape's body shows: the newest report's time, and the report whose utilization series
+    the body's are (-1 when they are no report's: parts of several)."""
+    name = "neuron_exporter_last_report_time_seconds "
+    seen = {float(line[len(name) :]) - 1.7e9 for line in text.splitlines() if line.startswith(name)}
+    utilization = _utilization(text)
+    if utilization:
+        if expected is None:
+            expected = _expected(int(max(seen, default=0.0)) + 1)
+        seen.add(float(next((i for i, e in enumerate(expected) if e == utilization), -1)))
+    return seen
+
+
+def test_a_scrape_shows_one_report_or_the_next_never_parts_of_both() -> None:
+    exporter = ExporterProcess()
+    bodies: list[str] = []
+    stop = threading.Event()
+
+    def scrape() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", exporter.port, timeout=30)
+        while not stop.is_set():
+            conn.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.getheader("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            if len(bodies) < MAX_BODIES:
+                bodies.append(body.decode())
+            time.sleep(0.01)
+        conn.close()
+
+    scraper = threading.Thread(target=scrape)
+    try:
+        scraper.start()
+        for i in range(REPORTS):
+            exporter.send(_report(i))
+            time.sleep(0.02)
+        exporter.wait_for(
+            "/metrics", lambda _status, body: float(REPORTS - 1) in _which_reports(body, []), timeout=DEADLINE
+        )
+        deadline = time.monotonic() + DEADLINE
+        while len(bodies) < 20:
+            assert time.monotonic() < deadline, "too few scrapes before the deadline"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        scraper.join(DEADLINE)
+        exporter.stop()
+    expected = _expected(REPORTS)
+    shown = [_which_reports(body, expected) for body in bodies]
+    torn = [s for s in shown if len(s) > 1]
+    assert not torn, f"scrapes showing parts of several reports: {torn[:3]}"
+    assert sum(1 for s in shown if s) >= 1
+
+
+def _state_with_reports(n: int) -> ExporterState:
+    state = ExporterState(stale_periods=1e9)
+    for i in range(n):
+        state.apply(orjson.loads(_report(i)))
+    return state
+
+
+def test_a_scrape_serves_the_publication_not_a_newer_report_being_prepared() -> None:
+    state = _state_with_reports(1)
+    collector = ExporterCollector(state)
+    publisher = Publisher(collector)
+    assert _which_reports(collector.scrape([], False).decode()) == set()  # nothing published yet: no report
+    publisher.publish_now()
+    assert _which_reports(collector.scrape([], False).decode()) == {0.0}
+    state.apply(orjson.loads(_report(1)))  # counted, not yet published
+    assert _which_reports(collector.scrape([], False).decode()) == {0.0}
+    publisher.publish_now()
+    assert _which_reports(gzip.decompress(collector.body([], False, True)).decode()) == {1.0}
+
+
+def test_publications_are_prepared_in_steps_when_a_scrape_is_due() -> None:
+    loop = asyncio.new_event_loop()
+    state = _state_with_reports(1)
+    collector = ExporterCollector(state)
+    publisher = Publisher(collector, lead=0.05)
+    publisher.attach(loop)
+    publisher.report_applied()  # no publication yet: prepared at once
+    deadline = time.monotonic() + DEADLINE
+    while publisher.current is None:
+        assert time.monotonic() < deadline
+        loop.run_until_complete(asyncio.sleep(0.01))
+    collector.body([], False, True)  # a scrape...
+    loop.run_until_complete(asyncio.sleep(0.3))
+    collector.body([], False, True)  # ...and the next, 0.3 s later: the next is predicted at +0.3 s
+    scraped_at = loop.time()
+    state.apply(orjson.loads(_report(1)))
+    publisher.report_applied()
+    assert publisher.due(loop.time()) >= scraped_at + 0.3 - 0.05 - 0.01  # not before the next scrape is near
+    while _which_reports(gzip.decompress(collector.body([], False, True)).decode()) != {1.0}:
+        assert time.monotonic() < deadline
+        loop.run_until_complete(asyncio.sleep(0.05))
+    loop.close()
