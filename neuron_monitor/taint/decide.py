@@ -85,8 +85,8 @@ class Planner:
 
     def observe(self, verdicts: dict[int, tuple[str, str]], now: float) -> None:
         """Record one report's verdicts: index -> (state, the first unhealthy rule or "")."""
-        for index in set(self.tracks) - set(verdicts):  # not in this report: cannot be told
-            self.tracks[index] = Track()
+        for index in set(self.tracks) - set(verdicts):  # not in this report: cannot be told (and kept no longer)
+            del self.tracks[index]
         for index, (state, rule) in verdicts.items():
             track = self.tracks.setdefault(index, Track())
             if state == UNHEALTHY:

@@ -110,6 +110,7 @@ class Engine:
         self._told: set[tuple[str, int]] = set()  # (refusal reason, device) logged in this episode
         self.last_error = ""
         self._limited = False
+        self._slice_errors = ""
 
     # -- the node's rules -------------------------------------------------------------------------------------
     def list_rules(self, now: float) -> bool:
@@ -132,6 +133,10 @@ class Engine:
                     rule.value,
                     rule.effect,
                 )
+        for key, rule in sorted(found.items()):
+            old = self.rules.get(key)
+            if rule.eviction and (old is None or old.eviction != rule.eviction):
+                log.warning("rule %s (%s): EvictionInProgress %s", rule.name, rule.effect, one_line(rule.eviction, 300))
         if foreign:
             log.warning("%d listed DeviceTaintRules are not this node's (labels or selector): left alone", foreign)
         self.rules = found
@@ -151,8 +156,10 @@ class Engine:
         self.directory.begin()
         stale = any(i not in self.unmapped for i in due)
         mapping = device_names(self.directory.slice_devices(stale=stale))
-        for error in self.directory.errors:
-            log.warning("%s", error)
+        slice_errors = "; ".join(self.directory.errors)
+        if slice_errors and slice_errors != self._slice_errors:
+            log.warning("%s", one_line(slice_errors, 600))
+        self._slice_errors = slice_errors
         confirmed: dict[int, bool] = {}
 
         def confirm(index: int) -> bool:
@@ -171,9 +178,10 @@ class Engine:
                 self._told.add(told)
                 if refusal.reason == "unmapped":
                     log.warning(
-                        "not tainted: neuron device %d (%s) has no DRA device in this node's ResourceSlices",
+                        "not tainted: neuron device %d (%s) has no DRA device in this node's ResourceSlices%s",
                         refusal.index,
                         refusal.value,
+                        " (they could not be read)" if self._slice_errors else "",
                     )
                 else:
                     log.warning(

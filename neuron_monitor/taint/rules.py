@@ -79,6 +79,7 @@ class OwnRule:
     value: str
     effect: str
     resource_version: str
+    eviction: str = ""  # status condition EvictionInProgress: "<status>: <message>" (for None: what would happen)
 
 
 def _dict(value: object) -> dict[str, Any]:
@@ -109,4 +110,15 @@ def own_rule(obj: object, node: str, driver: str) -> OwnRule | None:
         _text(taint.get("value"), 63),
         _text(taint.get("effect"), 16),
         _text(meta.get("resourceVersion"), 64),
+        _eviction(_dict(obj).get("status")),
     )
+
+
+def _eviction(status: object) -> str:
+    """The ``EvictionInProgress`` condition of a rule's status, as one line (empty without one)."""
+    conditions = _dict(status).get("conditions")
+    for condition in conditions if isinstance(conditions, list) else []:
+        condition = _dict(condition)
+        if condition.get("type") == "EvictionInProgress":
+            return f"{_text(condition.get('status'), 8)}: {_text(condition.get('message'), 300)}"
+    return ""

@@ -117,3 +117,10 @@ def test_rate_limit_bounds_changes_a_minute_under_a_flapping_device() -> None:
     assert len(made) > 0
     for t in made:
         assert sum(1 for u in made if t <= u < t + 60) <= 4
+
+
+def test_devices_that_leave_the_reports_are_forgotten() -> None:
+    p = Planner(grace=0, hold=0, node_cap=2, effect="None")
+    for step in range(100):  # hostile input: a thousand new device indexes in every report
+        p.observe({step * 1000 + i: BAD for i in range(1000)}, float(step))
+    assert len(p.tracks) == 1000

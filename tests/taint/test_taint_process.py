@@ -206,3 +206,20 @@ def test_without_rbac_the_403_names_the_cluster_role(server: StubApiServer, tmp_
         assert "RBAC: the service account needs the ClusterRole neuron-monitor-dra-taint" in taint.stderr()
     finally:
         taint.kill()
+
+
+def test_the_trial_runs_verdict_from_the_rule_status_is_logged(server: StubApiServer, tmp_path: Path) -> None:
+    rule = build_rule(NODE, DRIVER, NODE, "neurondevice2", "ecc_uncorrected", "None")
+    rule["status"] = {
+        "conditions": [
+            {"type": "EvictionInProgress", "status": "False", "message": "2 pods would be evicted with NoExecute"}
+        ]
+    }
+    server.add_rule(rule)
+    taint = TaintProcess(server, tmp_path, "--grace", "0")
+    try:
+        taint.feed({2: "unhealthy"}, lambda: "EvictionInProgress" in taint.stderr(), "the status logged")
+        taint.close()
+        assert "EvictionInProgress False: 2 pods would be evicted with NoExecute" in taint.stderr()
+    finally:
+        taint.kill()
