@@ -126,9 +126,7 @@ SUBGRAPH_MEMORY_USED_BYTES: Final = "memory_used_bytes"
 SUBGRAPH_NEURONCORE_INDEX: Final = "neuroncore_index"
 SUBGRAPH_NEURON_DEVICE_INDEX: Final = "neuron_device_index"
 
-# ---- neuron_runtime_vcpu_usage ------------------------------------------------------------------------------
-VCPU_USAGE_KEY: Final = "vcpu_usage"
-RUNTIME_CPU_MODES: Final = ("user", "system")
+# ---- neuron_runtime_vcpu_usage: its keys are in groups/neuron_runtime_vcpu_usage/body.py -----------------------
 
 # ---- vcpu_usage: its keys are in groups/vcpu_usage/body.py ---------------------------------------------------
 

@@ -11,6 +11,9 @@ from typing import Any, get_type_hints
 
 from neuron_monitor.groups.memory_info import body as memory_info_body
 from neuron_monitor.groups.memory_info.collector import MemoryInfo
+from neuron_monitor.groups.neuron_runtime_vcpu_usage import body as runtime_vcpu_body
+from neuron_monitor.groups.neuron_runtime_vcpu_usage import collector as runtime_vcpu_collector
+from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import usage_careful, usage_native
 from neuron_monitor.groups.vcpu_usage import body as vcpu_usage_body
 from neuron_monitor.groups.vcpu_usage import collector as vcpu_usage_collector
 from neuron_monitor.groups.vcpu_usage.collector import VcpuUsage, usage_body_careful, usage_body_native
@@ -25,7 +28,7 @@ def _reads_back(group: str, body: dict[str, Any]) -> None:
     spec = registry().get(group)
     assert spec is not None
     problems = Problems()
-    spec.read(body, f"system_data.{group}", problems)
+    spec.read(body, group, problems)
     assert not problems, (problems.counts, problems.values)
 
 
@@ -77,3 +80,30 @@ def test_vcpu_usage_keys_are_defined_once_and_the_compiled_twin_uses_them(tmp_pa
     if vcpu_usage_collector.NATIVE is not None:  # the compiled helper writes its own keys: body.py's
         native = usage_body_native(first, _bumped(first))
         assert native is not None and list(native) == keys and native == careful
+
+
+PID_STAT = (  # /proc/PID/stat as the kernel writes it (a comm with spaces and parentheses): utime 1234, stime 567
+    b"4242 (python3 (worker) x) S 1 4242 4242 0 -1 4194560 500 0 0 0 1234 567 0 0 20 0 9 0 100000 1 1 "
+    b"18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+)
+
+
+def test_neuron_runtime_vcpu_usage_keys_are_defined_once_and_the_compiled_twin_uses_them() -> None:
+    body_module = runtime_vcpu_body
+    required = list(runtime_vcpu_body._Usage.__annotations__)
+    assert set(get_type_hints(body_module.RuntimeVcpuUsageBody)) == {
+        body_module.VCPU_USAGE,
+        body_module.PERIOD,
+        body_module.ERROR,
+    }
+    assert required == [body_module.VCPU_USAGE]
+    assert list(get_type_hints(body_module.CpuShares)) == list(body_module.MODES)
+    careful, utime, stime = usage_careful(PID_STAT, 1000, 500, 2.0)
+    assert (utime, stime) == (1234, 567)
+    assert list(careful) == [body_module.PERIOD, body_module.VCPU_USAGE]
+    assert list(careful[body_module.VCPU_USAGE]) == list(body_module.MODES)
+    _reads_back("neuron_runtime_vcpu_usage", dict(careful))
+    if runtime_vcpu_collector.NATIVE is not None:  # the compiled helper writes its own keys: body.py's
+        native = usage_native(PID_STAT, 1000, 500, 2.0)
+        assert native is not None and native == (careful, utime, stime)
+        assert list(native[0]) == list(careful) and list(native[0][body_module.VCPU_USAGE]) == list(body_module.MODES)

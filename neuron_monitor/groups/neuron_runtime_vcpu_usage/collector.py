@@ -18,9 +18,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from neuron_monitor.groups.base import RuntimeGroup
+from neuron_monitor.groups.neuron_runtime_vcpu_usage.body import CpuShares, RuntimeVcpuUsageBody
 from neuron_monitor.host.procfs import parse_pid_stat, parse_uptime
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.native import NATIVE
@@ -37,35 +38,35 @@ class _Baseline:
     t: float
 
 
-def _zero(error: str, period: float | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"vcpu_usage": {"user": 0.0, "system": 0.0}, "error": error}
+def _zero(error: str, period: float | None = None) -> RuntimeVcpuUsageBody:
+    body = RuntimeVcpuUsageBody(vcpu_usage=CpuShares(user=0.0, system=0.0), error=error)
     if period is not None:
         body["period"] = period
     return body
 
 
-def usage_careful(data: bytes, utime: int, stime: int, dt: float) -> tuple[dict[str, Any], int, int]:
+def usage_careful(data: bytes, utime: int, stime: int, dt: float) -> tuple[RuntimeVcpuUsageBody, int, int]:
     """The body of a period of ``dt`` seconds (> 0) from a raw /proc/PID/stat sample and the utime and stime of the
     previous one, and the sample's utime and stime. ValueError when the sample does not parse."""
     st = parse_pid_stat(data)
-    body = {
-        "period": round(dt, 9),
-        "vcpu_usage": {
-            "user": round(max(st.utime - utime, 0) / CLOCK_TICKS / dt * 100.0, 2),
-            "system": round(max(st.stime - stime, 0) / CLOCK_TICKS / dt * 100.0, 2),
-        },
-    }
+    body = RuntimeVcpuUsageBody(
+        period=round(dt, 9),
+        vcpu_usage=CpuShares(
+            user=round(max(st.utime - utime, 0) / CLOCK_TICKS / dt * 100.0, 2),
+            system=round(max(st.stime - stime, 0) / CLOCK_TICKS / dt * 100.0, 2),
+        ),
+    )
     return body, st.utime, st.stime
 
 
-def usage_native(data: bytes, utime: int, stime: int, dt: float) -> tuple[dict[str, Any], int, int] | None:
+def usage_native(data: bytes, utime: int, stime: int, dt: float) -> tuple[RuntimeVcpuUsageBody, int, int] | None:
     """`usage_careful` by the compiled helper (one pass over the sample; round() as Python's, from the correctly
     rounded decimal string). None when the helper is not built, or the sample is not in the kernel's layout
     (single spaces after the comm's last ')', the times plain digits up to 2^53): the careful twin then decides."""
     if NATIVE is None:
         return None
-    got: tuple[dict[str, Any], int, int] | None = NATIVE.pid_usage(data, utime, stime, dt, CLOCK_TICKS)
-    return got
+    # the helper builds body.py's keys itself (tests/groups/test_group_bodies.py checks them)
+    return cast("tuple[RuntimeVcpuUsageBody, int, int] | None", NATIVE.pid_usage(data, utime, stime, dt, CLOCK_TICKS))
 
 
 class NeuronRuntimeVcpuUsage(RuntimeGroup):
@@ -75,7 +76,7 @@ class NeuronRuntimeVcpuUsage(RuntimeGroup):
         super().__init__(root)
         self._base: dict[int, _Baseline] = {}
 
-    def _first_sight(self, pid: int, now: float) -> tuple[_Baseline, dict[str, Any]]:
+    def _first_sight(self, pid: int, now: float) -> tuple[_Baseline, RuntimeVcpuUsageBody]:
         kept = self.root.open_kept(f"proc/{pid}/stat")
         st = parse_pid_stat(kept.read())
         base = _Baseline(kept, st.utime, st.stime, now)
@@ -87,17 +88,17 @@ class NeuronRuntimeVcpuUsage(RuntimeGroup):
             lifetime = -1.0
         if lifetime <= 0.05:
             return base, _zero("", 0.0)
-        return base, {
-            "period": round(lifetime, 9),
-            "vcpu_usage": {
-                "user": round(st.utime / CLOCK_TICKS / lifetime * 100.0, 2),
-                "system": round(st.stime / CLOCK_TICKS / lifetime * 100.0, 2),
-            },
-        }
+        return base, RuntimeVcpuUsageBody(
+            period=round(lifetime, 9),
+            vcpu_usage=CpuShares(
+                user=round(st.utime / CLOCK_TICKS / lifetime * 100.0, 2),
+                system=round(st.stime / CLOCK_TICKS / lifetime * 100.0, 2),
+            ),
+        )
 
     def collect(self, apps: Sequence[App], gone: Sequence[App]) -> dict[int, dict[str, Any]]:
         now = time.monotonic()
-        out: dict[int, dict[str, Any]] = {}
+        out: dict[int, RuntimeVcpuUsageBody] = {}
         for app in apps:
             pid = app.pid
             base = self._base.get(pid)
@@ -124,7 +125,7 @@ class NeuronRuntimeVcpuUsage(RuntimeGroup):
             if app.pid in self._base:
                 out[app.pid] = _zero(f"open /proc/{app.pid}/stat: no such file or directory")
             self._forget(app.pid)
-        return out
+        return cast(dict[int, dict[str, Any]], out)  # the same objects: a TypedDict is a dict
 
     def _forget(self, pid: int) -> None:
         base = self._base.pop(pid, None)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from neuron_monitor.groups.neuron_runtime_vcpu_usage import body as B
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.display import finite
@@ -19,7 +20,7 @@ class RuntimeVcpuUsage:
 
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> RuntimeVcpuUsage:
-    return RuntimeVcpuUsage(numbers(body.get(N.VCPU_USAGE_KEY), problems, where, N.VCPU_USAGE_KEY))
+    return RuntimeVcpuUsage(numbers(body.get(B.VCPU_USAGE), problems, where, B.VCPU_USAGE))
 
 
 FAM_USAGE = S.PromFamily(
@@ -30,7 +31,7 @@ FAM_USAGE = S.PromFamily(
 def gauges(value: RuntimeVcpuUsage) -> Iterator[S.PromSample]:
     usage = value.usage or {}
     yield S.PromSample(
-        FAM_USAGE, (), {mode: pct for mode in N.RUNTIME_CPU_MODES if (pct := usage.get(mode)) is not None}, 100.0, ()
+        FAM_USAGE, (), {mode: pct for mode in B.MODES if (pct := usage.get(mode)) is not None}, 100.0, ()
     )
 
 
@@ -50,15 +51,15 @@ def timeline(value: RuntimeVcpuUsage) -> Iterator[S.TimelineSample]:
     """User and system percent, when both are known."""
     usage = value.usage
     if usage is not None:
-        user, system = (finite(usage.get(mode)) for mode in N.RUNTIME_CPU_MODES)
+        user, system = (finite(usage.get(mode)) for mode in B.MODES)
         if user is not None and system is not None:
-            yield TRACK_VCPU, (), {"user": user, "system": system}
+            yield TRACK_VCPU, (), {B.USER: user, B.SYSTEM: system}
 
 
 def top(value: RuntimeVcpuUsage, period: float | None) -> Iterator[S.TopCell]:
     """Percent of one vCPU, user + system."""
     usage = value.usage
-    yield COL_VCPU, (), f"{sum(usage.get(m, 0.0) for m in N.RUNTIME_CPU_MODES):.1f}" if usage else "-", ""
+    yield COL_VCPU, (), f"{sum(usage.get(m, 0.0) for m in B.MODES):.1f}" if usage else "-", ""
 
 
 SPEC = S.GroupSpec(
