@@ -70,9 +70,11 @@ def test_bad_web_config_exits_2_with_one_line(tmp_path: Path, content: str | Non
 def test_both_console_scripts_point_at_main() -> None:
     tomllib = pytest.importorskip("tomllib")
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    target = "neuron_monitor.exporters.prometheus.cli:main"
+    target = "neuron_monitor.launch:prometheus"  # signals blocked first, then the exporter's main
     assert scripts["neuron-monitor-prometheus"] == target
     assert scripts["neuron-monitor-prometheus.py"] == target
+    launch = (REPO / "neuron_monitor" / "launch.py").read_text()
+    assert "def prometheus() -> int:\n    from neuron_monitor.exporters.prometheus.cli import main\n" in launch
 
 
 @pytest.mark.e2e
