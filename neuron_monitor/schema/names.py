@@ -60,37 +60,7 @@ EFFECTIVE_FLOPS: Final = "effective_flops"
 # that breakdown, whatever its name; this pattern names the ones seen so far.
 PHYSICAL_BREAKDOWN_KEY: Final = re.compile(r"v[0-9]+d")
 
-# ---- execution_stats ----------------------------------------------------------------------------------------
-ERROR_SUMMARY: Final = "error_summary"
-EXECUTION_SUMMARY: Final = "execution_summary"
-LATENCY_STATS: Final = "latency_stats"
-TOTAL_LATENCY: Final = "total_latency"
-DEVICE_LATENCY: Final = "device_latency"
-LATENCY_KINDS: Final = (TOTAL_LATENCY, DEVICE_LATENCY)
-PERCENTILES: Final = ("p0", "p1", "p25", "p50", "p75", "p99", "p100")
-# error types (error_summary keys)
-ERROR_GENERIC: Final = "generic"
-ERROR_NUMERICAL: Final = "numerical"
-ERROR_TRANSIENT: Final = "transient"
-ERROR_MODEL: Final = "model"
-ERROR_RUNTIME: Final = "runtime"
-ERROR_HARDWARE: Final = "hardware"
-ERROR_TYPES: Final = (ERROR_GENERIC, ERROR_NUMERICAL, ERROR_TRANSIENT, ERROR_MODEL, ERROR_RUNTIME, ERROR_HARDWARE)
-# status types (execution_summary keys)
-STATUS_COMPLETED: Final = "completed"
-STATUS_COMPLETED_WITH_ERR: Final = "completed_with_err"
-STATUS_COMPLETED_WITH_NUM_ERR: Final = "completed_with_num_err"
-STATUS_TIMED_OUT: Final = "timed_out"
-STATUS_INCORRECT_INPUT: Final = "incorrect_input"
-STATUS_FAILED_TO_QUEUE: Final = "failed_to_queue"
-STATUS_TYPES: Final = (
-    STATUS_COMPLETED,
-    STATUS_COMPLETED_WITH_ERR,
-    STATUS_COMPLETED_WITH_NUM_ERR,
-    STATUS_TIMED_OUT,
-    STATUS_INCORRECT_INPUT,
-    STATUS_FAILED_TO_QUEUE,
-)
+# ---- execution_stats: its keys are in groups/execution_stats/body.py ---------------------------------------
 
 # ---- memory_used --------------------------------------------------------------------------------------------
 NEURON_RUNTIME_USED_BYTES: Final = "neuron_runtime_used_bytes"

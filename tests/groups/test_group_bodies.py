@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from neuron_monitor.groups.execution_stats import body as execution_stats_body
+from neuron_monitor.groups.execution_stats import collector as execution_stats_collector
 from neuron_monitor.groups.memory_info import body as memory_info_body
 from neuron_monitor.groups.memory_info.collector import MemoryInfo
 from neuron_monitor.groups.neuron_runtime_vcpu_usage import body as runtime_vcpu_body
@@ -19,9 +21,11 @@ from neuron_monitor.groups.vcpu_usage import collector as vcpu_usage_collector
 from neuron_monitor.groups.vcpu_usage.collector import VcpuUsage, usage_body_careful, usage_body_native
 from neuron_monitor.host.procfs import parse_stat
 from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron import layout as L
 from neuron_monitor.schema.spec import registry
 from neuron_monitor.schema.values import Problems
 from tests.conftest import group_testdata
+from tests.neuron.appdata import app_with, counters
 
 
 def _reads_back(group: str, body: dict[str, Any]) -> None:
@@ -107,3 +111,31 @@ def test_neuron_runtime_vcpu_usage_keys_are_defined_once_and_the_compiled_twin_u
         native = usage_native(PID_STAT, 1000, 500, 2.0)
         assert native is not None and native == (careful, utime, stime)
         assert list(native[0]) == list(careful) and list(native[0][body_module.VCPU_USAGE]) == list(body_module.MODES)
+
+
+def test_execution_stats_keys_are_defined_once() -> None:
+    b = execution_stats_body
+    assert list(get_type_hints(b._Summary)) == [b.ERROR_SUMMARY, b.EXECUTION_SUMMARY, b.LATENCY_STATS]
+    assert set(get_type_hints(b.ExecutionStatsBody)) == {
+        b.ERROR_SUMMARY,
+        b.EXECUTION_SUMMARY,
+        b.LATENCY_STATS,
+        b.PERIOD,
+    }
+    assert list(get_type_hints(b.LatencyStats)) == list(b.LATENCY_KINDS) == [b.TOTAL_LATENCY, b.DEVICE_LATENCY]
+    # the data block's counter map sits below the groups (neuron/layout.py): it must name body.py's keys
+    assert [name for name, _ in L.EXECUTION_SUMMARY] == list(b.STATUS_TYPES)
+    assert [name for name, _ in L.ERROR_SUMMARY] == list(b.ERROR_TYPES)
+    assert sorted(name for name, _ in execution_stats_collector.PERCENTILES) == sorted(b.PERCENTILES)
+    group = execution_stats_collector.ExecutionStats(RootFS("/"))
+    first = app_with({0: counters({1: 10}), 1: counters({1: 5})}, t=0.0)
+    group.collect([first], [])
+    later = app_with({0: counters({1: 25, 3: 3, 13: 1500, 14: 1700}), 1: counters({1: 9, 13: 900, 14: 1000})},
+                     t=2.0, like=first)  # fmt: skip
+    body = group.collect([later], [])[later.pid]  # the compiled twin's body in [compiled] (every core completed)
+    assert list(body) == [b.ERROR_SUMMARY, b.EXECUTION_SUMMARY, b.LATENCY_STATS, b.PERIOD]
+    assert list(body[b.ERROR_SUMMARY]) == list(b.ERROR_TYPES)
+    assert list(body[b.EXECUTION_SUMMARY]) == list(b.STATUS_TYPES)
+    assert list(body[b.LATENCY_STATS]) == list(b.LATENCY_KINDS)
+    assert sorted(body[b.LATENCY_STATS][b.TOTAL_LATENCY]) == sorted(b.PERCENTILES)
+    _reads_back("execution_stats", body)

@@ -6,6 +6,7 @@ over the group's period, summed over the app's cores, each counted once. ``laten
 only the latency of each core's most recent execution (NC counters 13 device, 14 total, µs); every core that
 executed during the period contributes that sample, and p0..p100 are nearest-rank percentiles of the samples, in
 seconds. Both are ``null`` when nothing ran in the period (see docs/neuron-data.md for the limits of this).
+The body's keys: body.py.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from operator import add, itemgetter
 from typing import Any
 
 from neuron_monitor.groups.data_block_group import DataBlockGroup
+from neuron_monitor.groups.execution_stats import body as B
+from neuron_monitor.groups.execution_stats.body import LatencyStats
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron import layout as L
@@ -86,7 +89,7 @@ class ExecutionStats(DataBlockGroup):
             body = summary_careful(steps, self._latencies)
         period = self._period(steps)
         if period is not None:
-            body["period"] = period
+            body[B.PERIOD] = period
         return body
 
 
@@ -134,13 +137,13 @@ def summary_careful(steps: list[DeviceDelta], latencies: Callable[[int], tuple[P
             total_lat += [v / 1e6 for v in compress(pick_total(counters), executed) if v]
     if totals is None:
         totals = [0] * len(_INDICES)
-    return {
-        "error_summary": dict(zip(_ERR_NAMES, totals[_N_EXEC:], strict=True)),
-        "execution_summary": dict(zip(_EXEC_NAMES, totals[:_N_EXEC], strict=True)),
-        "latency_stats": {
-            "total_latency": percentiles(total_lat) if total_lat else None,
-            "device_latency": percentiles(device_lat) if device_lat else None,
-        },
+    return {  # ExecutionStatsBody (body.py), as a plain dict: `_body` adds the period to it
+        B.ERROR_SUMMARY: dict(zip(_ERR_NAMES, totals[_N_EXEC:], strict=True)),
+        B.EXECUTION_SUMMARY: dict(zip(_EXEC_NAMES, totals[:_N_EXEC], strict=True)),
+        B.LATENCY_STATS: LatencyStats(
+            total_latency=percentiles(total_lat) if total_lat else None,
+            device_latency=percentiles(device_lat) if device_lat else None,
+        ),
     }
 
 

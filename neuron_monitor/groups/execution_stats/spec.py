@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from neuron_monitor.groups.execution_stats import body as B
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.display import count, finite, latency_text
@@ -30,10 +31,10 @@ class ExecutionStats:
         if self._latency is None:
             latency: dict[str, dict[str, float]] = {}
             problems, where = self._problems, self._where
-            stats = mapping(self._latency_stats, problems, where, N.LATENCY_STATS)
+            stats = mapping(self._latency_stats, problems, where, B.LATENCY_STATS)
             if stats:
-                lwhere = f"{where}.{N.LATENCY_STATS}"
-                for kind in N.LATENCY_KINDS:
+                lwhere = f"{where}.{B.LATENCY_STATS}"
+                for kind in B.LATENCY_KINDS:
                     percentiles = numbers(stats.get(kind), problems, lwhere, kind)
                     if percentiles:
                         latency[kind] = percentiles
@@ -43,9 +44,9 @@ class ExecutionStats:
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> ExecutionStats:
     return ExecutionStats(
-        numbers(body.get(N.ERROR_SUMMARY), problems, where, N.ERROR_SUMMARY, counted=True),
-        numbers(body.get(N.EXECUTION_SUMMARY), problems, where, N.EXECUTION_SUMMARY, counted=True),
-        body.get(N.LATENCY_STATS),
+        numbers(body.get(B.ERROR_SUMMARY), problems, where, B.ERROR_SUMMARY, counted=True),
+        numbers(body.get(B.EXECUTION_SUMMARY), problems, where, B.EXECUTION_SUMMARY, counted=True),
+        body.get(B.LATENCY_STATS),
         where,
         problems,
     )
@@ -68,7 +69,7 @@ FAM_DEVICE_LATENCY = S.PromFamily(
     ("percentile",),
     budget=S.only("percentile", "p50", "p99"),  # the dashboard's; AWS's execution_latency_seconds keeps all seven
 )
-_LATENCY_FAMILIES = ((N.TOTAL_LATENCY, FAM_LATENCY), (N.DEVICE_LATENCY, FAM_DEVICE_LATENCY))
+_LATENCY_FAMILIES = ((B.TOTAL_LATENCY, FAM_LATENCY), (B.DEVICE_LATENCY, FAM_DEVICE_LATENCY))
 
 
 def gauges(value: ExecutionStats) -> Iterator[S.PromSample]:
@@ -98,7 +99,7 @@ def datums(value: ExecutionStats, period: float, per_vcpu: bool) -> Iterator[S.C
     if summary is not None:
         for kind, count in summary.items():
             yield CW_STATUS, (), kind, count
-        completed = summary.get(N.STATUS_COMPLETED)
+        completed = summary.get(B.STATUS_COMPLETED)
         if period > 0 and completed is not None:
             yield CW_COMPLETED_RATE, (), "", completed / period
     errors = value.error_summary
@@ -108,7 +109,7 @@ def datums(value: ExecutionStats, period: float, per_vcpu: bool) -> Iterator[S.C
         if errors:
             yield CW_ERRORS_TOTAL, (), "", sum(errors.values())
     latency = value.latency()
-    for kind, metric in ((N.TOTAL_LATENCY, CW_LATENCY), (N.DEVICE_LATENCY, CW_DEVICE_LATENCY)):
+    for kind, metric in ((B.TOTAL_LATENCY, CW_LATENCY), (B.DEVICE_LATENCY, CW_DEVICE_LATENCY)):
         for pct, seconds in latency.get(kind, {}).items():
             yield metric, (), pct, seconds
 
@@ -116,24 +117,24 @@ def datums(value: ExecutionStats, period: float, per_vcpu: bool) -> Iterator[S.C
 # ---- neuron-monitor-det: the errors of a period, by problem type ------------------------------------------------
 # problem types taken from error_summary: type -> key
 ERROR_SUMMARY_TYPES: dict[str, str] = {
-    "generic_error": N.ERROR_GENERIC,
-    "numerical_error": N.ERROR_NUMERICAL,
-    "transient_error": N.ERROR_TRANSIENT,
-    "model_error": N.ERROR_MODEL,
-    "runtime_error": N.ERROR_RUNTIME,
-    "hardware_error": N.ERROR_HARDWARE,
+    "generic_error": B.ERROR_GENERIC,
+    "numerical_error": B.ERROR_NUMERICAL,
+    "transient_error": B.ERROR_TRANSIENT,
+    "model_error": B.ERROR_MODEL,
+    "runtime_error": B.ERROR_RUNTIME,
+    "hardware_error": B.ERROR_HARDWARE,
 }
 # problem types taken from execution_summary: type -> key
 EXECUTION_SUMMARY_TYPES: dict[str, str] = {
-    "timed_out": N.STATUS_TIMED_OUT,
-    "incorrect_input": N.STATUS_INCORRECT_INPUT,
-    "failed_to_queue": N.STATUS_FAILED_TO_QUEUE,
+    "timed_out": B.STATUS_TIMED_OUT,
+    "incorrect_input": B.STATUS_INCORRECT_INPUT,
+    "failed_to_queue": B.STATUS_FAILED_TO_QUEUE,
 }
 # completed_with_err counts executions that ended in an error other than a numerical one; the part of it that
 # error_summary does not already explain becomes "execution_error"
 EXECUTION_ERROR = "execution_error"
-_EXPLAINED = (N.ERROR_GENERIC, N.ERROR_MODEL, N.ERROR_RUNTIME, N.ERROR_HARDWARE)
-_ENDED = (N.STATUS_COMPLETED_WITH_ERR, N.STATUS_COMPLETED_WITH_NUM_ERR, N.STATUS_TIMED_OUT)
+_EXPLAINED = (B.ERROR_GENERIC, B.ERROR_MODEL, B.ERROR_RUNTIME, B.ERROR_HARDWARE)
+_ENDED = (B.STATUS_COMPLETED_WITH_ERR, B.STATUS_COMPLETED_WITH_NUM_ERR, B.STATUS_TIMED_OUT)
 _RULES = (
     ("generic_error", S.ERROR, "executions failed with a generic runtime error"),
     ("numerical_error", S.ERROR, "executions produced NaN or infinite results (numerical errors)"),
@@ -159,14 +160,14 @@ def period_errors(value: ExecutionStats) -> dict[str, int]:
     for etype, key in ERROR_SUMMARY_TYPES.items():
         n = count(es.get(key))
         if etype == "numerical_error":
-            n = max(n, count(xs.get(N.STATUS_COMPLETED_WITH_NUM_ERR)))
+            n = max(n, count(xs.get(B.STATUS_COMPLETED_WITH_NUM_ERR)))
         if n:
             errors[etype] = n
     for etype, key in EXECUTION_SUMMARY_TYPES.items():
         n = count(xs.get(key))
         if n:
             errors[etype] = n
-    unexplained = count(xs.get(N.STATUS_COMPLETED_WITH_ERR)) - sum(count(es.get(k)) for k in _EXPLAINED)
+    unexplained = count(xs.get(B.STATUS_COMPLETED_WITH_ERR)) - sum(count(es.get(k)) for k in _EXPLAINED)
     if unexplained > 0:
         errors[EXECUTION_ERROR] = unexplained
     return errors
@@ -175,7 +176,7 @@ def period_errors(value: ExecutionStats) -> dict[str, int]:
 def executions(value: ExecutionStats) -> tuple[int, int]:
     """(completed, every execution that ended: completed, with an error, or timed out) over the period."""
     xs = value.execution_summary or {}
-    completed = count(xs.get(N.STATUS_COMPLETED))
+    completed = count(xs.get(B.STATUS_COMPLETED))
     return completed, completed + sum(count(xs.get(k)) for k in _ENDED)
 
 
@@ -201,7 +202,7 @@ def timeline(value: ExecutionStats) -> Iterator[S.TimelineSample]:
     completed, ended = executions(value)
     failed = ended - completed + period_errors(value).get("failed_to_queue", 0)
     yield TRACK_EXECUTIONS, (), {"completed": completed, "failed": failed}
-    total = value.latency().get(N.TOTAL_LATENCY, {})
+    total = value.latency().get(B.TOTAL_LATENCY, {})
     p50 = finite(total.get("p50"))
     if p50 is not None:
         yield TRACK_LATENCY, (), {"p50": p50 * 1e3, "p99": (finite(total.get("p99")) or 0.0) * 1e3}
@@ -217,11 +218,11 @@ COL_P99 = S.TopColumn(S.TOP_RUNTIMES, "p99", 9, order=70)
 def top(value: ExecutionStats, period: float | None) -> Iterator[S.TopCell]:
     """Completed executions per second, the period's error count, p50/p99 total latency."""
     summary = value.execution_summary
-    completed = summary.get(N.STATUS_COMPLETED) if summary is not None else None
+    completed = summary.get(B.STATUS_COMPLETED) if summary is not None else None
     yield COL_RATE, (), f"{completed / period:.1f}" if completed is not None and period else "-", ""
     errors = int(sum(value.error_summary.values())) if value.error_summary is not None else None
     yield COL_ERRORS, (), "-" if errors is None else str(errors), "bold red" if errors else ""
-    total = value.latency().get(N.TOTAL_LATENCY, {})
+    total = value.latency().get(B.TOTAL_LATENCY, {})
     yield COL_P50, (), latency_text(total.get("p50")), ""
     yield COL_P99, (), latency_text(total.get("p99")), ""
 
