@@ -10,6 +10,7 @@ SHIPPED = (
     "deploy/prometheus/neuron-monitor.rules.yml",
     "deploy/kubernetes",
     "deploy/kubernetes-dra",
+    "deploy/kubernetes-dra-taint",
     "deploy/kubernetes-otlp",
     "deploy/kubernetes-aws-values",
     "deploy/image/entrypoint.sh",
