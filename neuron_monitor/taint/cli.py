@@ -129,12 +129,19 @@ def _server(args: argparse.Namespace) -> str:
     return choice
 
 
-def _confirmer(root: str) -> Any:
+def _confirmer(root: str, max_age: float = 5.0) -> Any:
+    """An independent read of the devices' health from the driver's files below ``root`` (one read of the node
+    serves every device asked about within ``max_age`` seconds)."""
     from neuron_monitor.health.cli import from_root
 
+    last: list[tuple[float, set[str]]] = []
+
     def confirm(index: int) -> bool:
-        health = from_root(root)
-        return any(d.index == str(index) and d.state == "unhealthy" for d in health.devices)
+        now = time.monotonic()
+        if not last or now - last[0][0] >= max_age:
+            health = from_root(root)
+            last[:] = [(now, {d.index for d in health.devices if d.state == "unhealthy"})]
+        return str(index) in last[0][1]
 
     return confirm
 

@@ -62,3 +62,29 @@ def _m(taint: TaintProcess) -> str:
         return taint.metrics.read_text()
     except FileNotFoundError:
         return "neuron_monitor_taint_reports_total 0"
+
+
+def test_past_the_node_cap_only_devices_the_driver_files_confirm_are_tainted(tmp_path: Path) -> None:
+    """The reports say devices 0-3 are unhealthy; the driver's files (read by the taint process itself through
+    --confirm-root) say only 0, 1 and 2 are: with a cap of 2, device 2 is confirmed and tainted, device 3 is not."""
+    server = api_server()
+    sim = TemporarySimulator("trn2.48xlarge", runtimes=1, seed=3, ecc_rate=0)
+    sim.start()
+    for device in (0, 1, 2):
+        sim.command("unhealthy", device=device, component="dma")
+    taint = TaintProcess(server, tmp_path, "--grace", "0", "--node-cap", "2", "--confirm-root", str(sim.root))
+    try:
+        taint.feed(
+            {i: "unhealthy" for i in range(4)},
+            lambda: len(server.taint_rules) == 3 and "node_cap" in _m(taint),
+            "three rules and a refusal",
+        )
+        summary = taint.close()
+        devices = sorted(r["spec"]["deviceSelector"]["device"] for r in server.taint_rules.values())
+        assert devices == ["neurondevice0", "neurondevice1", "neurondevice2"]
+        assert summary["refused"]["node_cap"] >= 1
+        assert "neuron device 3 (ecc_uncorrected): the node cap of 2 devices is reached" in taint.stderr()
+    finally:
+        taint.kill()
+        sim.close()
+        server.stop()
