@@ -6,7 +6,6 @@ Values are exactly the strings AWS's neuron-monitor prints (plus our documented 
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
 # ---- top level ----------------------------------------------------------------------------------------------
@@ -50,15 +49,7 @@ VCPU_USAGE: Final = "vcpu_usage"
 MEMORY_INFO: Final = "memory_info"
 NEURON_HW_COUNTERS: Final = "neuron_hw_counters"
 
-# ---- neuroncore_counters ------------------------------------------------------------------------------------
-NEURONCORES_IN_USE: Final = "neuroncores_in_use"
-NEURONCORE_UTILIZATION: Final = "neuroncore_utilization"
-FLOPS: Final = "flops"
-EFFECTIVE_FLOPS: Final = "effective_flops"
-# A logical NeuronCore (LNC=2) carries its physical cores under a key named after the core version plus "d":
-# "v3d" on trn2, "v4d" on trn3, and so on for later chips. Any object-valued member of a core entry is read as
-# that breakdown, whatever its name; this pattern names the ones seen so far.
-PHYSICAL_BREAKDOWN_KEY: Final = re.compile(r"v[0-9]+d")
+# ---- neuroncore_counters: its keys are in groups/neuroncore_counters/body.py ---------------------------------
 
 # ---- execution_stats: its keys are in groups/execution_stats/body.py ---------------------------------------
 

@@ -16,6 +16,8 @@ from neuron_monitor.groups.memory_info.collector import MemoryInfo
 from neuron_monitor.groups.neuron_runtime_vcpu_usage import body as runtime_vcpu_body
 from neuron_monitor.groups.neuron_runtime_vcpu_usage import collector as runtime_vcpu_collector
 from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import usage_careful, usage_native
+from neuron_monitor.groups.neuroncore_counters import body as neuroncore_counters_body
+from neuron_monitor.groups.neuroncore_counters import collector as neuroncore_counters_collector
 from neuron_monitor.groups.vcpu_usage import body as vcpu_usage_body
 from neuron_monitor.groups.vcpu_usage import collector as vcpu_usage_collector
 from neuron_monitor.groups.vcpu_usage.collector import VcpuUsage, usage_body_careful, usage_body_native
@@ -25,7 +27,7 @@ from neuron_monitor.neuron import layout as L
 from neuron_monitor.schema.spec import registry
 from neuron_monitor.schema.values import Problems
 from tests.conftest import group_testdata
-from tests.neuron.appdata import app_with, counters
+from tests.neuron.appdata import TRN2, app_with, counters
 
 
 def _reads_back(group: str, body: dict[str, Any]) -> None:
@@ -139,3 +141,23 @@ def test_execution_stats_keys_are_defined_once() -> None:
     assert list(body[b.LATENCY_STATS]) == list(b.LATENCY_KINDS)
     assert sorted(body[b.LATENCY_STATS][b.TOTAL_LATENCY]) == sorted(b.PERCENTILES)
     _reads_back("execution_stats", body)
+
+
+def test_neuroncore_counters_keys_are_defined_once() -> None:
+    b = neuroncore_counters_body
+    assert set(get_type_hints(b.NeuroncoreCountersBody)) == {b.NEURONCORES_IN_USE, b.PERIOD}
+    assert list(get_type_hints(b.CoreEntry)) == [b.NEURONCORE_UTILIZATION, b.FLOPS, b.EFFECTIVE_FLOPS]
+    mem = {22: 4096}  # some device memory on each core: the app uses it
+    group = neuroncore_counters_collector.NeuroncoreCounters(RootFS("/"))
+    first = app_with({c: counters({**mem}) for c in range(8)}, t=0.0, topology=TRN2)
+    group.collect([first], [])
+    later = app_with({c: counters({0: 50_000 + c, 29: 10**6 + c, **mem}) for c in range(8)}, t=0.1, like=first)
+    body = group.collect([later], [])[later.pid]  # the compiled twin's body in [compiled] (the usual trn2 case)
+    assert list(body) == [b.NEURONCORES_IN_USE, b.PERIOD]
+    for entry in body[b.NEURONCORES_IN_USE].values():
+        known = [k for k in entry if k in get_type_hints(b.CoreEntry)]
+        breakdown = [k for k in entry if k not in known]
+        assert known == [b.NEURONCORE_UTILIZATION, b.FLOPS]
+        assert len(breakdown) == 1 and b.PHYSICAL_BREAKDOWN_KEY.fullmatch(breakdown[0])
+        assert all(list(v) == [b.NEURONCORE_UTILIZATION] for v in entry[breakdown[0]].values())
+    _reads_back("neuroncore_counters", body)

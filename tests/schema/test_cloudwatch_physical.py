@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from neuron_monitor.exporters.cloudwatch.mapping import ReportMapper
+from neuron_monitor.groups.neuroncore_counters import body as NCB
 from neuron_monitor.schema import names as N
 from tests.schema.conftest import simulated_report
 
@@ -14,7 +15,7 @@ def test_every_physical_core_is_sent(shape: str, key: str) -> None:
     report = simulated_report(shape)
     expected = {}
     for rt in report[N.NEURON_RUNTIME_DATA]:
-        for core, data in rt["report"][N.NEURONCORE_COUNTERS][N.NEURONCORES_IN_USE].items():
+        for core, data in rt["report"][N.NEURONCORE_COUNTERS][NCB.NEURONCORES_IN_USE].items():
             for name, pdata in data[key].items():
                 expected[(rt["neuron_runtime_tag"], core, name)] = pdata["neuroncore_utilization"]
     got = {}

@@ -10,6 +10,7 @@ import time
 import orjson
 import pytest
 
+from neuron_monitor.groups.neuroncore_counters import body as NCB
 from neuron_monitor.schema import names as N
 from tests.exporters.prometheus.prom_helpers import feed, parse, scrape, select
 from tests.exporters.prometheus.prom_process import ExporterProcess
@@ -24,7 +25,7 @@ def test_every_physical_core_is_served(shape: str, key: str, version: str) -> No
     series = parse(scrape(feed([report])))
     expected = {}
     for rt in report[N.NEURON_RUNTIME_DATA]:
-        cores = rt["report"][N.NEURONCORE_COUNTERS][N.NEURONCORES_IN_USE]
+        cores = rt["report"][N.NEURONCORE_COUNTERS][NCB.NEURONCORES_IN_USE]
         for core, data in cores.items():
             for name, pdata in data[key].items():
                 expected[(rt["neuron_runtime_tag"], core, name)] = pdata["neuroncore_utilization"] / 100.0
@@ -50,7 +51,7 @@ def test_trn3_pipe_serves_physical_series() -> None:
     expected = sum(
         len(core["v4d"])
         for rt in report[N.NEURON_RUNTIME_DATA]
-        for core in rt["report"][N.NEURONCORE_COUNTERS][N.NEURONCORES_IN_USE].values()
+        for core in rt["report"][N.NEURONCORE_COUNTERS][NCB.NEURONCORES_IN_USE].values()
     )
     assert expected >= 64
     exporter = ExporterProcess()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from neuron_monitor.groups.neuroncore_counters import body as NCB
 from neuron_monitor.schema import names as N
 from neuron_monitor.timeline.convert import run
 from neuron_monitor.timeline.detect import Detector
@@ -26,10 +27,10 @@ def test_snapshot_and_trace_carry_physical_cores(shape: str, key: str, tmp_path:
     assert per_device > 0
     expected: dict[int, dict[str, float]] = {}
     for rt in first[N.NEURON_RUNTIME_DATA]:
-        for core, data in rt["report"][N.NEURONCORE_COUNTERS][N.NEURONCORES_IN_USE].items():
+        for core, data in rt["report"][N.NEURONCORE_COUNTERS][NCB.NEURONCORES_IN_USE].items():
             phys = expected.setdefault(int(core), {})
             for name, pdata in data[key].items():
-                phys[name] = phys.get(name, 0.0) + pdata[N.NEURONCORE_UTILIZATION]
+                phys[name] = phys.get(name, 0.0) + pdata[NCB.NEURONCORE_UTILIZATION]
     got: dict[int, dict[str, float]] = {}
     for runtime in snap.runtimes:
         for part in runtime.groups:

@@ -8,7 +8,7 @@ physical core (10,000 times a real one) can only come from a damaged counter: th
 of the period's entry rather than reported (a 64-bit counter jump over 0.1 s is a number JSON encoders refuse,
 which would otherwise stop the daemon's report). With logical cores (LNC=2, e.g.
 trn2 "v3d") each entry also carries the physical breakdown as AWS prints it: ``"v3d": {"nc_v3.0":
-{"neuroncore_utilization": ..}, "nc_v3.1": {..}}``.
+{"neuroncore_utilization": ..}, "nc_v3.1": {..}}``. The body's keys: body.py.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuron_monitor.groups.data_block_group import DataBlockGroup
+from neuron_monitor.groups.neuroncore_counters import body as B
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron import layout as L
@@ -56,7 +57,7 @@ class NeuroncoreCounters(DataBlockGroup):
     def _body(self, app: App) -> dict[str, Any]:
         data = app.data
         if not isinstance(data, AppData):
-            return {"neuroncores_in_use": {}}
+            return {B.NEURONCORES_IN_USE: {}}
         shape = self._shape_of(data.topology)
         steps = self._tracker.step(app)
         in_use = None
@@ -65,10 +66,10 @@ class NeuroncoreCounters(DataBlockGroup):
         if in_use is None:
             in_use = cores_careful(steps, shape)
         self._in_use[app.pid] = in_use
-        body: dict[str, Any] = {"neuroncores_in_use": in_use}
+        body: dict[str, Any] = {B.NEURONCORES_IN_USE: in_use}  # NeuroncoreCountersBody (body.py)
         period = self._period(steps)
         if period is not None:
-            body["period"] = period
+            body[B.PERIOD] = period
         return body
 
 
@@ -110,9 +111,9 @@ def cores_careful(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any]:
         used = cores_in_use(dd, busy)
         if lnc == 1:  # the mean and sum of one physical core are its own values
             for phys in used:
-                entry: dict[str, Any] = {"neuroncore_utilization": utils[phys], "flops": flops[phys]}
-                if entry["flops"] is None:
-                    del entry["flops"]
+                entry: dict[str, Any] = {B.NEURONCORE_UTILIZATION: utils[phys], B.FLOPS: flops[phys]}
+                if entry[B.FLOPS] is None:
+                    del entry[B.FLOPS]
                 cores[first + phys] = entry
             continue
         if len(used) == n and n % lnc == 0:  # every core in use: logical core k is physical k*lnc..
@@ -123,12 +124,12 @@ def cores_careful(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any]:
                 grouped.setdefault(phys // lnc, []).append(phys)
             members = grouped.values()
         for physical in members:
-            entry = {"neuroncore_utilization": sum([utils[p] for p in physical]) / len(physical)}
+            entry = {B.NEURONCORE_UTILIZATION: sum([utils[p] for p in physical]) / len(physical)}
             rates = [flops[p] for p in physical]
             if None not in rates:
-                entry["flops"] = sum(rates)
+                entry[B.FLOPS] = sum(rates)
             if breakdown:
-                entry[group_name] = {phys_names[p % lnc]: {"neuroncore_utilization": utils[p]} for p in physical}
+                entry[group_name] = {phys_names[p % lnc]: {B.NEURONCORE_UTILIZATION: utils[p]} for p in physical}
             cores[first + physical[0] // lnc] = entry
     keys = _KEYS if not cores or max(cores) < len(_KEYS) else [str(k) for k in range(max(cores) + 1)]
     return {keys[k]: cores[k] for k in sorted(cores)}

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from neuron_monitor.groups.neuroncore_counters import body as B
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.values import Problems, index, mapping, number
@@ -32,14 +33,14 @@ class NeuroncoreCounters:
         if self._utilization is None:
             util: dict[str, float] = {}
             breakdowns: dict[str, tuple[str, dict[str, Any]]] = {}
-            cwhere = f"{self._where}.{N.NEURONCORES_IN_USE}"
+            cwhere = f"{self._where}.{B.NEURONCORES_IN_USE}"
             for core in self.cores:
                 data = self._in_use[core]
-                value = data.get(N.NEURONCORE_UTILIZATION)
+                value = data.get(B.NEURONCORE_UTILIZATION)
                 if value.__class__ is float or value.__class__ is int:
                     util[core] = value
                 elif value is not None:
-                    checked = number(value, self._problems, f"{cwhere}.{core}", N.NEURONCORE_UTILIZATION)
+                    checked = number(value, self._problems, f"{cwhere}.{core}", B.NEURONCORE_UTILIZATION)
                     if checked is not None:
                         util[core] = checked
                 for key, part in data.items():
@@ -53,7 +54,7 @@ class NeuroncoreCounters:
         carry a breakdown. Read once; its wrong-typed values are added to the group's problems then."""
         if self._physical is None:
             self.utilization()
-            where = f"{self._where}.{N.NEURONCORES_IN_USE}"
+            where = f"{self._where}.{B.NEURONCORES_IN_USE}"
             self._physical = {
                 core: _physical(breakdown, self._problems, f"{where}.{core}.{key}")
                 for core, (key, breakdown) in (self._breakdowns or {}).items()
@@ -66,7 +67,7 @@ def _physical(breakdown: dict[str, Any], problems: Problems, where: str) -> dict
     for name, pdata in breakdown.items():
         pdata = mapping(pdata, problems, where, name)
         if pdata is not None:
-            value = number(pdata.get(N.NEURONCORE_UTILIZATION), problems, f"{where}.{name}", N.NEURONCORE_UTILIZATION)
+            value = number(pdata.get(B.NEURONCORE_UTILIZATION), problems, f"{where}.{name}", B.NEURONCORE_UTILIZATION)
             if value is not None:
                 out[name] = value
     return out
@@ -82,26 +83,26 @@ def read(body: dict[str, Any], where: str, problems: Problems) -> NeuroncoreCoun
     cores: list[str] = []
     flops: dict[str, float] = {}
     effective: dict[str, float] = {}
-    in_use = mapping(body.get(N.NEURONCORES_IN_USE), problems, where, N.NEURONCORES_IN_USE) or {}
+    in_use = mapping(body.get(B.NEURONCORES_IN_USE), problems, where, B.NEURONCORES_IN_USE) or {}
     for core, data in in_use.items():
         if (
             data.__class__ is not dict
-            and mapping(data, problems, f"{where}.{N.NEURONCORES_IN_USE}", core, True) is None
+            and mapping(data, problems, f"{where}.{B.NEURONCORES_IN_USE}", core, True) is None
         ):
             continue
         cores.append(core)
-        value = data.get(N.FLOPS)
+        value = data.get(B.FLOPS)
         if value is not None:
             if value.__class__ is int or value.__class__ is float:
                 flops[core] = value
             else:
-                _rate(value, flops, core, problems, f"{where}.{N.NEURONCORES_IN_USE}", N.FLOPS)
-        value = data.get(N.EFFECTIVE_FLOPS)
+                _rate(value, flops, core, problems, f"{where}.{B.NEURONCORES_IN_USE}", B.FLOPS)
+        value = data.get(B.EFFECTIVE_FLOPS)
         if value is not None:
             if value.__class__ is int or value.__class__ is float:
                 effective[core] = value
             else:
-                _rate(value, effective, core, problems, f"{where}.{N.NEURONCORES_IN_USE}", N.EFFECTIVE_FLOPS)
+                _rate(value, effective, core, problems, f"{where}.{B.NEURONCORES_IN_USE}", B.EFFECTIVE_FLOPS)
     return NeuroncoreCounters(cores, flops, effective, in_use, where, problems)
 
 
