@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,23 +82,40 @@ class Snapshot:
             if self._shaped is None:
                 read = self.read if self.read is not None else read_report(self.report)
                 limit = SeriesLimit(self.options.max_series)
-                fams = shape(read, self.totals, self.options, limit)
-                families = fams.families()
-                if self.guard is not None and self.guard.too_long(families):
-                    self.truncated_labels = cap_strings(self.report, self.options.max_label_length)
-                    limit = SeriesLimit(self.options.max_series)
-                    fams = shape(read_report(self.report), self.totals, self.options, limit)  # strings shortened
-                    families = fams.families()
-                self.series_cut = self.series_cut or limit.cut
-                if self.budget is not None:
-                    self.budget.thin(fams)
-                    families = fams.families()
-                self._devices = _device_count(read)
-                self.summary = summarize(read)
-                self.read = None  # the families hold what is needed; drop the typed values
-                self.report = {}  # and the report (issue 32: it is not held beside its families)
-                self._shaped = Shaped(tuple(families), fams.series_count())
+                self._finish(read, shape(read, self.totals, self.options, limit), limit)
+            assert self._shaped is not None
             return self._shaped
+
+    def shaping_steps(self) -> Iterator[None]:
+        """``shaped`` in steps for the exporter's event loop: a yield between the parts of the report (see
+        ``shape_steps``); the families are kept as ``shaped`` keeps them (raises ``MalformedReport``)."""
+        with self._lock:
+            if self._shaped is not None:
+                return
+            read = self.read if self.read is not None else read_report(self.report)
+        limit = SeriesLimit(self.options.max_series)
+        fams = yield from shape_steps(read, self.totals, self.options, limit)
+        with self._lock:
+            if self._shaped is None:  # nobody shaped it meanwhile
+                self._finish(read, fams, limit)
+
+    def _finish(self, read: Report, fams: FamilySet, limit: SeriesLimit) -> None:
+        """The rest of ``shaped`` (with the lock held): label caps, the series budget, and what is kept."""
+        families = fams.families()
+        if self.guard is not None and self.guard.too_long(families):
+            self.truncated_labels = cap_strings(self.report, self.options.max_label_length)
+            limit = SeriesLimit(self.options.max_series)
+            fams = shape(read_report(self.report), self.totals, self.options, limit)  # strings shortened
+            families = fams.families()
+        self.series_cut = self.series_cut or limit.cut
+        if self.budget is not None:
+            self.budget.thin(fams)
+            families = fams.families()
+        self._devices = _device_count(read)
+        self.summary = summarize(read)
+        self.read = None  # the families hold what is needed; drop the typed values
+        self.report = {}  # and the report (issue 32: it is not held beside its families)
+        self._shaped = Shaped(tuple(families), fams.series_count())
 
     def device_count(self) -> int | None:
         """``neuron_device_count`` of the report's hardware info (None when it has none)."""
@@ -115,7 +133,20 @@ def _device_count(read: Report) -> int | None:
 
 def shape(report: Report, totals: Totals, options: ShapeOptions, limit: SeriesLimit | None = None) -> FamilySet:
     """The families of a report read through the schema (raises ``MalformedReport`` on any wrong type), as many
-    series as ``limit`` takes (its ``cut`` tells whether some were left out)."""
+    series as ``limit`` takes (its ``cut`` tells whether some were left out): ``shape_steps`` run to its end."""
+    steps = shape_steps(report, totals, options, limit)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+def shape_steps(
+    report: Report, totals: Totals, options: ShapeOptions, limit: SeriesLimit | None = None
+) -> Generator[None, None, FamilySet]:
+    """``shape`` with a yield after the host's families and after each runtime's (its value: the families), so
+    that the exporter's loop can serve a request between two parts of a large report."""
     if report.problems:
         raise MalformedReport(report.problems.first())
     instance_info, hardware_info, k8s_info = report.instance_info, report.hardware_info, report.k8s_info
@@ -144,9 +175,11 @@ def shape(report: Report, totals: Totals, options: ShapeOptions, limit: SeriesLi
     shape_daemon(ctx, report.monitor)
     shape_sources(ctx, report.sources)
     for entry in report.runtimes:
+        yield
         if ctx.limit.cut:
             break  # the series limit is reached: later runtimes are left out whole
         RuntimeShaper(ctx, entry).shape()
+    yield
     shape_core_totals(ctx)
     return ctx.fams
 

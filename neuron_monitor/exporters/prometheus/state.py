@@ -243,6 +243,11 @@ class ExporterState:
         """The newest report that shapes well (shaped here on first use), with its freshness."""
         return self.view_of(self._served())
 
+    def newest(self) -> Snapshot | None:
+        """The newest accepted report's snapshot (shaped or not)."""
+        with self._lock:
+            return self._snapshot
+
     def served(self) -> tuple[Snapshot, Shaped, float, float] | None:
         """The newest snapshot that shapes without error (shaped here on first use), with its receive times:
         what ``publish.Publisher`` prepares a rendering of, then serves through ``view_of``."""

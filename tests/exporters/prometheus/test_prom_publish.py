@@ -144,3 +144,20 @@ def test_publications_are_prepared_in_steps_when_a_scrape_is_due() -> None:
         assert time.monotonic() < deadline
         loop.run_until_complete(asyncio.sleep(0.05))
     loop.close()
+
+
+def test_shaping_in_steps_gives_what_shaping_at_once_gives() -> None:
+    """``Snapshot.shaping_steps`` (the publisher's way: a yield between runtimes) and ``Snapshot.shaped`` make the
+    same families from the same report."""
+    line = _report(7)
+    stepped_state, whole_state = _state_with_reports(0), _state_with_reports(0)
+    stepped_state.apply(orjson.loads(line))
+    whole_state.apply(orjson.loads(line))
+    snapshot = stepped_state.newest()
+    assert snapshot is not None
+    steps = sum(1 for _ in snapshot.shaping_steps())
+    assert steps >= 16  # one turn of the loop per runtime at least
+    stepped = ExporterCollector(stepped_state).scrape([], False)
+    whole = ExporterCollector(whole_state).scrape([], False)
+    assert stepped.split(b"neuron_exporter_")[0] == whole.split(b"neuron_exporter_")[0]
+    assert snapshot.shaped() is stepped_state.view().shaped  # kept: shaped once
