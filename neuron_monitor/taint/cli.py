@@ -14,37 +14,16 @@ the handlers are in place, then end the process within 2 s (an API call in progr
 # ruff: noqa: E402  (the signal handlers are installed before the other imports, on purpose)
 from __future__ import annotations
 
-import signal
-import threading
+from neuron_monitor.util.stopping import Stop, Stopped
 
-
-class Stopped(BaseException):
-    """Raised by a signal in the main thread once running: it leaves any API call at once."""
-
-
-class Stop:
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.signal_name = ""
-        self.running = False
-
-    def on_signal(self, signum: int, _frame: object) -> None:
-        if not self.signal_name:
-            self.signal_name = signal.Signals(signum).name
-        self.event.set()
-        if not self.running:
-            raise SystemExit(0)
-        raise Stopped()
-
-
-STOP = Stop()
-for _signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-    signal.signal(_signum, STOP.on_signal)
+STOP = Stop(interrupt=True)
+STOP.install()
 
 import argparse
 import logging
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -161,8 +140,7 @@ def _read(stream: ReportStream, slot: list[dict[str, Any]], ready: threading.Eve
 def main(argv: list[str] | None = None) -> int:
     stop = STOP
     stop.running = False
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # nothing to reload: SIGHUP stops too
-        signal.signal(signum, stop.on_signal)
+    stop.install()  # nothing to reload: SIGHUP stops too
     release()  # the console script (neuron_monitor.launch) held them blocked until now
     prog = called_name(PROG)
     args = build_parser().parse_args(argv)

@@ -13,32 +13,12 @@ rejected. No credential reaches a log: every line passes the credential redactor
 # ruff: noqa: E402  (the signal handlers are installed before the other imports, on purpose)
 from __future__ import annotations
 
-import signal
-import threading
-
-
-class Stop:
-    """Set by SIGTERM/SIGINT or by the end of input. Until ``running`` (start-up: imports, credentials, which may
-    wait on the network), a signal ends the process at once with 0; afterwards it starts the orderly stop."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.signal_name = ""
-        self.running = False
-
-    def on_signal(self, signum: int, _frame: object) -> None:
-        if not self.signal_name:
-            self.signal_name = signal.Signals(signum).name
-        self.event.set()
-        if not self.running:
-            raise SystemExit(0)
-
+from neuron_monitor.util.stopping import Stop
 
 # Signals first: installed before the rest of the program is even imported (a quarter of a second of imports),
 # so a SIGTERM during start-up ends the process cleanly too (``main`` checks it before starting anything).
 STOP = Stop()
-for _signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-    signal.signal(_signum, STOP.on_signal)
+STOP.install()
 
 import argparse
 import logging
@@ -47,6 +27,7 @@ import os
 import socket
 import ssl
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -285,8 +266,7 @@ def _read(
 def main(argv: list[str] | None = None) -> int:
     stop = STOP
     stop.running = False  # (a signal before this point already ended the process)
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # again, in case the module was imported long before
-        signal.signal(signum, stop.on_signal)
+    stop.install()  # again, in case the module was imported long before
     release()  # the console script (neuron_monitor.launch) held them blocked until now
     prog = called_name(PROG)
     args = build_parser().parse_args(argv)
