@@ -5,9 +5,9 @@ never waits for the interpreter lock behind an ingest (a thread switch can take 
 readable event reads what the pipe holds (up to ``CHUNK`` bytes) and splits it into lines (``LineBuffer``: an
 oversize line is dropped while it streams in); then each line is decoded in one turn of the loop and its report
 counted (``apply``) in the next (``ReportStream.decode`` counts and skips bad lines), so a request waits for one
-of these steps at most, never for a whole read's reports (issue 41). Reading pauses until the lines read are
-applied, so at most one read's lines are held. Requests never ingest: they serve the last complete rendering
-(``publish``).
+of these steps at most, never for a whole read's reports (issue 41). Reading pauses while more than ``CHUNK``
+bytes of lines wait to be applied, so about one read's lines are held at most. Requests never ingest: they
+serve the last complete rendering (``publish``).
 
 Standard input that cannot be polled (a regular file, ``/dev/null``) is read by a thread instead, which applies
 the reports the same way (``ExporterState`` is thread-safe); end of input is then handed to the loop.
@@ -71,6 +71,7 @@ class StdinIngest:
         self._queue: deque[bytes | object | None] = deque()  # lines read, not yet decoded (None: oversize)
         self._report: dict[str, Any] | None = None  # decoded, to be applied in the next step
         self._stepping = False  # a step is scheduled
+        self._queued = 0  # bytes of the lines in the queue
         self._got = 0  # bytes the last read took
         self._fd = -1
 
@@ -107,7 +108,6 @@ class StdinIngest:
         return self._stepping
 
     def _readable(self) -> None:
-        self._unarm()
         self._read()
 
     def _tick(self) -> None:
@@ -120,26 +120,41 @@ class StdinIngest:
             self._loop.remove_reader(self._fd)
             self._reading = False
 
+    def _arm(self) -> None:
+        if not self._reading:
+            assert self._loop is not None
+            self._loop.add_reader(self._fd, self._readable)
+            self._reading = True
+
     def _read(self) -> None:
-        """Read what stdin holds now, then apply its lines step by step, or wait for more."""
+        """Read what stdin holds now, then apply its lines step by step, or wait for more. The loop's reader stays
+        armed while lines are applied (a report read as it arrives costs no re-arming) unless more than ``CHUNK``
+        bytes of lines wait: then reading pauses until they are applied."""
+        if self.closed:
+            return
         self._got = self._drain()
         if self._queue:
-            self._stepping = True
-            assert self._loop is not None
-            self._loop.call_soon(self._step)
+            if self._queued > CHUNK or self.closed:
+                self._unarm()
+            if not self._stepping:
+                self._stepping = True
+                assert self._loop is not None
+                self._loop.call_soon(self._step)
         else:
             self._wait()
 
     def _wait(self) -> None:
         """Wait for more input: the next tick while small reports keep coming, else the loop's reader."""
         if self.closed:
+            self._unarm()
             return
         assert self._loop is not None
         if self._got and self._nonblocking and not self.large:
-            self._timer = self._loop.call_later(self.read_every, self._tick)  # coalesce: see the class docstring
+            self._unarm()
+            if self._timer is None:
+                self._timer = self._loop.call_later(self.read_every, self._tick)  # coalesce: see the class docstring
         else:
-            self._loop.add_reader(self._fd, self._readable)
-            self._reading = True
+            self._arm()
 
     def _step(self) -> None:
         """One step: apply the report decoded last step, or decode the next line; then the next step or wait."""
@@ -149,6 +164,8 @@ class StdinIngest:
             self.apply(report)
         else:
             line = self._queue.popleft()
+            if isinstance(line, bytes):
+                self._queued -= len(line)
             if line is _END:
                 self._queue.clear()
                 self._stepping = False
@@ -188,6 +205,7 @@ class StdinIngest:
 
     def _end(self) -> None:
         self.closed = True
+        self._unarm()  # end of input stays readable: never wake on it again
         self._take(self.lines.finish())
         self._queue.append(_END)
 
@@ -197,6 +215,7 @@ class StdinIngest:
             self.large = newest >= LARGE_REPORT  # the newest report tells
         if self.lines.pending >= LARGE_REPORT:
             self.large = True  # a large line is streaming in: read it as it arrives, at pipe speed, not per tick
+        self._queued += sum(len(line) for line in lines if line is not None)
         self._queue.extend(lines)
         lines.clear()
 
