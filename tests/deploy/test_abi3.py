@@ -25,7 +25,7 @@ import sys
 from array import array
 import _native as n
 assert n.__file__.endswith("_native.abi3.so"), n.__file__
-assert n.deltas(array("Q", [5, 10, 3]), array("Q", [1, 4, 9]), array("I", [0, 1, 2]), 3) == [4, 6, 0]
+assert n.deltas(array("Q", [5, 10, 3]), array("Q", [1, 4, 9]), array("I", [0, 1, 2]), 3) == [4, 6, 3]  # 9 -> 3: a reset
 assert n.deltas(array("Q", [5]), array("Q", [1, 2]), array("I", [0]), 1) is None  # lengths differ: declined
 assert n.deltas([5], [1], array("I", [0]), 1) is None  # not arrays: declined
 prev = b"cpu  10 0 10 80 0 0 0 0 0 0\\ncpu0 10 0 10 80 0 0 0 0 0 0\\nctxt 100\\n"
