@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--effect",
         choices=EFFECTS,
         default="None",
-        help="taint effect: None (trial run: recorded only), NoSchedule (no new allocation), NoExecute (evict)",
+        help="taint effect: None, the default (a trial run: recorded only), NoSchedule (no new allocation), "
+        "NoExecute (evict)",
     )
     p.add_argument("--max-changes-per-minute", type=_count, default=6, metavar="N", help="rule writes a minute")
     p.add_argument(
