@@ -63,36 +63,31 @@ def _pci_function(out: Collector, function_dir: str) -> None:
         out.add_dir(driver)
 
 
-def _sysfs(root: RootFS, out: Collector, devices: tuple[int, ...]) -> None:
-    out.walk(CLASS_DIR)
+def _class_devices(root: RootFS, out: Collector, class_dir: str) -> None:
+    """Each device of a sysfs class directory: its own directory, and its PCI function when it links to one."""
     try:
-        names = sorted(root.listdir(CLASS_DIR))
+        names = sorted(root.listdir(class_dir))
     except OSError:
         names = []
     for name in names:
-        target = out.link(f"{CLASS_DIR}/{name}")
+        target = out.link(f"{class_dir}/{name}")
         if target and root.is_dir(target):
             out.walk(target)
-            parent = out.link(f"{target}/device")
-            if parent:
-                _pci_function(out, parent)
+            function = out.link(f"{target}/device")
+            if function:
+                _pci_function(out, function)
+
+
+def _sysfs(root: RootFS, out: Collector, devices: tuple[int, ...]) -> None:
+    out.walk(CLASS_DIR)
+    _class_devices(root, out, CLASS_DIR)
     for index in devices:
         address, _ = try_pci_address(root, index)
         if address:
             target = out.link(f"{PCI_DEVICES}/{address}")
             if target:
                 _pci_function(out, target)
-    try:
-        adapters = sorted(root.listdir(INFINIBAND))
-    except OSError:
-        adapters = []
-    for name in adapters:
-        target = out.link(f"{INFINIBAND}/{name}")
-        if target and root.is_dir(target):
-            out.walk(target)
-            function = out.link(f"{target}/device")
-            if function:
-                _pci_function(out, function)
+    _class_devices(root, out, INFINIBAND)
 
 
 def _dev_listing(root: RootFS) -> bytes:
