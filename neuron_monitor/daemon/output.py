@@ -24,7 +24,7 @@ kernel, never in this process; when growing is refused, lines that do not fit ta
 
 Resync: the first line written starts with a newline. A daemon killed mid-write (kill -9, OOM) leaves a torn line
 in the pipe or file that a restarted daemon writes to; without the newline the restarted daemon's first report
-would be glued to it and lost with it. Readers skip empty lines (exporters/stream.py does; AWS's own
+would be glued to it and lost with it. Readers skip empty lines (schema/stream.py does; AWS's own
 neuron-monitor-prometheus.py logs one "Unable to decode JSON" and goes on). The recording gets the plain lines.
 """
 

@@ -30,10 +30,10 @@ from typing import Any
 import orjson
 
 from neuron_monitor import __version__
-from neuron_monitor.exporters.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 from neuron_monitor.k8s.dra import DraDirectory
 from neuron_monitor.k8s.kubeapi import KubeApi, KubeApiError, in_cluster_server
 from neuron_monitor.k8s.options import add_dra_arguments
+from neuron_monitor.schema.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 from neuron_monitor.taint.decide import Planner, RateLimit
 from neuron_monitor.taint.engine import Engine
 from neuron_monitor.taint.metrics import render, write_atomically

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuron_monitor.exporters.stream import validate_report
+from neuron_monitor.schema.stream import validate_report
 from neuron_monitor.timeline.extract import Snapshot, parse_snapshot
 from neuron_monitor.timeline.recording import ReadStats, RecordingReader
 

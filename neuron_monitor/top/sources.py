@@ -27,8 +27,8 @@ import orjson
 
 from neuron_monitor.daemon.added_groups import with_health_groups
 from neuron_monitor.daemon.config import Plan, load_plan
-from neuron_monitor.exporters.stream import LineBuffer, chunks, validate_report
 from neuron_monitor.schema.read import read_report
+from neuron_monitor.schema.stream import LineBuffer, chunks, validate_report
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
 OVERSIZE = b"\0oversize"  # what `StreamSource._lines` yields for a line past MAX_LINE_BYTES
@@ -131,7 +131,7 @@ class StreamSource:
         """Each line of the stream without its newline; ``OVERSIZE`` for one longer than ``MAX_LINE_BYTES``
         (dropped while it streams in, never held whole)."""
         buffer = LineBuffer(MAX_LINE_BYTES)
-        for chunk in chunks(self.stream):  # the shared reader: os.read, no lock held (exporters/stream.py)
+        for chunk in chunks(self.stream):  # the shared reader: os.read, no lock held (schema/stream.py)
             for line in buffer.feed(chunk):
                 yield OVERSIZE if line is None else line
         for line in buffer.finish():

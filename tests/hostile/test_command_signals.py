@@ -6,7 +6,7 @@ other command died of SIGHUP/SIGTERM the same way while it started; ``neuron-mon
 stop with its input open ("Fatal Python error ... could not acquire lock for <stdin>", status 134: its reader
 thread waited inside ``sys.stdin.buffer``). After: the console scripts go through ``neuron_monitor.launch``, which
 blocks SIGHUP/SIGINT/SIGTERM before any of the command's modules is imported; each command installs its handlers
-first thing and releases them; every command reads its input with the shared reader (``exporters/stream.chunks``:
+first thing and releases them; every command reads its input with the shared reader (``schema/stream.chunks``:
 ``os.read``, no lock held). neuron-monitor-top is stopped the same way in a real terminal in test_top_quit.py.
 Conditions are awaited with deadlines; nothing is timed.
 """

@@ -24,7 +24,7 @@ from neuron_monitor.exporters.prometheus.ingest import StdinIngest
 from neuron_monitor.exporters.prometheus.series_limit import SeriesLimit
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
 from neuron_monitor.exporters.prometheus.state import MAX_RUNTIMES, ExporterState
-from neuron_monitor.exporters.stream import ReportStream
+from neuron_monitor.schema.stream import ReportStream
 from tests.exporters.prometheus.prom_process import ExporterProcess
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report
 

@@ -38,7 +38,7 @@ from neuron_monitor.exporters.cloudwatch.limits import DatumFilter, check_namesp
 from neuron_monitor.exporters.cloudwatch.mapping import MapOptions, ReportMapper
 from neuron_monitor.exporters.cloudwatch.publisher import Publisher, RetryPolicy
 from neuron_monitor.exporters.cloudwatch.redact import CredentialRedactor
-from neuron_monitor.exporters.stream import ReportStream
+from neuron_monitor.schema.stream import ReportStream
 from neuron_monitor.util.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.inputfile import InputFileError, open_append

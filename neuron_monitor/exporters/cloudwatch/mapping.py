@@ -33,7 +33,6 @@ from typing import Any
 from neuron_monitor.exporters.cloudwatch.datum import Datum, Dims
 from neuron_monitor.exporters.cloudwatch.detail import BUDGET, FULL, SeriesBudget
 from neuron_monitor.exporters.cloudwatch.dimensions import DimensionScheme, K8sOwner, clean_dims, k8s_owners
-from neuron_monitor.exporters.stream import MAX_RUNTIMES
 from neuron_monitor.schema.read import Group, read_report
 from neuron_monitor.schema.spec import (
     CORE_DIMS,
@@ -45,6 +44,7 @@ from neuron_monitor.schema.spec import (
     VCPU_DIMS,
     CwMetric,
 )
+from neuron_monitor.schema.stream import MAX_RUNTIMES
 from neuron_monitor.util.ratelimit import LogRateLimit
 
 log = logging.getLogger("neuron_monitor.exporters.cloudwatch")

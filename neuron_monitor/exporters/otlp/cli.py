@@ -59,7 +59,7 @@ from neuron_monitor.exporters.prometheus.series_limit import DEFAULT_MAX_SERIES
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
 from neuron_monitor.exporters.prometheus.state import ExporterState
 from neuron_monitor.exporters.prometheus.values import MalformedReport
-from neuron_monitor.exporters.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
+from neuron_monitor.schema.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 from neuron_monitor.util.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.ratelimit import LogRateLimit, held_back

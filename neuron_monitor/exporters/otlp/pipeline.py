@@ -21,8 +21,8 @@ from neuron_monitor.exporters.otlp.model import MetricOut, Pairs, ReportConverte
 from neuron_monitor.exporters.otlp.resource import ResourceBuilder
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
 from neuron_monitor.exporters.prometheus.state import ExporterState
-from neuron_monitor.exporters.stream import StreamStats
 from neuron_monitor.schema.read import read_report
+from neuron_monitor.schema.stream import StreamStats
 
 DEFAULT_PERIOD = 5.0  # neuron-monitor's default period, for a report that names none
 GZIP_LEVEL = 1  # a trn2.48xlarge request compresses about 12x at level 1; higher levels cost more CPU for little

@@ -46,7 +46,7 @@ from neuron_monitor.exporters.prometheus.webconfig import (
     WebConfigError,
     load_web_config,
 )
-from neuron_monitor.exporters.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
+from neuron_monitor.schema.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.util.early_signals import release
 

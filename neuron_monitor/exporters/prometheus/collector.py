@@ -44,7 +44,7 @@ from neuron_monitor.exporters.prometheus.exposition import (
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
 from neuron_monitor.exporters.prometheus.state import ExporterState, View
-from neuron_monitor.exporters.stream import StreamStats
+from neuron_monitor.schema.stream import StreamStats
 
 if TYPE_CHECKING:
     from neuron_monitor.exporters.prometheus.publish import Publisher

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from neuron_monitor.exporters.stream import LineBuffer, ReportStream
+from neuron_monitor.schema.stream import LineBuffer, ReportStream
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 

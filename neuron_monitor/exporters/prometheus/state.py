@@ -32,10 +32,10 @@ from typing import Any
 from neuron_monitor.exporters.prometheus.created import CreatedClock
 from neuron_monitor.exporters.prometheus.snapshot import Shaped, ShapeOptions, Snapshot, SnapshotBuilder
 from neuron_monitor.exporters.prometheus.values import MalformedReport
-from neuron_monitor.exporters.stream import MAX_RUNTIMES  # entries past it are not served (issue 32)
 from neuron_monitor.groups.neuron_device_health.spec import NAME as HEALTH_GROUP
 from neuron_monitor.groups.neuron_device_health.spec import NeuronDeviceHealth, missing_signals
 from neuron_monitor.schema.read import Report, read_report
+from neuron_monitor.schema.stream import MAX_RUNTIMES  # entries past it are not served (issue 32)
 from neuron_monitor.util.ranges import device_ranges
 from neuron_monitor.util.sanitize import sanitize
 

@@ -17,7 +17,7 @@ import orjson
 from neuron_monitor.exporters.prometheus.families import GAUGE, Family
 from neuron_monitor.exporters.prometheus.ingest import StdinIngest
 from neuron_monitor.exporters.prometheus.labelcap import LabelGuard
-from neuron_monitor.exporters.stream import ReportStream
+from neuron_monitor.schema.stream import ReportStream
 
 DEADLINE = 30.0
 

@@ -26,7 +26,7 @@ from neuron_monitor.exporters.prometheus.exposition import (
 )
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
 from neuron_monitor.exporters.prometheus.state import ExporterState
-from neuron_monitor.exporters.stream import StreamStats
+from neuron_monitor.schema.stream import StreamStats
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "reports"

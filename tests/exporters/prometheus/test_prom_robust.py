@@ -13,7 +13,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
 from neuron_monitor.exporters.prometheus.state import ExporterState
-from neuron_monitor.exporters.stream import validate_report
+from neuron_monitor.schema.stream import validate_report
 from tests.exporters.prometheus.prom_helpers import feed, one, parse, scrape
 from tests.exporters.prometheus.prom_reports import CWAGENT_REPORT, runtime, trn2_report
 

@@ -11,7 +11,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor.exporters.stream import LineBuffer, ReportStream
+from neuron_monitor.schema.stream import LineBuffer, ReportStream
 
 LIMIT = 64
 REPORT = orjson.dumps({"system_data": {"memory_info": {"period": 1.0, "error": ""}}})  # 57 bytes: fits LIMIT

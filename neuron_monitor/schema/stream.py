@@ -1,4 +1,4 @@
-"""Robust reading of report lines from a byte stream (stdin), shared by every exporter.
+"""Robust reading of report lines from a byte stream (stdin), shared by every consumer of reports.
 
 Yields each valid report as a dict. A line that is not JSON, not a JSON object, has a wrong top-level type, or
 exceeds ``max_line_bytes`` is counted in ``StreamStats`` and skipped (logged at most once per ``log_interval``
@@ -27,7 +27,7 @@ import orjson
 
 from neuron_monitor.util.ratelimit import LogRateLimit, held_back
 
-log = logging.getLogger("neuron_monitor.exporters.stream")
+log = logging.getLogger("neuron_monitor.schema.stream")
 
 DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
 # Runtime entries one report may have: the driver gives each device 16 data-block slots (one per process) and the
