@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -50,3 +54,18 @@ def one(series: Series, name: str, **labels: str) -> float:
 
 def label_names(series: Series, name: str) -> set[frozenset[str]]:
     return {frozenset(k for k, _ in lab) for (n, lab), _ in series.items() if n == name}
+
+
+def start_daemon(
+    root: Path, conf: Path, runtime_groups: Sequence[str], system_groups: Sequence[str]
+) -> subprocess.Popen[bytes]:
+    """The real daemon on the simulated host at ``root``, its configuration written to ``conf``: ``runtime_groups``
+    for every runtime and ``system_groups`` for the host, every second; its reports on a pipe (``.stdout``)."""
+    config = {
+        "period": "1s",
+        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in runtime_groups]}],
+        "system_metrics": [{"type": t} for t in system_groups],
+    }
+    conf.write_text(json.dumps(config))
+    command = [sys.executable, "-m", "neuron_monitor.daemon.cli", "--root", str(root), "-c", str(conf), "--no-imds"]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 import yaml
 
 from neuron_monitor.sim.temporary import TemporarySimulator
+from tests.exporters.prometheus.prom_helpers import start_daemon
 from tests.exporters.prometheus.prom_process import ExporterProcess
 from tests.exporters.prometheus.prom_server import PROMETHEUS, PrometheusServer
 
@@ -86,30 +85,7 @@ class Pipeline:
     def __init__(self, workdir: Path) -> None:
         self.sim = TemporarySimulator("trn1.2xlarge", runtimes=2, seed=7, exec_rate=100, ecc_rate=0)
         self.sim.start()
-        conf = workdir / "monitor.conf"
-        conf.write_text(
-            json.dumps(
-                {
-                    "period": "1s",
-                    "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME_GROUPS]}],
-                    "system_metrics": [{"type": t} for t in SYSTEM_GROUPS],
-                }
-            )
-        )
-        self.daemon = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "neuron_monitor.daemon.cli",
-                "--root",
-                str(self.sim.root),
-                "-c",
-                str(conf),
-                "--no-imds",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
+        self.daemon = start_daemon(self.sim.root, workdir / "monitor.conf", RUNTIME_GROUPS, SYSTEM_GROUPS)
         assert self.daemon.stdout is not None
         self.exporter = ExporterProcess(stdin=self.daemon.stdout)
         self.daemon.stdout.close()  # the exporter holds the pipe now

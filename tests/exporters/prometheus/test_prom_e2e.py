@@ -9,8 +9,6 @@ simulator's ground truth.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ import pytest
 
 from neuron_monitor.schema.spec import registry
 from neuron_monitor.sim.temporary import TemporarySimulator
+from tests.exporters.prometheus.prom_helpers import start_daemon
 from tests.exporters.prometheus.prom_process import ExporterProcess
 from tests.exporters.prometheus.prom_server import PROMETHEUS, PrometheusServer
 from tests.exporters.prometheus.test_prom_dashboard import dashboard_exprs
@@ -44,30 +43,7 @@ class Node:
         self.before = {
             (rt["tag"], c): self.sim.truth.total(rt["tag"], c) for rt in self.sim.truth.runtimes() for c in COUNTERS
         }
-        conf = workdir / f"{shape}.conf"
-        conf.write_text(
-            json.dumps(
-                {
-                    "period": "1s",
-                    "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME_GROUPS]}],
-                    "system_metrics": [{"type": t} for t in SYSTEM_GROUPS],
-                }
-            )
-        )
-        self.daemon = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "neuron_monitor.daemon.cli",
-                "--root",
-                str(self.sim.root),
-                "-c",
-                str(conf),
-                "--no-imds",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
+        self.daemon = start_daemon(self.sim.root, workdir / f"{shape}.conf", RUNTIME_GROUPS, SYSTEM_GROUPS)
         self.exporter = ExporterProcess(stdin=self.daemon.stdout)
         assert self.daemon.stdout is not None
         self.daemon.stdout.close()  # the exporter holds the pipe now
