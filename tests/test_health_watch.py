@@ -18,24 +18,7 @@ from neuron_monitor.groups.neuron_device_health.collector import WATCH_INTERVAL
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.sim.shapes import get_shape
 from neuron_monitor.sim.tree import DeviceTree, write_host_files
-
-
-class StepClock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-class NoApps:
-    version = 0
-
-    def snapshot(self) -> list[Any]:
-        return []
-
-    def close(self) -> None:
-        pass
+from tests.scheduler_fakes import NoApps, StepClock
 
 
 def _run(root: Path, fault_at: float | None, until: float, fault: Any = None) -> list[tuple[float, dict[str, Any]]]:

@@ -20,6 +20,7 @@ from neuron_monitor.daemon.scheduler import Collector, Scheduler
 from neuron_monitor.groups.base import RuntimeGroup, SystemGroup
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.app import App
+from tests.scheduler_fakes import StepClock
 
 TICKER = itertools.count(1)
 
@@ -114,16 +115,6 @@ def make_collector(conf: dict[str, Any], apps: FakeApps, clock: Any = None) -> C
         lambda: empty_instance_info("off EC2"),
         **kwargs,
     )
-
-
-class StepClock:
-    """A clock the test advances, so periods and due times are exact."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 async def run_ticks(c: Collector, clock: StepClock, steps: int, dt: float, between: Any = None) -> list[dict]:

@@ -34,28 +34,11 @@ from neuron_monitor.sim.shapes import get_shape
 from neuron_monitor.sim.temporary import TemporarySimulator
 from neuron_monitor.sim.tree import DeviceTree, write_host_files
 from tests.conftest import daemon_cmd
+from tests.scheduler_fakes import NoApps, StepClock
 
 SHAPE = "trn1.2xlarge"
 DRIVER = "2.30.2.0"
 COUNTERS = ("mem_ecc_uncorrected", "sram_ecc_uncorrected", "mem_ecc_repairable_uncorrected")
-
-
-class StepClock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-class NoApps:
-    version = 0
-
-    def snapshot(self) -> list[Any]:
-        return []
-
-    def close(self) -> None:
-        pass
 
 
 PLANS = [
