@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import copy
 import posixpath
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import yaml
 from neuron_monitor.daemon.config import plan_from_data
 from neuron_monitor.daemon.entrypoint import build_pipeline, parse_args
 from tests.deploy.cloudwatch_agent import NAMESPACE, SERVICE_LABEL, SERVICE_NAME
+from tests.deploy.kustomize import build
 
 REPO = Path(__file__).resolve().parents[2]
 ADDON = REPO / "deploy" / "kubernetes" / "cloudwatch-addon"
@@ -137,12 +136,8 @@ def test_the_daemon_keeps_its_fault_event_ledger_in_a_writable_volume() -> None:
     assert inside == "fault-events.json" and "emptyDir" in volume
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) not installed: make test-tools")
 def test_kustomize_renders_the_overlay() -> None:
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(ADDON)], capture_output=True, text=True, timeout=120, check=True
-    ).stdout
-    docs = [d for d in yaml.safe_load_all(out) if d]
+    docs = build(ADDON)
     assert sorted(d["kind"] for d in docs) == sorted(MANIFESTS)
     assert {d["metadata"]["namespace"] for d in docs} == {NAMESPACE}
     ds = next(d for d in docs if d["kind"] == "DaemonSet")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.deploy.kustomize import build
 from tests.deploy.test_kubernetes import SERVICE_MONITOR_SCHEMA, VERSIONS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,9 +38,7 @@ def pod_monitor_schema() -> dict[str, Any]:
 
 
 def render(overlay: Path) -> dict[str, dict[str, Any]]:
-    got = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=120)
-    assert got.returncode == 0, got.stderr
-    return {d["kind"]: d for d in yaml.safe_load_all(got.stdout) if d}
+    return {d["kind"]: d for d in build(overlay)}
 
 
 def container(daemonset: dict[str, Any], name: str) -> dict[str, Any]:

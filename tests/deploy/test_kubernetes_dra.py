@@ -3,14 +3,14 @@ the ClusterRole read only and limited to what the DRA lookups use, the token in 
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
+
+from tests.deploy.kustomize import build
 
 REPO = Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "deploy" / "kubernetes-dra"
@@ -19,12 +19,7 @@ SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 @pytest.fixture(scope="module")
 def built() -> list[dict[str, Any]]:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl (kustomize) not installed: make test-tools")
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(OVERLAY)], capture_output=True, text=True, timeout=120, check=True
-    ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return build(OVERLAY)
 
 
 def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:

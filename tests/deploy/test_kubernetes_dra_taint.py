@@ -6,17 +6,15 @@ CEL implementation (cel-python) against requests it must allow and requests it m
 from __future__ import annotations
 
 import copy
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import celpy
 import kubernetes_validate
 import pytest
-import yaml
 
 from neuron_monitor.taint.rules import build_rule
+from tests.deploy.kustomize import build
 
 REPO = Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "deploy" / "kubernetes-dra-taint"
@@ -29,12 +27,7 @@ NODE_KEY = "authentication.kubernetes.io/node-name"
 
 @pytest.fixture(scope="module")
 def built() -> list[dict[str, Any]]:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl (kustomize) not installed: make test-tools")
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(OVERLAY)], capture_output=True, text=True, timeout=120, check=True
-    ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return build(OVERLAY)
 
 
 def named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:

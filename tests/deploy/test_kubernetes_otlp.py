@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,19 +17,13 @@ import orjson
 import pytest
 import yaml
 
+from tests.deploy.kustomize import build
 from tests.exporters.otlp.otlp_helpers import trn2
 from tests.exporters.otlp.receiver import Receiver
 
 REPO = Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "deploy" / "kubernetes-otlp"
 BASE = REPO / "deploy" / "kubernetes"
-
-
-def build(path: Path) -> list[dict[str, Any]]:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl (kustomize) not installed: make test-tools")
-    out = subprocess.run(["kubectl", "kustomize", str(path)], capture_output=True, text=True, timeout=120, check=True)
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
 @pytest.fixture(scope="module")
