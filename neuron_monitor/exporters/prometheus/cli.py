@@ -29,7 +29,6 @@ from neuron_monitor.exporters.prometheus.app import ExporterApp
 from neuron_monitor.exporters.prometheus.auth import BasicAuth
 from neuron_monitor.exporters.prometheus.budget import BUDGET, SERIES_DETAILS
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
-from neuron_monitor.exporters.prometheus.connection_metrics import ConnectionMetrics
 from neuron_monitor.exporters.prometheus.ingest import StdinIngest
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH
 from neuron_monitor.exporters.prometheus.labels import DRA_LABEL_MODES
@@ -257,10 +256,9 @@ def _main(argv: list[str] | None) -> int:
         options, stale_periods=args.stale_periods, stale_floor=args.stale_floor, created_series=args.created_series
     )
     stream = ReportStream(sys.stdin.buffer, max_line_bytes=args.max_line_bytes)
-    connections = ConnectionMetrics()
     app = ExporterApp(
         ExporterCollector(state, stream.stats),
-        [connections, *runtime_collectors()],
+        runtime_collectors(),
         BasicAuth(web.basic_auth_users) if web else None,
     )
     try:
@@ -276,7 +274,7 @@ def _main(argv: list[str] | None) -> int:
         where = f"{args.bind}:{args.port}"
         print(f"{prog}: cannot listen on {where}: {e.strerror or e}", file=sys.stderr)
         return 1
-    app.front = connections.front = server
+    app.front = app.exporter.front = server  # the bcrypt pool; neuron_exporter_connections_closed
     stopped_by_eof = False
 
     def at_eof() -> None:

@@ -28,8 +28,8 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -37,12 +37,16 @@ from prometheus_client.registry import Collector
 from neuron_monitor import __version__
 from neuron_monitor.exporters.prometheus.exposition import (
     OPENMETRICS_EOF,
+    MetricTable,
+    Reading,
+    Row,
     SampleRenderer,
-    SeriesTemplates,
     render_metrics,
 )
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
+from neuron_monitor.exporters.prometheus.server import CLOSE_REASONS, HTTPFront
+from neuron_monitor.exporters.prometheus.snapshot import Snapshot
 from neuron_monitor.exporters.prometheus.state import ExporterState, View
 from neuron_monitor.schema.stream import StreamStats
 
@@ -54,7 +58,135 @@ GZIP_LEVEL = 1  # the text compresses ~15x at level 1; higher levels cost 3-5x t
 # The rendered Neuron text kept per report and format: every real host's fits (a trn2.48xlarge report renders
 # about 0.3 MB, 0.4 MB with --series-detail full); a longer one is rendered per uncompressed scrape instead.
 KEEP_TEXT_BYTES = 4 * 1024 * 1024
+_BUILD: dict[tuple[str, ...], float] = {(__version__,): 1.0}  # neuron_exporter_build_info: one sample
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # RFC 1952: deflate, no flags, no mtime, OS unknown
+
+
+class Seen(NamedTuple):
+    """What one scrape's self-metrics read: the served view, the state, the input's counts and the HTTP front
+    (None where there is none: then the connection counts are left out)."""
+
+    view: View
+    state: ExporterState
+    stats: StreamStats
+    front: HTTPFront | None
+
+
+def _of_report(read: Callable[[Snapshot, View], Reading]) -> Callable[[Seen], Reading]:
+    """A row served only while there is a served report (left out before the first)."""
+    return lambda s: None if s.view.snapshot is None else read(s.view.snapshot, s.view)
+
+
+def _group_errors(s: Seen) -> dict[tuple[str, ...], float]:
+    """Every group that ever reported an error or is in the served report (0 until its first error)."""
+    errors = s.state.group_errors_total
+    groups = set(errors)
+    if s.view.snapshot is not None:
+        groups |= s.view.snapshot.groups_seen
+    return {(g,): float(errors.get(g, 0)) for g in sorted(groups)}
+
+
+# The exporter's own metrics, in the order scrapes serve them: one row per family (name, kind, help, how to read
+# it from a scrape's ``Seen``, label names). A row that reads None is left out of that scrape.
+SELF_METRICS: MetricTable[Seen] = MetricTable(
+    (
+        Row(f"{PREFIX}_build", INFO, "neuron-monitor-prometheus version", lambda s: _BUILD, ("version",)),
+        Row(
+            f"{PREFIX}_up",
+            GAUGE,
+            "1 while a report newer than the staleness limit is served and stdin is open, else 0",
+            lambda s: s.view.healthy,
+        ),
+        Row(
+            f"{PREFIX}_serving",
+            GAUGE,
+            "1 while Neuron metrics are served (the newest report is within the staleness limit), else 0",
+            lambda s: s.view.serving,
+        ),
+        Row(f"{PREFIX}_input_closed", GAUGE, "1 after stdin reached end of file", lambda s: s.state.input_closed),
+        Row(f"{PREFIX}_input_lines", COUNTER, "Lines read from stdin", lambda s: s.stats.lines),
+        Row(f"{PREFIX}_reports", COUNTER, "Reports accepted and counted", lambda s: s.state.accepted_reports),
+        Row(
+            f"{PREFIX}_bad_lines",
+            COUNTER,
+            "Input lines skipped, by reason",
+            lambda s: {
+                ("invalid",): s.stats.bad_lines - s.stats.oversize_lines,
+                ("oversize",): s.stats.oversize_lines,
+                ("malformed_report",): s.state.rejected_reports,
+            },
+            ("reason",),
+        ),
+        Row(
+            f"{PREFIX}_bad_input",
+            COUNTER,
+            "Values dropped (negative, non_finite or absurd counts) or label values truncated (label_too_long)",
+            lambda s: {(reason,): n for reason, n in s.state.bad_input_counts().items()},
+            ("reason",),
+        ),
+        Row(
+            f"{PREFIX}_last_report_timestamp_seconds",
+            GAUGE,
+            "Wall-clock time the newest accepted report was received",
+            _of_report(lambda snapshot, view: view.received_wall),
+        ),
+        Row(
+            f"{PREFIX}_last_report_time_seconds",
+            GAUGE,
+            "report_time written by the daemon into the newest accepted report",
+            _of_report(lambda snapshot, view: snapshot.report_time),
+        ),
+        Row(
+            f"{PREFIX}_runtimes",
+            GAUGE,
+            "Neuron runtimes in the newest report",
+            _of_report(lambda snapshot, view: snapshot.runtimes),
+        ),
+        Row(
+            f"{PREFIX}_series",
+            GAUGE,
+            "Neuron series built from the newest report",
+            _of_report(lambda snapshot, view: view.shaped.series if view.shaped else 0),
+        ),
+        Row(
+            f"{PREFIX}_group_success",
+            GAUGE,
+            "1 if no instance of the metric group reported an error in the newest report, else 0",
+            _of_report(
+                lambda snapshot, view: {
+                    (g,): 0.0 if g in snapshot.groups_failed else 1.0 for g in sorted(snapshot.groups_seen)
+                }
+            ),
+            ("group",),
+        ),
+        Row(
+            f"{PREFIX}_report_interval_seconds",
+            GAUGE,
+            "Report interval (from the reports' report_time and periods)",
+            lambda s: s.view.interval,
+        ),
+        Row(
+            f"{PREFIX}_stale_after_seconds",
+            GAUGE,
+            "Age after which the newest report is stale and Neuron series are withdrawn",
+            lambda s: s.view.window,
+        ),
+        Row(  # 0 for every group seen, so rate() has a series before the first error
+            f"{PREFIX}_group_errors",
+            COUNTER,
+            "Collections of a metric group that reported an error (runtime entry errors as group=runtime)",
+            _group_errors,
+            ("group",),
+        ),
+        Row(  # read on the loop thread, where the front counts every close
+            f"{PREFIX}_connections_closed",
+            COUNTER,
+            "Connections the exporter closed, by reason (write_timeout: a response not read in time)",
+            lambda s: None if s.front is None else {(r,): s.front.closes.get(r, 0) for r in CLOSE_REASONS},
+            ("reason",),
+        ),
+    )
+)
 
 
 def _deflater(size: int, gzip_wrapper: bool = False) -> zlib._Compress:
@@ -216,8 +348,7 @@ class ExporterCollector(Collector):
         self._lock = threading.Lock()
         self.renderer = SampleRenderer()  # keeps each series' label text from report to report
         self.keep_text_bytes = KEEP_TEXT_BYTES  # the longest Neuron text kept per report and format
-        self._kept_self: tuple[tuple[object, ...], str] | None = None  # (what the self-metrics show, their text)
-        self._self_templates = SeriesTemplates()  # the self-metrics' lines by their shape (see self_values)
+        self.front: HTTPFront | None = None  # the HTTP front serving this collector (its connection counts)
         self.publisher: Publisher | None = None  # when set, scrapes serve its publications (``publish``)
 
     def collect(self) -> Iterator[Metric]:
@@ -257,7 +388,7 @@ class ExporterCollector(Collector):
         """The per-scrape part: self-metrics, then ``others``' metrics, then OpenMetrics' EOF. A
         ``ProcessMetrics`` writes its own text (from a template); other collectors go through
         ``render_metrics``."""
-        parts: list[str] = [self._self_text(view, openmetrics)]
+        parts: list[str] = [SELF_METRICS.text(self._seen(view), openmetrics)]
         for collector in others:
             if isinstance(collector, ProcessMetrics):
                 parts.append(collector.text(openmetrics))
@@ -316,161 +447,9 @@ class ExporterCollector(Collector):
             return view.shaped.families
         return ()
 
-    def _self_text(self, view: View, openmetrics: bool) -> str:
-        """The self-metrics' text, rebuilt only when something they show changed."""
-        stats = self.stream_stats
-        key = (
-            id(view.snapshot),  # the served report (a publication can follow a report counted earlier)
-            view.received_wall,
-            view.changes,
-            view.serving,
-            view.healthy,
-            view.interval,
-            view.window,
-            stats.lines,
-            stats.bad_lines,
-            stats.oversize_lines,
-            openmetrics,
-        )
-        with self._lock:
-            kept = self._kept_self
-            if kept is not None and kept[0] == key:
-                return kept[1]
-        shape, values = self.self_values(view)
-        text = self._self_templates.render((shape, openmetrics), values, lambda: self.self_families(view), openmetrics)
-        with self._lock:
-            self._kept_self = (key, text)
-        return text
-
-    def self_values(self, view: View) -> tuple[tuple[object, ...], list[float]]:
-        """The fast twin of ``self_families``: (their shape, their sample values in order). The shape names
-        every series (which label values each labelled family has, and which families are there), so that one
-        template of lines fits every view of that shape; a test holds the two together."""
-        state, stats = self.state, self.stream_stats
-        bad_input = state.bad_input_counts()
-        values: list[float] = [
-            1.0,
-            view.healthy,
-            view.serving,
-            state.input_closed,
-            stats.lines,
-            state.accepted_reports,
-            stats.bad_lines - stats.oversize_lines,
-            stats.oversize_lines,
-            state.rejected_reports,
-            *bad_input.values(),
-        ]
-        snapshot = view.snapshot
-        groups = set(state.group_errors_total)
-        seen: tuple[str, ...] | None = None
-        has_report_time = False
-        if snapshot is not None:
-            values.append(view.received_wall)
-            has_report_time = snapshot.report_time is not None
-            if snapshot.report_time is not None:
-                values.append(snapshot.report_time)
-            values += (snapshot.runtimes, view.shaped.series if view.shaped else 0)
-            seen = tuple(sorted(snapshot.groups_seen))
-            failed = snapshot.groups_failed
-            values += [0.0 if g in failed else 1.0 for g in seen]
-            groups |= snapshot.groups_seen
-        ordered = tuple(sorted(groups))
-        errors = state.group_errors_total
-        values += (view.interval, view.window, *(errors.get(g, 0) for g in ordered))
-        return (tuple(bad_input), seen, has_report_time, ordered), values
-
     def self_families(self, view: View) -> list[Family]:
-        """The ``neuron_exporter_*`` metrics of this view (the careful twin of ``self_values``)."""
-        state, stats = self.state, self.stream_stats
-        out: list[Family] = []
+        """The ``neuron_exporter_*`` metrics of this view (the careful twin of the text ``tail`` writes)."""
+        return SELF_METRICS.families(self._seen(view))
 
-        def add(name: str, kind: str, help_text: str, value: float) -> None:
-            out.append(Family(f"{PREFIX}_{name}", kind, help_text, (), {(): float(value)}))
-
-        def add_labelled(name: str, kind: str, help_text: str, label: str, values: dict[str, float]) -> None:
-            samples: dict[tuple[str, ...], float] = {(k,): float(v) for k, v in values.items()}
-            out.append(Family(f"{PREFIX}_{name}", kind, help_text, (label,), samples))
-
-        out.append(
-            Family(f"{PREFIX}_build", INFO, "neuron-monitor-prometheus version", ("version",), {(__version__,): 1.0})
-        )
-        add(
-            "up",
-            GAUGE,
-            "1 while a report newer than the staleness limit is served and stdin is open, else 0",
-            view.healthy,
-        )
-        add(
-            "serving",
-            GAUGE,
-            "1 while Neuron metrics are served (the newest report is within the staleness limit), else 0",
-            view.serving,
-        )
-        add("input_closed", GAUGE, "1 after stdin reached end of file", state.input_closed)
-        add("input_lines", COUNTER, "Lines read from stdin", stats.lines)
-        add("reports", COUNTER, "Reports accepted and counted", state.accepted_reports)
-        add_labelled(
-            "bad_lines",
-            COUNTER,
-            "Input lines skipped, by reason",
-            "reason",
-            {
-                "invalid": stats.bad_lines - stats.oversize_lines,
-                "oversize": stats.oversize_lines,
-                "malformed_report": state.rejected_reports,
-            },
-        )
-        add_labelled(
-            "bad_input",
-            COUNTER,
-            "Values dropped (negative, non_finite or absurd counts) or label values truncated (label_too_long)",
-            "reason",
-            state.bad_input_counts(),
-        )
-        snapshot = view.snapshot
-        if snapshot is not None:
-            add(
-                "last_report_timestamp_seconds",
-                GAUGE,
-                "Wall-clock time the newest accepted report was received",
-                view.received_wall,
-            )
-            if snapshot.report_time is not None:
-                add(
-                    "last_report_time_seconds",
-                    GAUGE,
-                    "report_time written by the daemon into the newest accepted report",
-                    snapshot.report_time,
-                )
-            add("runtimes", GAUGE, "Neuron runtimes in the newest report", snapshot.runtimes)
-            add("series", GAUGE, "Neuron series built from the newest report", view.shaped.series if view.shaped else 0)
-            add_labelled(
-                "group_success",
-                GAUGE,
-                "1 if no instance of the metric group reported an error in the newest report, else 0",
-                "group",
-                {g: 0.0 if g in snapshot.groups_failed else 1.0 for g in sorted(snapshot.groups_seen)},
-            )
-        add(
-            "report_interval_seconds",
-            GAUGE,
-            "Report interval (from the reports' report_time and periods)",
-            view.interval,
-        )
-        add(
-            "stale_after_seconds",
-            GAUGE,
-            "Age after which the newest report is stale and Neuron series are withdrawn",
-            view.window,
-        )
-        groups = set(state.group_errors_total)
-        if snapshot is not None:
-            groups |= snapshot.groups_seen
-        add_labelled(  # 0 for every group seen, so rate() has a series before the first error
-            "group_errors",
-            COUNTER,
-            "Collections of a metric group that reported an error (runtime entry errors as group=runtime)",
-            "group",
-            {g: state.group_errors_total.get(g, 0) for g in sorted(groups)},
-        )
-        return out
+    def _seen(self, view: View) -> Seen:
+        return Seen(view, self.state, self.stream_stats, self.front)

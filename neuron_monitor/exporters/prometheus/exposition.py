@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
@@ -29,6 +29,7 @@ from prometheus_client.utils import floatToGoString
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, Family
 
 OPENMETRICS_EOF = "# EOF\n"
+S = TypeVar("S")  # what a ``MetricTable``'s rows read from
 # Characters of sample lines ``SampleRenderer`` keeps between reports (heads and lines): a trn2.48xlarge report
 # renders about 0.4 MB (heads and lines: 0.8M characters), so real hosts are always kept; more is not held twice.
 RENDER_KEEP_CHARS = 4 * 1024 * 1024
@@ -197,27 +198,76 @@ class SeriesTemplate:
         return "\n".join(map(str.__add__, self.heads, format_values(values))) + "\n" + self.end
 
 
-class SeriesTemplates:
-    """``SeriesTemplate`` objects by the caller's key for the families' shape (at most ``limit`` kept)."""
+Reading = float | Mapping[tuple[str, ...], float] | None
 
-    def __init__(self, limit: int = 16) -> None:
+
+@dataclass(frozen=True, slots=True)
+class Row(Generic[S]):
+    """One family of a ``MetricTable``: its name (the family name, without ``_total``/``_info``), kind, help text,
+    label names, and ``read``, which gives its value from the table's source: one number (no labels), its
+    samples by label values (with labels), or None (the family is left out this time)."""
+
+    name: str
+    kind: str
+    help: str
+    read: Callable[[S], Reading]
+    labels: tuple[str, ...] = ()
+
+
+class MetricTable(Generic[S]):
+    """Families defined as rows (``Row``), read from a source per scrape: ``families(source)`` builds them (the
+    careful twin) and ``text(source, openmetrics)`` writes what they render to from a ``SeriesTemplate`` per shape
+    (which families are there and which series each has), so a scrape only formats the values. An equivalence
+    test holds the two together; adding a family is adding a row. At most ``limit`` shapes are kept."""
+
+    def __init__(self, rows: Sequence[Row[S]], limit: int = 16) -> None:
+        self.rows = tuple(rows)
         self.limit = limit
-        self._kept: dict[object, SeriesTemplate] = {}
+        self._templates: dict[object, SeriesTemplate] = {}
         self._lock = threading.Lock()
 
-    def render(
-        self, key: object, values: Sequence[float], families: Callable[[], Sequence[Family]], openmetrics: bool
-    ) -> str:
-        """``families()``' text with ``values``, where ``key`` names the shape (series and format) that
-        ``families()`` would have; ``families()`` is called only to build the template of a new shape."""
+    def _read(self, source: S) -> list[Reading]:
+        return [row.read(source) for row in self.rows]
+
+    def _families(self, readings: Sequence[Reading]) -> list[Family]:
+        out = []
+        for row, value in zip(self.rows, readings, strict=True):
+            if value is None:
+                continue
+            if isinstance(value, Mapping):
+                samples = {values: float(v) for values, v in value.items()}
+            else:
+                samples = {(): float(value)}
+            out.append(Family(row.name, row.kind, row.help, row.labels, samples))
+        return out
+
+    def families(self, source: S) -> list[Family]:
+        """The rows' families as ``source`` has them now."""
+        return self._families(self._read(source))
+
+    def text(self, source: S, openmetrics: bool) -> str:
+        """What ``families(source)`` renders to, from the template of their shape (built on its first use)."""
+        readings = self._read(source)
+        shape: list[object] = [openmetrics]
+        values: list[float] = []
+        for value in readings:
+            if value is None:
+                shape.append(None)
+            elif isinstance(value, Mapping):
+                shape.append(tuple(value))
+                values.extend(value.values())
+            else:
+                shape.append(True)
+                values.append(value)
+        key = tuple(shape)
         with self._lock:
-            template = self._kept.get(key)
+            template = self._templates.get(key)
         if template is None:
-            template = SeriesTemplate(families(), openmetrics)
+            template = SeriesTemplate(self._families(readings), openmetrics)
             with self._lock:
-                if len(self._kept) >= self.limit:
-                    self._kept.clear()
-                self._kept[key] = template
+                if len(self._templates) >= self.limit:
+                    self._templates.clear()
+                self._templates[key] = template
         return template.render(values)
 
 

@@ -4,10 +4,10 @@ The same families, names, help texts, labels and values as client_python's proce
 (AWS's exporter serves those). ``/proc/self/stat`` is read with one ``pread`` on a descriptor kept open
 (client_python opens, reads and closes it and ``/proc/self/limits`` on every scrape), the descriptor limit comes
 from ``getrlimit`` (the soft limit, the figure ``/proc/self/limits`` shows), the open descriptors from the size of
-a kept ``/proc/self/fd`` (Linux 6.2+; listed on older kernels), and ``python_info`` is built once. ``text``
-formats only the values into a template of the lines (``exposition.SeriesTemplate``); ``families`` is its
-careful twin. Where ``/proc`` cannot be read, the process families are left out, as client_python leaves them
-out.
+a kept ``/proc/self/fd`` (Linux 6.2+; listed on older kernels), and ``python_info`` is built once. The
+families are one table (``ROWS``: name, kind, help, how to read it); ``text`` formats only the values into a
+template of the lines (``exposition.MetricTable``), ``families`` is its careful twin. Where ``/proc`` cannot
+be read, the process families are left out, as client_python leaves them out.
 """
 
 from __future__ import annotations
@@ -18,31 +18,74 @@ import os
 import platform
 import resource
 import weakref
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 from prometheus_client.metrics_core import Metric
 
-from neuron_monitor.exporters.prometheus.exposition import SeriesTemplates
+from neuron_monitor.exporters.prometheus.exposition import MetricTable, Reading, Row
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, Family
 
 PROC = "/proc"
 
 
-# (name, kind, help) of the process families, in the order their values are read
-_PROCESS = (
-    ("process_virtual_memory_bytes", GAUGE, "Virtual memory size in bytes."),
-    ("process_resident_memory_bytes", GAUGE, "Resident memory size in bytes."),
-    ("process_start_time_seconds", GAUGE, "Start time of the process since unix epoch in seconds."),
-    ("process_cpu_seconds", COUNTER, "Total user and system CPU time spent in seconds."),
-    ("process_open_fds", GAUGE, "Number of open file descriptors."),
-    ("process_max_fds", GAUGE, "Maximum number of open file descriptors."),
-)
-# (name, help, key in gc.get_stats()) of the GC families
-_GC = (
-    ("python_gc_objects_collected", "Objects collected during gc", "collected"),
-    ("python_gc_objects_uncollectable", "Uncollectable objects found during GC", "uncollectable"),
-    ("python_gc_collections", "Number of times this generation was collected", "collections"),
+class ProcessReading(NamedTuple):
+    """What one scrape reads of the process: each ``/proc`` figure, None where it could not be read."""
+
+    virtual_memory: float | None = None
+    resident_memory: float | None = None
+    start_time: float | None = None
+    cpu_seconds: float | None = None
+    open_fds: float | None = None
+    max_fds: float | None = None
+    gc_stats: Sequence[dict[str, Any]] = ()
+
+
+_PYTHON_MAJOR, _PYTHON_MINOR, _PYTHON_PATCHLEVEL = platform.python_version_tuple()
+_PYTHON_INFO = {
+    "version": platform.python_version(),
+    "implementation": platform.python_implementation(),
+    "major": _PYTHON_MAJOR,
+    "minor": _PYTHON_MINOR,
+    "patchlevel": _PYTHON_PATCHLEVEL,
+}
+_PYTHON_INFO_SAMPLES = {tuple(_PYTHON_INFO.values()): 1.0}
+
+
+def _gc(key: str) -> Callable[[ProcessReading], Reading]:
+    """A GC family's samples: ``key`` of ``gc.get_stats()`` per generation."""
+    return lambda r: {(str(g),): float(s[key]) for g, s in enumerate(r.gc_stats)}
+
+
+# The families, in client_python's order: one row each (name, kind, help, how to read it, label names).
+ROWS: tuple[Row[ProcessReading], ...] = (
+    Row("process_virtual_memory_bytes", GAUGE, "Virtual memory size in bytes.", lambda r: r.virtual_memory),
+    Row("process_resident_memory_bytes", GAUGE, "Resident memory size in bytes.", lambda r: r.resident_memory),
+    Row(
+        "process_start_time_seconds",
+        GAUGE,
+        "Start time of the process since unix epoch in seconds.",
+        lambda r: r.start_time,
+    ),
+    Row("process_cpu_seconds", COUNTER, "Total user and system CPU time spent in seconds.", lambda r: r.cpu_seconds),
+    Row("process_open_fds", GAUGE, "Number of open file descriptors.", lambda r: r.open_fds),
+    Row("process_max_fds", GAUGE, "Maximum number of open file descriptors.", lambda r: r.max_fds),
+    Row("python_info", GAUGE, "Python platform information", lambda r: _PYTHON_INFO_SAMPLES, tuple(_PYTHON_INFO)),
+    Row("python_gc_objects_collected", COUNTER, "Objects collected during gc", _gc("collected"), ("generation",)),
+    Row(
+        "python_gc_objects_uncollectable",
+        COUNTER,
+        "Uncollectable objects found during GC",
+        _gc("uncollectable"),
+        ("generation",),
+    ),
+    Row(
+        "python_gc_collections",
+        COUNTER,
+        "Number of times this generation was collected",
+        _gc("collections"),
+        ("generation",),
+    ),
 )
 
 
@@ -64,70 +107,45 @@ class ProcessMetrics:
         except (OSError, ValueError):
             pass
         weakref.finalize(self, _close_all, self._stat_fd, self._fd_dir)  # the kept descriptors go with us
-        major, minor, patchlevel = platform.python_version_tuple()
-        info = {
-            "version": platform.python_version(),
-            "implementation": platform.python_implementation(),
-            "major": major,
-            "minor": minor,
-            "patchlevel": patchlevel,
-        }
-        self._python_info = Family(
-            "python_info", GAUGE, "Python platform information", tuple(info), {tuple(info.values()): 1.0}
-        )
-        self._templates = SeriesTemplates()
+        self.table = MetricTable(ROWS)
 
     def families(self) -> list[Family]:
         """The families of this moment (the careful twin of ``text``)."""
-        return self._families(self._readings(), gc.get_stats())
+        return self.table.families(self._readings())
 
     def text(self, openmetrics: bool) -> str:
         """The families of this moment as exposition text: what ``families()`` renders to, from a template of
         their lines (only the values are formatted per scrape)."""
-        readings, stats = self._readings(), gc.get_stats()
-        values = [*readings, 1.0, *(float(s[key]) for _, _, key in _GC for s in stats)]
-        shape = (len(readings), len(stats), openmetrics)
-        return self._templates.render(shape, values, lambda: self._families(readings, stats), openmetrics)
+        return self.table.text(self._readings(), openmetrics)
 
     def collect(self) -> Iterator[Metric]:
         for family in self.families():
             yield family.to_metric()
 
-    def _families(self, readings: list[float], stats: list[dict[str, Any]]) -> list[Family]:
-        out = [
-            Family(name, kind, text, (), {(): value})
-            for (name, kind, text), value in zip(_PROCESS, readings, strict=False)
-        ]  # readings may stop short
-        out.append(self._python_info)
-        for name, text, key in _GC:
-            out.append(
-                Family(name, COUNTER, text, ("generation",), {(str(g),): float(s[key]) for g, s in enumerate(stats)})
-            )
-        return out
-
-    def _readings(self) -> list[float]:
-        """The values of ``_PROCESS`` that could be read, in order: all six, the four from ``/proc/self/stat``
-        when the descriptors cannot be listed, or none where ``/proc`` cannot be read (client_python then leaves
-        the process families out too)."""
+    def _readings(self) -> ProcessReading:
+        """This moment's figures: all six process figures, the four from ``/proc/self/stat`` when the
+        descriptors cannot be listed, or none where ``/proc`` cannot be read (client_python then leaves the
+        process families out too); the GC's figures always."""
+        gc_stats = gc.get_stats()
         if not self._btime or self._stat_fd < 0:
-            return []
+            return ProcessReading(gc_stats=gc_stats)
         try:
             parts = os.pread(self._stat_fd, 4096, 0).split(b")")[-1].split()
             ticks = self._ticks
-            out = [
+            stat = (
                 float(parts[20]),
                 float(parts[21]) * self._pagesize,
                 float(parts[19]) / ticks + self._btime,
                 float(parts[11]) / ticks + float(parts[12]) / ticks,
-            ]
+            )
         except (OSError, IndexError, ValueError):
-            return []
+            return ProcessReading(gc_stats=gc_stats)
         try:
             open_fds = self._open_fds()
         except OSError:
-            return out
-        out += [float(open_fds), float(resource.getrlimit(resource.RLIMIT_NOFILE)[0])]
-        return out
+            return ProcessReading(*stat, gc_stats=gc_stats)
+        limit = float(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        return ProcessReading(*stat, float(open_fds), limit, gc_stats)
 
     def _open_fds(self) -> int:
         """Open descriptors: since Linux 6.2 the size of ``/proc/self/fd`` (on the kept descriptor, which is one

@@ -11,7 +11,7 @@ from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTO
 from prometheus_client.metrics_core import Metric
 
 from neuron_monitor.exporters.prometheus.exposition import render_families
-from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
+from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics, ProcessReading
 
 MOVING = {  # values that may move between the two reads, and by how much
     "process_virtual_memory_bytes": 64 * 1024 * 1024,
@@ -62,7 +62,7 @@ def test_text_is_what_its_families_render_to() -> None:
             [2.0e9, -0.0, 1.0e16, math.inf, 10.0, 65536.0],
         ):
             metrics = ProcessMetrics()
-            metrics._readings = lambda r=readings: list(r)  # type: ignore[method-assign]
+            metrics._readings = lambda r=readings: ProcessReading(*r, gc_stats=gc.get_stats())  # type: ignore[method-assign]
             for openmetrics in (False, True):
                 for _ in range(2):  # the template's first use, and its reuse
                     assert metrics.text(openmetrics) == render_families(metrics.families(), openmetrics)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.utils import floatToGoString
 
-from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.collector import SELF_METRICS, ExporterCollector
 from neuron_monitor.exporters.prometheus.exposition import (
     SampleRenderer,
     SeriesTemplate,
@@ -175,11 +176,26 @@ def test_self_metrics_template_writes_what_their_families_render_to() -> None:
     for state, stats in _states_of_a_stream():
         collector.state, collector.stream_stats = state, stats
         view = state.view()
-        shape, values = collector.self_values(view)
-        shapes.add(shape)
+        shapes.add(tuple(f.name for f in collector.self_families(view)))
         for openmetrics in (False, True):
             careful = render_families(collector.self_families(view), openmetrics)
-            assert SeriesTemplate(collector.self_families(view), openmetrics).render(values) == careful
-            assert collector._self_text(view, openmetrics) == careful  # through the kept templates
+            assert SELF_METRICS.text(collector._seen(view), openmetrics) == careful  # through the kept templates
     assert len(shapes) >= 3  # no report yet, reports with and without report_time
     assert state.rejected_reports == 1 and sum(state.bad_input_counts().values()) >= 1
+
+
+def test_connection_counts_are_served_once_there_is_a_front() -> None:
+    """``neuron_exporter_connections_closed`` is the table's last row: absent without an HTTP front (a replay,
+    OTLP), every reason with one, templated as its family renders."""
+    state = ExporterState()
+    state.apply(trn2_report(report_time=1.7e9))
+    collector = ExporterCollector(state)
+    view = state.view()
+    assert "neuron_exporter_connections_closed" not in {f.name for f in collector.self_families(view)}
+    collector.front = SimpleNamespace(closes={"write_timeout": 3, "evicted": 1})  # type: ignore[assignment]
+    closed = collector.self_families(view)[-1]
+    assert closed.name == "neuron_exporter_connections_closed"
+    assert closed.samples[("write_timeout",)] == 3.0 and closed.samples[("refused",)] == 0.0
+    for openmetrics in (False, True):
+        careful = render_families(collector.self_families(view), openmetrics)
+        assert SELF_METRICS.text(collector._seen(view), openmetrics) == careful
