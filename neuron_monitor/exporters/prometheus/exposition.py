@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -198,7 +198,7 @@ class SeriesTemplate:
         return "\n".join(map(str.__add__, self.heads, format_values(values))) + "\n" + self.end
 
 
-Reading = float | Mapping[tuple[str, ...], float] | None
+Reading = float | dict[tuple[str, ...], float] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,12 +218,14 @@ class MetricTable(Generic[S]):
     """Families defined as rows (``Row``), read from a source per scrape: ``families(source)`` builds them (the
     careful twin) and ``text(source, openmetrics)`` writes what they render to from a ``SeriesTemplate`` per shape
     (which families are there and which series each has), so a scrape only formats the values. An equivalence
-    test holds the two together; adding a family is adding a row. At most ``limit`` shapes are kept."""
+    test holds the two together; adding a family is adding a row. At most ``limit`` shapes are kept, and the last
+    text (the self-metrics change only when a report arrives or input is read)."""
 
     def __init__(self, rows: Sequence[Row[S]], limit: int = 16) -> None:
         self.rows = tuple(rows)
         self.limit = limit
         self._templates: dict[object, SeriesTemplate] = {}
+        self._last: tuple[object, list[float], str] | None = None  # the last text (values often stay the same)
         self._lock = threading.Lock()
 
     def _read(self, source: S) -> list[Reading]:
@@ -234,7 +236,7 @@ class MetricTable(Generic[S]):
         for row, value in zip(self.rows, readings, strict=True):
             if value is None:
                 continue
-            if isinstance(value, Mapping):
+            if isinstance(value, dict):
                 samples = {values: float(v) for values, v in value.items()}
             else:
                 samples = {(): float(value)}
@@ -253,7 +255,7 @@ class MetricTable(Generic[S]):
         for value in readings:
             if value is None:
                 shape.append(None)
-            elif isinstance(value, Mapping):
+            elif isinstance(value, dict):
                 shape.append(tuple(value))
                 values.extend(value.values())
             else:
@@ -261,6 +263,9 @@ class MetricTable(Generic[S]):
                 values.append(value)
         key = tuple(shape)
         with self._lock:
+            last = self._last
+            if last is not None and last[0] == key and last[1] == values:
+                return last[2]
             template = self._templates.get(key)
         if template is None:
             template = SeriesTemplate(self._families(readings), openmetrics)
@@ -268,7 +273,10 @@ class MetricTable(Generic[S]):
                 if len(self._templates) >= self.limit:
                     self._templates.clear()
                 self._templates[key] = template
-        return template.render(values)
+        text = template.render(values)
+        with self._lock:
+            self._last = (key, values, text)
+        return text
 
 
 def _line_head(fam: Family, values: tuple[str, ...]) -> str:
