@@ -53,39 +53,7 @@ NEURON_HW_COUNTERS: Final = "neuron_hw_counters"
 
 # ---- execution_stats: its keys are in groups/execution_stats/body.py ---------------------------------------
 
-# ---- memory_used --------------------------------------------------------------------------------------------
-NEURON_RUNTIME_USED_BYTES: Final = "neuron_runtime_used_bytes"
-USAGE_BREAKDOWN: Final = "usage_breakdown"
-NEURONCORE_MEMORY_USAGE: Final = "neuroncore_memory_usage"
-LOADED_MODELS: Final = "loaded_models"
-LOCATION_HOST: Final = "host"
-LOCATION_NEURON_DEVICE: Final = "neuron_device"
-LOCATION_DEVICE_ALIAS: Final = "device"  # seen in one newer capture instead of "neuron_device"
-MEMORY_LOCATIONS: Final = (LOCATION_HOST, LOCATION_NEURON_DEVICE)
-# NeuronCore memory categories (neuroncore_memory_usage.<core> keys)
-MEMORY_CONSTANTS: Final = "constants"
-MEMORY_MODEL_CODE: Final = "model_code"
-MEMORY_MODEL_SHARED_SCRATCHPAD: Final = "model_shared_scratchpad"
-MEMORY_RUNTIME_MEMORY: Final = "runtime_memory"
-MEMORY_TENSORS: Final = "tensors"
-MEMORY_CATEGORIES: Final = (
-    MEMORY_CONSTANTS,
-    MEMORY_MODEL_CODE,
-    MEMORY_MODEL_SHARED_SCRATCHPAD,
-    MEMORY_RUNTIME_MEMORY,
-    MEMORY_TENSORS,
-)
-# host memory categories (usage_breakdown.host keys)
-HOST_MEMORY_CATEGORIES: Final = ("application_memory", "constants", "dma_buffers", "tensors")
-# a loaded model
-MODEL_ID: Final = "model_id"
-MODEL_NAME: Final = "name"
-MODEL_UUID: Final = "uuid"
-MODEL_IS_RUNNING: Final = "is_running"
-MODEL_SUBGRAPHS: Final = "subgraphs"
-SUBGRAPH_MEMORY_USED_BYTES: Final = "memory_used_bytes"
-SUBGRAPH_NEURONCORE_INDEX: Final = "neuroncore_index"
-SUBGRAPH_NEURON_DEVICE_INDEX: Final = "neuron_device_index"
+# ---- memory_used: its keys are in groups/memory_used/body.py ------------------------------------------------
 
 # ---- neuron_runtime_vcpu_usage: its keys are in groups/neuron_runtime_vcpu_usage/body.py -----------------------
 

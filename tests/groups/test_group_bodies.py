@@ -6,13 +6,16 @@ the constants are the TypedDict's keys, and the body a collector returns on real
 from __future__ import annotations
 
 import shutil
+import types
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 from neuron_monitor.groups.execution_stats import body as execution_stats_body
 from neuron_monitor.groups.execution_stats import collector as execution_stats_collector
 from neuron_monitor.groups.memory_info import body as memory_info_body
 from neuron_monitor.groups.memory_info.collector import MemoryInfo
+from neuron_monitor.groups.memory_used import body as memory_used_body
+from neuron_monitor.groups.memory_used.collector import MemoryUsed
 from neuron_monitor.groups.neuron_runtime_vcpu_usage import body as runtime_vcpu_body
 from neuron_monitor.groups.neuron_runtime_vcpu_usage import collector as runtime_vcpu_collector
 from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import usage_careful, usage_native
@@ -27,6 +30,7 @@ from neuron_monitor.neuron import layout as L
 from neuron_monitor.schema.spec import registry
 from neuron_monitor.schema.values import Problems
 from tests.conftest import group_testdata
+from tests.groups.test_group_testdata import _collect as collect_data_block
 from tests.neuron.appdata import TRN2, app_with, counters
 
 
@@ -36,6 +40,51 @@ def _reads_back(group: str, body: dict[str, Any]) -> None:
     problems = Problems()
     spec.read(body, group, problems)
     assert not problems, (problems.counts, problems.values)
+
+
+def _shaped(value: Any, hint: Any, where: str) -> None:
+    """``value`` is what ``hint`` (a body.py type) says, all the way down: a TypedDict's dict has its keys in its
+    order (a partial one: a subset, in order, with every required key); ``dict[str, T]``/``list[T]`` members are
+    each a T; a leaf is an instance of its class (an int passes for a float, JSON's way)."""
+    if is_typeddict(hint):
+        assert isinstance(value, dict), where
+        keys = list(get_type_hints(hint))
+        assert list(value) == [k for k in keys if k in value], (where, list(value), keys)
+        assert hint.__required_keys__ <= value.keys(), (where, hint.__required_keys__ - value.keys())
+        for key, member in get_type_hints(hint).items():
+            if key in value:
+                _shaped(value[key], member, f"{where}.{key}")
+        return
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        assert any(_fits(value, a) for a in args), (where, value, hint)
+        for a in args:
+            if _fits(value, a):
+                return _shaped(value, a, where)
+    if origin is dict:
+        assert isinstance(value, dict), where
+        for k, v in value.items():
+            assert isinstance(k, args[0]), (where, k)
+            _shaped(v, args[1], f"{where}.{k}")
+    elif origin is list:
+        assert isinstance(value, list), where
+        for i, v in enumerate(value):
+            _shaped(v, args[0], f"{where}[{i}]")
+    elif hint is not Any:
+        assert _fits(value, hint), (where, value, hint)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether ``value`` is of the outer type of ``hint`` (a class, a TypedDict, dict[..], list[..], None)."""
+    if hint is None or hint is type(None):
+        return value is None
+    if is_typeddict(hint) or get_origin(hint) is dict:
+        return isinstance(value, dict)
+    if get_origin(hint) is list:
+        return isinstance(value, list)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return hint is Any or isinstance(value, hint)
 
 
 def test_memory_info_keys_are_defined_once(tmp_path: Path) -> None:
@@ -161,3 +210,31 @@ def test_neuroncore_counters_keys_are_defined_once() -> None:
         assert len(breakdown) == 1 and b.PHYSICAL_BREAKDOWN_KEY.fullmatch(breakdown[0])
         assert all(list(v) == [b.NEURONCORE_UTILIZATION] for v in entry[breakdown[0]].values())
     _reads_back("neuroncore_counters", body)
+
+
+def test_memory_used_keys_are_defined_once() -> None:
+    b = memory_used_body
+
+    def keys(td: Any) -> list[str]:
+        return list(get_type_hints(td))
+
+    assert keys(b.MemoryUsedBody) == list(b.FIELDS)
+    assert keys(b.RuntimeUsedBytes) == keys(b.SubgraphUsedBytes) == list(b.USED_FIELDS)
+    assert keys(b.RuntimeBreakdown) == [b.LOCATION_HOST, b.NEURONCORE_MEMORY_USAGE]
+    assert keys(b.SubgraphBreakdown) == list(b.MEMORY_LOCATIONS)
+    assert keys(b.HostMemory) == list(b.HOST_MEMORY_CATEGORIES)
+    assert keys(b.CoreMemory) == list(b.MEMORY_CATEGORIES)
+    assert keys(b.SubgraphDeviceMemory) == list(b.SUBGRAPH_DEVICE_CATEGORIES)
+    assert keys(b.LoadedModel) == list(b.MODEL_FIELDS)
+    assert keys(b.Subgraph) == list(b.SUBGRAPH_FIELDS)
+    # the data block's memory counter maps sit below the groups (neuron/layout.py): they must name body.py's keys
+    assert [name for name, _ in L.HOST_MEM_COUNTERS] == list(b.HOST_MEMORY_CATEGORIES)
+    assert [name for name, _ in L.DEVICE_MEM_COUNTERS] == list(b.MEMORY_CATEGORIES)
+    # a body collected from two real-format reads of a runtime's data block (one model loaded, one core in use)
+    body = collect_data_block("memory_used", MemoryUsed(RootFS("/")))
+    _shaped(body, b.MemoryUsedBody, "memory_used")
+    used = body[b.NEURON_RUNTIME_USED_BYTES]
+    assert list(used[b.USAGE_BREAKDOWN][b.NEURONCORE_MEMORY_USAGE]) == ["0"]
+    (model,) = body[b.LOADED_MODELS]
+    assert list(model[b.MODEL_SUBGRAPHS]) == ["sg_00"]
+    _reads_back("memory_used", body)

@@ -7,15 +7,24 @@ logical core for ``neuroncore_memory_usage`` (flat core index); the totals are t
 ``sg_NN`` with the per-subgraph memory grid (host/device x code, tensors, constants, misc). ``is_running`` is
 true when the driver lists a NeuronCore locked by the app with that model's uuid (the lock map covers cores 0-3
 only), or when a core holding one of its subgraphs was busy since this group's previous collection. Memory is a
-gauge: the current value, not a per-period count.
+gauge: the current value, not a per-period count. The body's keys and types: body.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from neuron_monitor.groups.data_block_group import DataBlockGroup, ImplausibleValue
+from neuron_monitor.groups.memory_used import body as B
+from neuron_monitor.groups.memory_used.body import (
+    CoreMemory,
+    HostMemory,
+    LoadedModel,
+    MemoryUsedBody,
+    Subgraph,
+    SubgraphDeviceMemory,
+)
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.app import App
@@ -25,48 +34,56 @@ from neuron_monitor.neuron.deltas import DeltaTracker, cores_in_use, memory_same
 from neuron_monitor.neuron.plausible import MAX_BYTES
 
 _BUSY = (L.NC_TIME_IN_USE,)
+_SLOTS = (L.MEM_SLOT_MISC, L.MEM_SLOT_CONSTANTS, L.MEM_SLOT_CODE, L.MEM_SLOT_TENSORS)  # what a breakdown shows
 
 
-def _host_breakdown(sizes: tuple[int, ...]) -> dict[str, int]:
+def _shown(sizes: tuple[int, ...]) -> int:
+    """The sum of a model record's slots that its breakdown shows (a subgraph's total at one location)."""
+    return sum([sizes[slot] for slot in _SLOTS])
+
+
+def _host_breakdown(sizes: tuple[int, ...]) -> HostMemory:
     return {
-        "application_memory": sizes[L.MEM_SLOT_MISC],
-        "constants": sizes[L.MEM_SLOT_CONSTANTS],
-        "dma_buffers": sizes[L.MEM_SLOT_CODE],
-        "tensors": sizes[L.MEM_SLOT_TENSORS],
+        B.HOST_APPLICATION_MEMORY: sizes[L.MEM_SLOT_MISC],
+        B.MEMORY_CONSTANTS: sizes[L.MEM_SLOT_CONSTANTS],
+        B.HOST_DMA_BUFFERS: sizes[L.MEM_SLOT_CODE],
+        B.MEMORY_TENSORS: sizes[L.MEM_SLOT_TENSORS],
     }
 
 
-def _device_breakdown(sizes: tuple[int, ...]) -> dict[str, int]:
+def _device_breakdown(sizes: tuple[int, ...]) -> SubgraphDeviceMemory:
     return {
-        "constants": sizes[L.MEM_SLOT_CONSTANTS],
-        "model_code": sizes[L.MEM_SLOT_CODE],
-        "runtime_memory": sizes[L.MEM_SLOT_MISC],
-        "tensors": sizes[L.MEM_SLOT_TENSORS],
+        B.MEMORY_CONSTANTS: sizes[L.MEM_SLOT_CONSTANTS],
+        B.MEMORY_MODEL_CODE: sizes[L.MEM_SLOT_CODE],
+        B.MEMORY_RUNTIME_MEMORY: sizes[L.MEM_SLOT_MISC],
+        B.MEMORY_TENSORS: sizes[L.MEM_SLOT_TENSORS],
     }
 
 
-def _subgraph(node: ModelNode, device: int, lnc: int) -> dict[str, Any]:
-    host = _host_breakdown(node.host)
-    dev = _device_breakdown(node.device)
+def _subgraph(node: ModelNode, device: int, lnc: int) -> Subgraph:
     return {
-        "memory_used_bytes": {
-            "host": sum(host.values()),
-            "neuron_device": sum(dev.values()),
-            "usage_breakdown": {"host": host, "neuron_device": dev},
+        B.SUBGRAPH_MEMORY_USED_BYTES: {
+            B.LOCATION_HOST: _shown(node.host),
+            B.LOCATION_NEURON_DEVICE: _shown(node.device),
+            B.USAGE_BREAKDOWN: {
+                B.LOCATION_HOST: _host_breakdown(node.host),
+                B.LOCATION_NEURON_DEVICE: _device_breakdown(node.device),
+            },
         },
-        "neuroncore_index": node.nc_index // lnc,
-        "neuron_device_index": device,
+        B.SUBGRAPH_NEURONCORE_INDEX: node.nc_index // lnc,
+        B.SUBGRAPH_NEURON_DEVICE_INDEX: device,
     }
 
 
 def memory_body(
     data: AppData, busy_cores: set[tuple[int, int]] | frozenset[tuple[int, int]] = frozenset()
-) -> dict[str, Any]:
+) -> MemoryUsedBody:
     topo = data.topology
     lnc = max(1, topo.lnc)
-    host = dict.fromkeys(("application_memory", "constants", "dma_buffers", "tensors"), 0)
+    # summed under the category names of neuron/layout.py's counter maps (test_group_bodies: body.py's categories)
+    host = dict.fromkeys(B.HOST_MEMORY_CATEGORIES, 0)
     per_core: dict[int, dict[str, int]] = {}
-    models: list[dict[str, Any]] = []
+    models: list[LoadedModel] = []
     for index, dd in sorted(data.devices.items()):
         reading = dd.reading
         for name, ctr in L.HOST_MEM_COUNTERS:
@@ -79,7 +96,7 @@ def memory_body(
             for name, ctr in L.DEVICE_MEM_COUNTERS:
                 entry[name] += counters[base + ctr]
         running = set(dd.info.locked_uuids) if not dd.final else set()
-        by_model: dict[tuple[int, str], dict[str, Any]] = {}
+        by_model: dict[tuple[int, str], LoadedModel] = {}
         for node in sorted(reading.models, key=lambda m: (m.model_id, m.sg_index)):
             if (index, node.nc_index) in busy_cores:
                 running.add(node.uuid)
@@ -87,34 +104,36 @@ def memory_body(
             model = by_model.get((node.model_id, node.uuid))
             if model is None:
                 model = by_model[(node.model_id, node.uuid)] = {
-                    "name": node.name,
-                    "uuid": node.uuid,
-                    "model_id": node.model_id,
-                    "is_running": node.uuid in running,
-                    "subgraphs": {},
+                    B.MODEL_NAME: node.name,
+                    B.MODEL_UUID: node.uuid,
+                    B.MODEL_ID: node.model_id,
+                    B.MODEL_IS_RUNNING: node.uuid in running,
+                    B.MODEL_SUBGRAPHS: {},
                 }
-            model["subgraphs"][f"sg_{node.sg_index:02d}"] = _subgraph(node, index, lnc)
+            model[B.MODEL_SUBGRAPHS][f"sg_{node.sg_index:02d}"] = _subgraph(node, index, lnc)
         models.extend(by_model.values())
     host_total = sum(host.values())
     device_total = sum(sum(c.values()) for c in per_core.values())
     if host_total > MAX_BYTES or device_total > MAX_BYTES:
         raise ImplausibleValue(_implausible(f"host {host_total}, device {device_total}"))
     for model in models:
-        for name, sg in model["subgraphs"].items():
-            used = sg["memory_used_bytes"]
-            if used["host"] > MAX_BYTES or used["neuron_device"] > MAX_BYTES:
-                what = f"model {model['model_id']} {name}: host {used['host']}, device {used['neuron_device']}"
+        for name, sg in model[B.MODEL_SUBGRAPHS].items():
+            used = sg[B.SUBGRAPH_MEMORY_USED_BYTES]
+            sg_host, sg_device = used[B.LOCATION_HOST], used[B.LOCATION_NEURON_DEVICE]
+            if sg_host > MAX_BYTES or sg_device > MAX_BYTES:
+                what = f"model {model[B.MODEL_ID]} {name}: host {sg_host}, device {sg_device}"
                 raise ImplausibleValue(_implausible(what))
+    # host and per_core hold exactly body.py's categories (the layout's names, checked by test_group_bodies)
     return {
-        "neuron_runtime_used_bytes": {
-            "host": host_total,
-            "neuron_device": device_total,
-            "usage_breakdown": {
-                "host": host,
-                "neuroncore_memory_usage": {str(k): per_core[k] for k in sorted(per_core)},
+        B.NEURON_RUNTIME_USED_BYTES: {
+            B.LOCATION_HOST: host_total,
+            B.LOCATION_NEURON_DEVICE: device_total,
+            B.USAGE_BREAKDOWN: {
+                B.LOCATION_HOST: cast("HostMemory", host),
+                B.NEURONCORE_MEMORY_USAGE: {str(k): cast("CoreMemory", per_core[k]) for k in sorted(per_core)},
             },
         },
-        "loaded_models": models,
+        B.LOADED_MODELS: models,
     }
 
 
@@ -153,7 +172,7 @@ class MemoryUsed(DataBlockGroup):
             if same_topology and flags == busy_flags and _same_inputs(inputs, data):
                 return body  # unchanged: the same (never mutated) body
         busy = {(device, core) for device, flags in busy_flags for core, flag in enumerate(flags) if flag}
-        body = memory_body(data, busy)
+        body = dict(memory_body(data, busy))  # a MemoryUsedBody (body.py)
         inputs = tuple(
             (i, dd.final, dd.reading.nd_values, dd.reading.models, dd.info.locked_uuids, dd.reading.counters)
             for i, dd in data.devices.items()

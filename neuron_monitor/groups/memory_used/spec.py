@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from neuron_monitor.groups.memory_used import body as B
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.display import count, finite, human_bytes
@@ -38,26 +39,26 @@ class MemoryUsed:
 
 
 def _model(model: dict[str, Any], problems: Problems, where: str) -> LoadedModel:
-    is_running = model.get(N.MODEL_IS_RUNNING)
+    is_running = model.get(B.MODEL_IS_RUNNING)
     if not isinstance(is_running, bool) and is_running is not None:
-        number(is_running, problems, where, N.MODEL_IS_RUNNING)
-    sums = {N.LOCATION_HOST: 0.0, N.LOCATION_NEURON_DEVICE: 0.0}
+        number(is_running, problems, where, B.MODEL_IS_RUNNING)
+    sums = {B.LOCATION_HOST: 0.0, B.LOCATION_NEURON_DEVICE: 0.0}
     placement: list[tuple[int, int]] = []
-    subgraphs = mapping(model.get(N.MODEL_SUBGRAPHS), problems, where, N.MODEL_SUBGRAPHS) or {}
+    subgraphs = mapping(model.get(B.MODEL_SUBGRAPHS), problems, where, B.MODEL_SUBGRAPHS) or {}
     for sg_name, sg in subgraphs.items():
-        swhere = f"{where}.{N.MODEL_SUBGRAPHS}"
+        swhere = f"{where}.{B.MODEL_SUBGRAPHS}"
         sg = mapping(sg, problems, swhere, sg_name) or {}
         swhere = f"{swhere}.{sg_name}"
-        used = mapping(sg.get(N.SUBGRAPH_MEMORY_USED_BYTES), problems, swhere, N.SUBGRAPH_MEMORY_USED_BYTES) or {}
+        used = mapping(sg.get(B.SUBGRAPH_MEMORY_USED_BYTES), problems, swhere, B.SUBGRAPH_MEMORY_USED_BYTES) or {}
         for location in sums:
             sums[location] += number(used.get(location), problems, swhere, location) or 0.0
-        nc, nd = index(sg.get(N.SUBGRAPH_NEURONCORE_INDEX)), index(sg.get(N.SUBGRAPH_NEURON_DEVICE_INDEX))
+        nc, nd = index(sg.get(B.SUBGRAPH_NEURONCORE_INDEX)), index(sg.get(B.SUBGRAPH_NEURON_DEVICE_INDEX))
         if nc is not None and nd is not None:
             placement.append((nd, nc))
     return LoadedModel(
-        model_id=text(model.get(N.MODEL_ID), problems, where, N.MODEL_ID),
-        name=text(model.get(N.MODEL_NAME), problems, where, N.MODEL_NAME),
-        uuid=text(model.get(N.MODEL_UUID), problems, where, N.MODEL_UUID),
+        model_id=text(model.get(B.MODEL_ID), problems, where, B.MODEL_ID),
+        name=text(model.get(B.MODEL_NAME), problems, where, B.MODEL_NAME),
+        uuid=text(model.get(B.MODEL_UUID), problems, where, B.MODEL_UUID),
         running=bool(is_running),
         memory=sums,
         placement=tuple(placement),
@@ -65,32 +66,32 @@ def _model(model: dict[str, Any], problems: Problems, where: str) -> LoadedModel
 
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> MemoryUsed:
-    used = mapping(body.get(N.NEURON_RUNTIME_USED_BYTES), problems, where, N.NEURON_RUNTIME_USED_BYTES) or {}
-    uwhere = f"{where}.{N.NEURON_RUNTIME_USED_BYTES}"
-    host = number(used.get(N.LOCATION_HOST), problems, uwhere, N.LOCATION_HOST)
-    device = number(used.get(N.LOCATION_NEURON_DEVICE), problems, uwhere, N.LOCATION_NEURON_DEVICE)
+    used = mapping(body.get(B.NEURON_RUNTIME_USED_BYTES), problems, where, B.NEURON_RUNTIME_USED_BYTES) or {}
+    uwhere = f"{where}.{B.NEURON_RUNTIME_USED_BYTES}"
+    host = number(used.get(B.LOCATION_HOST), problems, uwhere, B.LOCATION_HOST)
+    device = number(used.get(B.LOCATION_NEURON_DEVICE), problems, uwhere, B.LOCATION_NEURON_DEVICE)
     if device is None:
-        device = number(used.get(N.LOCATION_DEVICE_ALIAS), problems, uwhere, N.LOCATION_DEVICE_ALIAS)
-    breakdown = mapping(used.get(N.USAGE_BREAKDOWN), problems, uwhere, N.USAGE_BREAKDOWN) or {}
-    bwhere = f"{uwhere}.{N.USAGE_BREAKDOWN}"
-    host_breakdown = numbers(breakdown.get(N.LOCATION_HOST), problems, bwhere, N.LOCATION_HOST)
+        device = number(used.get(B.LOCATION_DEVICE_ALIAS), problems, uwhere, B.LOCATION_DEVICE_ALIAS)
+    breakdown = mapping(used.get(B.USAGE_BREAKDOWN), problems, uwhere, B.USAGE_BREAKDOWN) or {}
+    bwhere = f"{uwhere}.{B.USAGE_BREAKDOWN}"
+    host_breakdown = numbers(breakdown.get(B.LOCATION_HOST), problems, bwhere, B.LOCATION_HOST)
     per_core: dict[str, dict[str, float]] | None = None
-    cores = mapping(breakdown.get(N.NEURONCORE_MEMORY_USAGE), problems, bwhere, N.NEURONCORE_MEMORY_USAGE)
+    cores = mapping(breakdown.get(B.NEURONCORE_MEMORY_USAGE), problems, bwhere, B.NEURONCORE_MEMORY_USAGE)
     if cores is not None:
         per_core = {}
-        cwhere = f"{bwhere}.{N.NEURONCORE_MEMORY_USAGE}"
+        cwhere = f"{bwhere}.{B.NEURONCORE_MEMORY_USAGE}"
         for core, cats in cores.items():
             values = numbers(cats, problems, cwhere, core)
             if values is not None:
                 per_core[core] = values
     models: list[LoadedModel] | None = None
-    listed = sequence(body.get(N.LOADED_MODELS), problems, where, N.LOADED_MODELS)
+    listed = sequence(body.get(B.LOADED_MODELS), problems, where, B.LOADED_MODELS)
     if listed is not None:
         models = []
         for i, model in enumerate(listed):
-            model = mapping(model, problems, f"{where}.{N.LOADED_MODELS}", f"[{i}]")
+            model = mapping(model, problems, f"{where}.{B.LOADED_MODELS}", f"[{i}]")
             if model is not None:
-                models.append(_model(model, problems, f"{where}.{N.LOADED_MODELS}[{i}]"))
+                models.append(_model(model, problems, f"{where}.{B.LOADED_MODELS}[{i}]"))
     return MemoryUsed(host, device, host_breakdown, per_core, models, len(listed) if listed is not None else 0)
 
 
@@ -113,7 +114,7 @@ FAM_CORE = {
         S.CORE_SCOPE,
         ("memory_location",),
     )
-    for kind in N.MEMORY_CATEGORIES
+    for kind in B.MEMORY_CATEGORIES
 }
 FAM_MODELS = S.PromFamily("neuron_runtime_loaded_models", S.GAUGE, "Models loaded by the runtime", S.RUNTIME_SCOPE)
 FAM_MODEL_RUNNING = S.PromFamily(
@@ -136,7 +137,7 @@ _CORE_FAMILIES = tuple(FAM_CORE.items())
 
 
 def gauges(value: MemoryUsed) -> Iterator[S.PromSample]:
-    totals = {N.LOCATION_HOST: value.host, N.LOCATION_NEURON_DEVICE: value.neuron_device}
+    totals = {B.LOCATION_HOST: value.host, B.LOCATION_NEURON_DEVICE: value.neuron_device}
     yield S.PromSample(FAM_USED, (), {k: v for k, v in totals.items() if v is not None}, 1.0, ())
     if value.host_breakdown:
         yield S.PromSample(FAM_HOST, (), value.host_breakdown, 1.0, ())
@@ -189,7 +190,7 @@ def timeline(value: MemoryUsed) -> Iterator[S.TimelineSample]:
     for key, cats in (value.per_core or {}).items():
         core = index(key)
         if core is not None:
-            yield TRACK_DEVICE, (str(core),), {c: count(cats.get(c)) for c in N.MEMORY_CATEGORIES}
+            yield TRACK_DEVICE, (str(core),), {c: count(cats.get(c)) for c in B.MEMORY_CATEGORIES}
 
 
 def memory_by_core(value: MemoryUsed) -> dict[str, dict[str, float]]:
@@ -205,11 +206,11 @@ def memory_by_core(value: MemoryUsed) -> dict[str, dict[str, float]]:
 # a NeuronCore's device memory by category, summed over the runtimes (neuron-monitor-top's memory bars)
 # the order of neuron-monitor-top's memory bar runs; categories a newer report adds follow these
 BAR_ORDER = (
-    N.MEMORY_MODEL_CODE,
-    N.MEMORY_TENSORS,
-    N.MEMORY_CONSTANTS,
-    N.MEMORY_MODEL_SHARED_SCRATCHPAD,
-    N.MEMORY_RUNTIME_MEMORY,
+    B.MEMORY_MODEL_CODE,
+    B.MEMORY_TENSORS,
+    B.MEMORY_CONSTANTS,
+    B.MEMORY_MODEL_SHARED_SCRATCHPAD,
+    B.MEMORY_RUNTIME_MEMORY,
 )
 MEMORY_SUM = S.RuntimeSum(
     "neuroncore_memory", memory_by_core, track=TRACK_DEVICE, integer=True, top=S.TOP_CORE_MEMORY, series=BAR_ORDER
@@ -223,7 +224,7 @@ def runtime_facts(value: MemoryUsed, fresh_period: float | None, per_device: int
         memory_cores = frozenset(
             core
             for key, cats in value.per_core.items()
-            if (core := index(key)) is not None and any(count(cats.get(c)) for c in N.MEMORY_CATEGORIES)
+            if (core := index(key)) is not None and any(count(cats.get(c)) for c in B.MEMORY_CATEGORIES)
         )
     if value.models is None:
         return S.RuntimeFacts(memory_cores=memory_cores)
@@ -249,8 +250,8 @@ def top_models(value: MemoryUsed, cores_per_device: int) -> list[S.TopModel] | N
             name=m.name,
             model_id=m.model_id,
             running=m.running,
-            device_bytes=int(m.memory.get(N.LOCATION_NEURON_DEVICE, 0)),
-            host_bytes=int(m.memory.get(N.LOCATION_HOST, 0)),
+            device_bytes=int(m.memory.get(B.LOCATION_NEURON_DEVICE, 0)),
+            host_bytes=int(m.memory.get(B.LOCATION_HOST, 0)),
             cores=tuple(sorted({nd * cores_per_device + nc for nd, nc in m.placement})),
         )
         for m in value.models
