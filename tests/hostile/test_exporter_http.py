@@ -122,7 +122,7 @@ def test_slowloris_sockets_are_dropped_before_rendering_and_scrapes_go_on() -> N
         assert closed == len(slow)
         assert front.closes["header_timeout"] + front.closes["idle_timeout"] + front.closes["evicted"] >= len(slow)
         assert front.counts.get("200") == 20  # the slow sockets got no answer at all, rendered nothing
-        assert collector.rendered(collector.state.view()).renders == 1
+        assert collector.publisher.serving()[1].renders == 1
     finally:
         stop.set()
         for s in slow:

@@ -134,17 +134,17 @@ def test_a_text_too_long_to_keep_is_served_the_same_and_never_kept() -> None:
     assert state.apply(report)
     kept = ExporterCollector(state)
     small = ExporterCollector(state)
-    small.keep_text_bytes = 10_000
-    small.renderer = SampleRenderer(keep_chars=20_000)
+    small.publisher.keep_text_bytes = 10_000
+    small.publisher.renderer = SampleRenderer(keep_chars=20_000)
     for openmetrics in (False, True):
         want = kept.body([], openmetrics, False)
         assert len(want) > 100_000
         for _ in range(3):  # the first scrape, then the kept compressed head
             assert small.body([], openmetrics, False) == want
             assert gzip.decompress(small.body([], openmetrics, True)) == want
-    rendered = small.rendered(state.view())
+    rendered = small.publisher.serving()[1]
     assert rendered.kept_parts(False) is None and rendered.kept_parts(True) is None
-    assert sum(kept.size for kept in small.renderer._kept.values()) <= 20_000
+    assert sum(kept.size for kept in small.publisher.renderer._kept.values()) <= 20_000
 
 
 def _status(pid: int, key: str) -> int:

@@ -33,7 +33,6 @@ from neuron_monitor.exporters.prometheus.ingest import StdinIngest
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH
 from neuron_monitor.exporters.prometheus.labels import DRA_LABEL_MODES
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
-from neuron_monitor.exporters.prometheus.publish import Publisher
 from neuron_monitor.exporters.prometheus.series_limit import DEFAULT_MAX_SERIES
 from neuron_monitor.exporters.prometheus.server import HTTPFront, ServerLimits
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
@@ -285,7 +284,7 @@ def _main(argv: list[str] | None) -> int:
             stopped_by_eof = True
             server.stop_running()
 
-    publisher = Publisher(app.exporter)  # scrapes serve its last complete rendering (publish.py)
+    publisher = app.exporter.publisher  # scrapes serve its last complete rendering (publish.py)
 
     def applied(report: dict[str, Any]) -> None:
         state.apply(report)

@@ -1,11 +1,29 @@
-"""What a scrape serves: the last complete rendering, prepared in small steps on the event loop (issue 41).
+"""What a scrape serves: the last complete rendering of one report, prepared in small steps on the event loop.
 
-A scrape never shapes, renders or compresses a report: it takes the newest *publication* (one served report with
-its families rendered, and gzip-compressed, in the formats scrapes ask for) and adds the per-scrape self-metrics.
-``Publisher`` prepares a publication of the newest report in steps, each its own turn of the loop, so a request
-that arrives meanwhile waits for one step at most, never for the whole preparation (short parts run together in
-one turn until ``STEP_SECONDS`` have gone; the longest part, rendering a trn2.48xlarge report's text, takes about
-0.6 ms of CPU):
+A ``Publication`` is the one rendering of a served report: its Neuron families as text in each format asked for
+(text 0.0.4, OpenMetrics), and each such text gzip-compressed, built once and shared by every scrape of that
+report (the only cache of served output). A scrape adds its own tail (the self-metrics and process metrics,
+``collector``) and gets its body from ``Publication.body``:
+
+- uncompressed: the kept text's parts (one per family), then the tail;
+- gzip, first scrape of a report in that format: the whole body compressed in one pass (Prometheus scrapes less
+  often than reports arrive, so that is usually the only scrape of it);
+- gzip, from the second scrape on (or once the publisher compressed it ahead): the text kept as a gzip header and a
+  raw deflate stream flushed to a byte boundary (with its CRC-32 and length); a scrape appends the tail's own
+  small deflate stream (ending in the final block) and the gzip trailer (the CRC continued over the tail), which
+  is one valid gzip member (RFC 1951/1952). A scrape costs one small render, never the report's families again.
+
+A hostile report's text can be tens of MB (long label values repeated on every series): a text longer than
+``KEEP_TEXT_BYTES`` is not kept whole; its compressed head is built family by family, once per report and format
+(issue 32), and an uncompressed scrape of it is inflated from that head as the client reads (``InflatingBody``),
+so it is rendered once whatever the number of scrapes, and a client that does not read holds a chunk of it, not
+a copy (issue 39: 200 such clients made 200 renders and 8.8 GB before).
+
+``Publisher`` decides which publication scrapes serve (issue 41: a scrape never shapes, renders or compresses a
+report). Attached to the exporter's event loop, it prepares a publication of the newest report in steps, each
+its own turn of the loop, so a request that arrives meanwhile waits for one step at most, never for the whole
+preparation (short parts run together in one turn until ``STEP_SECONDS`` have gone; the longest part, rendering
+a trn2.48xlarge report's text, takes about 0.6 ms of CPU):
 
 1. shape the newest report, a runtime at a time (``Snapshot.shaping_steps``; a malformed one is passed over by
    ``ExporterState.served``, the previous stays served);
@@ -15,48 +33,240 @@ one turn until ``STEP_SECONDS`` have gone; the longest part, rendering a trn2.48
 
 Reports usually arrive more often than Prometheus scrapes, so a publication is prepared only when a scrape is
 due: ``lead`` seconds before the next scrape the gap between the last two predicts (as soon as a report arrives
-when there is no publication yet, no scrape history, or the publication was already scraped and the next scrape is
-near). A report is never kept unpublished for more than a quarter of the staleness window, so an irregular scraper
-still sees fresh data. Counting (``ExporterState.apply``) still takes every report, as each one arrives
-(``ingest``).
+when nothing was published yet, with no scrape history, or when the publication was already scraped and the
+next scrape is near). A report is never kept unpublished for more than a quarter of the staleness window, so an
+irregular scraper still sees fresh data. Counting (``ExporterState.apply``) still takes every report, as each one
+arrives (``ingest``). Without a loop (a replay, the tests, OTLP's in-process use) scrapes publish: a scrape
+serves the state's newest report, and publishes it (shaped and rendered on first use) when it is not the
+current publication.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
+import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+import zlib
+from collections.abc import Iterator, Sequence
 
-from neuron_monitor.exporters.prometheus.collector import ExporterCollector, RenderedReport
+from neuron_monitor.exporters.prometheus.exposition import SampleRenderer
+from neuron_monitor.exporters.prometheus.families import Family
 from neuron_monitor.exporters.prometheus.snapshot import Shaped, Snapshot
-from neuron_monitor.exporters.prometheus.state import View
+from neuron_monitor.exporters.prometheus.state import ExporterState, View
 from neuron_monitor.exporters.prometheus.values import MalformedReport
 
 LEAD = 0.1  # seconds before a predicted scrape at which the newest report's publication starts
 STEP_SECONDS = 0.0005  # parts of a publication run in one turn of the loop until this much time has gone
 MIN_GAP = 0.05  # gaps between scrapes shorter than this (retries, a second client) do not change the prediction
 DEFAULT_FORMATS = frozenset({(False, True)})  # (OpenMetrics, gzip): Prometheus text, compressed
+GZIP_LEVEL = 1  # the text compresses ~15x at level 1; higher levels cost 3-5x the CPU for a few percent
+# The rendered Neuron text kept per report and format: every real host's fits (a trn2.48xlarge report renders
+# about 0.3 MB, 0.4 MB with --series-detail full); a longer one is rendered per uncompressed scrape instead.
+KEEP_TEXT_BYTES = 4 * 1024 * 1024
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # RFC 1952: deflate, no flags, no mtime, OS unknown
+Served = tuple[Snapshot, Shaped, float, float]  # what ``ExporterState.served`` gives for a report
 
 
-@dataclass(frozen=True)
+def served_families(view: View) -> Sequence[Family]:
+    """The Neuron families a view serves: its report's, while it is fresh; none when stale or before a report."""
+    if view.serving and view.shaped is not None:
+        return view.shaped.families
+    return ()
+
+
+def _deflater(size: int, gzip_wrapper: bool = False) -> zlib._Compress:
+    """A raw deflate compressor (or a whole gzip member's, with ``gzip_wrapper``) sized for ``size`` bytes: the
+    window and hash table need not exceed the input, and setting up a full-size one (256 kB of state) costs more
+    than compressing a small tail."""
+    window_bits = min(max(size.bit_length(), 9), 15)
+    wbits = window_bits + 16 if gzip_wrapper else -window_bits
+    return zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, wbits, min(max(window_bits - 7, 1), 8))
+
+
+INFLATE_INPUT_BYTES = 16 * 1024  # compressed bytes handed to the inflater at a time (bounds its unconsumed tail)
+
+
+class InflatingBody:
+    """An uncompressed /metrics body (a ``server.BodyStream``): the Neuron text inflated on demand from its kept
+    compressed head (``Publication.gzip``), then the per-scrape ``tail``. It holds the shared head, an
+    inflater (its 32 KiB window) and at most ``INFLATE_INPUT_BYTES`` of input not yet inflated."""
+
+    def __init__(self, head: tuple[bytes, int, int], tail: bytes) -> None:
+        data, _crc, text_length = head
+        self.length = text_length + len(tail)
+        self._data = memoryview(data)[len(GZIP_HEADER) :]
+        self._at = 0
+        self._pending = b""
+        self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+        self._left = text_length
+        self._tail = tail
+
+    def read(self, limit: int) -> bytes:
+        while self._left > 0:
+            if not self._pending:
+                if self._at >= len(self._data):
+                    raise ValueError(f"the kept compressed text ended {self._left} bytes early")
+                self._pending = bytes(self._data[self._at : self._at + INFLATE_INPUT_BYTES])
+                self._at += INFLATE_INPUT_BYTES
+            out = self._inflate.decompress(self._pending, min(limit, self._left))
+            self._pending = self._inflate.unconsumed_tail
+            if out:
+                self._left -= len(out)
+                return out
+        tail = self._tail
+        self._tail = tail[limit:]
+        return tail[:limit]
+
+
 class Publication:
-    """One served report, prepared whole: what ``ExporterState.served`` gave, and its rendering."""
+    """One served report (or none) and the one rendering of its Neuron families, made lazily per format and
+    shared by every scrape of it.
 
-    served: tuple[Snapshot, Shaped, float, float] | None
-    rendered: RenderedReport
+    Its text is kept as one ``bytes`` part per family, and only while it is at most ``keep_bytes`` long (every
+    real host's is); a longer one (a hostile report's huge label values) is rendered again for each uncompressed
+    scrape and let go once sent, and its compressed head is built family by family, so the text is never held
+    whole beside the families it came from (issue 32)."""
+
+    def __init__(
+        self, served: Served | None, view: View, renderer: SampleRenderer, keep_bytes: int = KEEP_TEXT_BYTES
+    ) -> None:
+        self.served = served  # what ``ExporterState.served`` gave (``view_of`` makes the view of it as of now)
+        self.shaped = view.shaped
+        self.renderer = renderer
+        self.serving = view.serving
+        self.families = served_families(view)
+        self.keep_bytes = keep_bytes
+        self._parts: dict[bool, list[bytes]] = {}
+        self._gzip: dict[bool, tuple[bytes, int, int]] = {}
+        self._lock = threading.Lock()
+        self.renders = 0
+        self._scrapes: set[bool] = set()  # the formats (OpenMetrics or not) served gzip-compressed at least once
+        self._large: set[bool] = set()  # the formats whose text is longer than ``keep_bytes`` (not kept)
+
+    def matches(self, view: View) -> bool:
+        return self.shaped is view.shaped and self.serving == view.serving
+
+    def _render(self, openmetrics: bool) -> Iterator[bytes]:
+        self.renders += 1
+        for text in self.renderer.parts(self.families, openmetrics):
+            yield text.encode("utf-8")
+
+    def parts(self, openmetrics: bool) -> list[bytes]:
+        """The text, one part per family (kept when it is at most ``keep_bytes`` long)."""
+        parts = self._parts_upto(openmetrics, None)
+        assert parts is not None
+        return parts
+
+    def kept_parts(self, openmetrics: bool) -> list[bytes] | None:
+        """The text's parts as ``parts`` gives them, or None when it is longer than ``keep_bytes`` (then
+        rendering stops there and nothing is held)."""
+        return self._parts_upto(openmetrics, self.keep_bytes)
+
+    def _parts_upto(self, openmetrics: bool, limit: int | None) -> list[bytes] | None:
+        with self._lock:
+            kept = self._parts.get(openmetrics)
+            if kept is not None:
+                return kept
+            if limit is not None and openmetrics in self._large:
+                return None
+            parts: list[bytes] = []
+            size = 0
+            for part in self._render(openmetrics):
+                size += len(part)
+                if size > self.keep_bytes:
+                    self._large.add(openmetrics)
+                    if limit is not None:
+                        return None
+                parts.append(part)
+            if size <= self.keep_bytes:
+                self._parts[openmetrics] = parts
+            return parts
+
+    def text(self, openmetrics: bool) -> bytes:
+        return b"".join(self.parts(openmetrics))
+
+    def scraped(self, openmetrics: bool) -> bool:
+        """Whether this report was served compressed in this format before (and so may be again: then its
+        compressed head is kept); marks it served."""
+        with self._lock:
+            seen = openmetrics in self._scrapes
+            self._scrapes.add(openmetrics)
+            return seen
+
+    def compressed(self, openmetrics: bool) -> bool:
+        """Whether the compressed head of this format is built already (``gzip``: then a scrape only adds its
+        tail)."""
+        with self._lock:
+            return openmetrics in self._gzip
+
+    def gzip(self, openmetrics: bool) -> tuple[bytes, int, int]:
+        """(gzip header + raw deflate of the Neuron part, ending on a byte boundary; its CRC-32; its length).
+        Built from the kept parts, or else family by family as they are rendered."""
+        with self._lock:
+            cached = self._gzip.get(openmetrics)
+            if cached is not None:
+                return cached
+            kept = self._parts.get(openmetrics)
+            if kept is not None:
+                body = b"".join(kept)
+                compressor = _deflater(len(body))
+                deflated = compressor.compress(body) + compressor.flush(zlib.Z_SYNC_FLUSH)
+                cached = (GZIP_HEADER + deflated, zlib.crc32(body), len(body))
+            else:
+                compressor = _deflater(1 << 15)
+                out, crc, length = [GZIP_HEADER], 0, 0
+                for part in self._render(openmetrics):
+                    out.append(compressor.compress(part))
+                    crc = zlib.crc32(part, crc)
+                    length += len(part)
+                out.append(compressor.flush(zlib.Z_SYNC_FLUSH))
+                if length > self.keep_bytes:
+                    self._large.add(openmetrics)
+                cached = (b"".join(out), crc, length)
+            self._gzip[openmetrics] = cached
+            return cached
+
+    def body(self, openmetrics: bool, gzipped: bool, tail: bytes) -> list[bytes] | InflatingBody:
+        """One /metrics body: this rendering, then ``tail``, as parts (shared bytes: the server writes them a
+        chunk at a time, so a large body is never copied), gzip-compressed (one gzip member) when ``gzipped``;
+        or, for a text too long to keep, uncompressed, an ``InflatingBody`` that makes it as it is read."""
+        if not gzipped:
+            kept = self.kept_parts(openmetrics)
+            if kept is not None:
+                return [*kept, tail]
+            return InflatingBody(self.gzip(openmetrics), tail)
+        if (
+            not self.scraped(openmetrics)
+            and not self.compressed(openmetrics)
+            and (parts := self.kept_parts(openmetrics)) is not None
+        ):
+            # usually the only scrape of this report: one pass over it all (a text too long to keep goes family
+            # by family into the kept head below instead, and is never held whole)
+            text = b"".join(parts)  # a short text: one compress call costs less than one per family
+            whole = _deflater(len(text) + len(tail), gzip_wrapper=True)
+            return [whole.compress(text) + whole.compress(tail) + whole.flush()]
+        head, crc, length = self.gzip(openmetrics)
+        finish = _deflater(len(tail))
+        deflated = finish.compress(tail) + finish.flush()  # Z_FINISH: the stream's final block
+        trailer = struct.pack("<II", zlib.crc32(tail, crc), (length + len(tail)) & 0xFFFFFFFF)
+        return [head, deflated, trailer]
 
 
 class Publisher:
-    """Prepares publications on ``loop`` and hands the newest complete one to ``collector``'s scrapes."""
+    """Decides the publication scrapes serve: prepared on ``loop`` once attached (``attach``), else made by the
+    scrapes themselves (``by_scrapes``). Owns the renderer and the text size kept per format."""
 
-    def __init__(self, collector: ExporterCollector, lead: float = LEAD) -> None:
-        self.collector = collector
-        self.state = collector.state
+    def __init__(self, state: ExporterState, lead: float = LEAD) -> None:
+        self.state = state
         self.lead = lead
+        self.renderer = SampleRenderer()  # keeps each series' label text from report to report
+        self.keep_text_bytes = KEEP_TEXT_BYTES  # the longest Neuron text kept per report and format
+        self.by_scrapes = True  # until attached: a scrape publishes the state's newest report (see ``serving``)
         self.current: Publication | None = None
-        self.publications = 0
+        self.publications = 0  # publications prepared (by ``_steps``)
+        self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._work: Iterator[None] | None = None
@@ -67,14 +277,15 @@ class Publisher:
         self._arrived = 0.0  # loop time the oldest unpublished report was applied
         self.formats: set[tuple[bool, bool]] = set()  # (OpenMetrics, gzip) that scrapes asked for
         self._hurry = False  # publish without waiting for a scrape to be due (``hurry``)
-        collector.publisher = self
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
         return self._loop
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """From now on publications are prepared on ``loop`` (``report_applied`` tells of each report)."""
         self._loop = loop
+        self.by_scrapes = False
         if self._pending:
             self._schedule()
 
@@ -105,7 +316,7 @@ class Publisher:
 
     def due(self, now: float) -> float:
         """Loop time at which to start publishing the newest report (see the module docstring)."""
-        if self._hurry or self.current is None or self._gap is None or self._last_scrape is None:
+        if self._hurry or self.publications == 0 or self._gap is None or self._last_scrape is None:
             return now
         latest = self._arrived + self.state.window() / 4
         predicted = self._last_scrape + self._gap
@@ -145,24 +356,43 @@ class Publisher:
                 yield from newest.shaping_steps()  # step 1: shaping, a yield between runtimes
         served = self.state.served()
         yield
-        view = self.state.view_of(served)
-        collector = self.collector
-        rendered = RenderedReport(view, collector.served_families(view), collector.renderer, collector.keep_text_bytes)
+        publication = Publication(served, self.state.view_of(served), self.renderer, self.keep_text_bytes)
         for openmetrics, gzipped in sorted(self.formats or DEFAULT_FORMATS):
-            if rendered.kept_parts(openmetrics) is None:  # a hostile report's huge text: rendered as scraped
+            if publication.kept_parts(openmetrics) is None:  # a hostile report's huge text: rendered as scraped
                 continue
             yield
             if gzipped:
-                rendered.gzip(openmetrics)
+                publication.gzip(openmetrics)
                 yield
-        self.current = Publication(served, rendered)
+        self.current = publication
         self._scraped = False
         self.publications += 1
 
     def view(self) -> View:
-        """The view a scrape serves: the current publication's report as of now (no report before the first)."""
+        """The view a scrape serves: the current publication's report as of now (no report before the first;
+        the state's newest report while ``by_scrapes``)."""
+        if self.by_scrapes:
+            return self.state.view()
         current = self.current
         return self.state.view_of(current.served if current is not None else None)
+
+    def serving(self) -> tuple[View, Publication]:
+        """The view a scrape serves and its publication. Attached, the current publication (never shaped or
+        rendered here); once its report is stale, or before the first, a publication of that view, which renders
+        no Neuron family. While ``by_scrapes``, the state's newest report, published here when it is not the
+        current publication (then shaped and rendered on first use)."""
+        with self._lock:
+            current = self.current
+            served: Served | None = None
+            if self.by_scrapes:
+                served = self.state.served()
+            elif current is not None:
+                served = current.served
+            view = self.state.view_of(served)
+            if current is None or not current.matches(view):
+                current = Publication(served, view, self.renderer, self.keep_text_bytes)
+                self.current = current  # a report is published whole: one reference assignment
+            return view, current
 
     def hurry(self) -> None:
         """From now on publish each report as soon as it is counted (end of input: no report will follow)."""

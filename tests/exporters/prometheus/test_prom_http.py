@@ -63,7 +63,7 @@ def test_keep_alive_head_and_gzip(served: tuple[HTTPFront, ExporterCollector]) -
     status, _, body = _get(conn, "/healthz")
     assert (status, body) == (200, b"ok\n")
     conn.close()
-    assert collector.rendered(collector.state.view()).renders == 1  # one report, one text render
+    assert collector.publisher.serving()[1].renders == 1  # one report, one text render
 
 
 def test_neuron_metrics_come_first_and_openmetrics_parses(served: tuple[HTTPFront, ExporterCollector]) -> None:
@@ -100,7 +100,7 @@ def test_scrapes_render_once_per_report_and_see_new_reports() -> None:
     collector = ExporterCollector(state)
     state.apply(_report(0))
     bodies = {collector.body([], False, False) for _ in range(5)}
-    first = collector.rendered(state.view())
+    first = collector.publisher.serving()[1]
     assert first.renders == 1
     for _ in range(3):
         collector.body([], True, True)
@@ -111,7 +111,7 @@ def test_scrapes_render_once_per_report_and_see_new_reports() -> None:
     assert first.renders == 2
     series = parse(collector.body([], False, False).decode())
     assert one(series, "execution_status_total", runtime_tag="a", status_type="completed") == 10 + 15
-    assert collector.rendered(state.view()) is not first
+    assert collector.publisher.serving()[1] is not first
 
 
 def test_gzip_body_is_one_valid_member_equal_to_the_plain_body() -> None:

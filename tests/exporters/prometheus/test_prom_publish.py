@@ -12,7 +12,6 @@ import time
 import orjson
 
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
-from neuron_monitor.exporters.prometheus.publish import Publisher
 from neuron_monitor.exporters.prometheus.state import ExporterState
 from tests.exporters.prometheus.prom_process import ExporterProcess
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report
@@ -112,7 +111,8 @@ def _state_with_reports(n: int) -> ExporterState:
 def test_a_scrape_serves_the_publication_not_a_newer_report_being_prepared() -> None:
     state = _state_with_reports(1)
     collector = ExporterCollector(state)
-    publisher = Publisher(collector)
+    publisher = collector.publisher
+    publisher.by_scrapes = False  # a scrape serves what was published, and publishes nothing
     assert _which_reports(collector.scrape([], False).decode()) == set()  # nothing published yet: no report
     publisher.publish_now()
     assert _which_reports(collector.scrape([], False).decode()) == {0.0}
@@ -126,7 +126,8 @@ def test_publications_are_prepared_in_steps_when_a_scrape_is_due() -> None:
     loop = asyncio.new_event_loop()
     state = _state_with_reports(1)
     collector = ExporterCollector(state)
-    publisher = Publisher(collector, lead=0.05)
+    publisher = collector.publisher
+    publisher.lead = 0.05
     publisher.attach(loop)
     publisher.report_applied()  # no publication yet: prepared at once
     deadline = time.monotonic() + DEADLINE
