@@ -20,7 +20,7 @@ exactly as shaped, byte for byte what the exporter served before the budget exis
 
 from __future__ import annotations
 
-from neuron_monitor.exporters.prometheus.core_info import FAMILY as CORE_INFO_FAMILY
+from neuron_monitor.exporters.prometheus.cores import FAMILY as CORE_INFO_FAMILY
 from neuron_monitor.exporters.prometheus.families import FamilySet
 from neuron_monitor.schema.spec import PromFamily, family_budgets, registry
 

@@ -26,7 +26,7 @@ class ShapeContext:
     cores_per_device: int
     core_device_label: bool = True  # False (--core-labels aws): per-core series carry AWS's label set exactly
     limit: SeriesLimit = field(default_factory=SeriesLimit)  # --max-series-per-report (see ``series_limit``)
-    full_detail: bool = False  # --series-detail full (families the budget thins while shaping: source_metrics)
+    full_detail: bool = False  # --series-detail full (families the budget thins while shaping: shape_sources)
     _targets: dict[PromFamily, dict[Labels, float]] = field(default_factory=dict)
 
     @property

@@ -1,11 +1,22 @@
-"""The daemon's own health (the report's additive ``neuron_monitor`` object) -> ``neuron_monitor_daemon_*``.
+"""The report's ``neuron_monitor`` object (our daemon's word about itself) -> ``neuron_monitor_daemon_*`` and
+``neuron_monitor_source_found``. Reports without the object (AWS's daemon, a host-only configuration) produce none.
 
-``neuron_monitor_daemon_info{version}``, ``neuron_monitor_daemon_start_time_seconds``,
-``neuron_monitor_daemon_skipped_collections_total`` (collection slots skipped because the reader or a collection
-was slower than the period: the daemon's cumulative count, reset when it restarts),
-``neuron_monitor_daemon_late_collections_total`` (collections started late: same reset rule) and
-``neuron_monitor_daemon_collection_duration_seconds`` (how long the newest report's collection took). Reports
-without the object (AWS's daemon) produce none of these.
+The daemon's own health (``shape_daemon``): ``neuron_monitor_daemon_info{version}``,
+``neuron_monitor_daemon_start_time_seconds``, ``neuron_monitor_daemon_skipped_collections_total`` (collection slots
+skipped because the reader or a collection was slower than the period: the daemon's cumulative count, reset when
+it restarts), ``neuron_monitor_daemon_late_collections_total`` (collections started late: same reset rule) and
+``neuron_monitor_daemon_collection_duration_seconds`` (how long the newest report's collection took).
+
+What the daemon found of the Neuron driver's nodes (``shape_sources``) -> ``neuron_monitor_source_found{group,
+source}``, read through the schema (`Report.sources`: the object's ``sources``, each group's node families found
+or not and the families this host must expose, ``required``: check/required.py). Per group that reports sources,
+``source="all"`` is 1 when every required family was found and 0 when one is missing (the alert
+``NeuronMonitorSourceMissing`` and the dashboards read it); a family series per node family is 1 (found) or 0.
+Series budget: with ``--series-detail full`` every family of every group; by default (``budget``) the ``all``
+series of each group and the required families that are missing only, so a node that reads everything serves one
+series per group (3 on a host with the three sysfs groups) and a node that does not names what it misses. A
+family an older driver or an Inf1 never exposes is not required: it is served (as 0) with full detail only, and
+never makes ``all`` 0.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from typing import Any
 from neuron_monitor.exporters.prometheus.context import ShapeContext
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO
 from neuron_monitor.exporters.prometheus.values import number, text
+from neuron_monitor.schema.info import Sources
 
 PREFIX = "neuron_monitor_daemon"
 
@@ -48,3 +60,27 @@ def shape_daemon(ctx: ShapeContext, daemon: dict[str, Any] | None) -> None:
         value = number(daemon.get(key), f"{where}.{key}")
         if value is not None and (kind != COUNTER or 0.0 <= value < math.inf):  # a counter is never negative
             ctx.fams.family(f"{PREFIX}_{name}", kind, help_text, labels).samples[values] = value
+
+
+FAMILY = "neuron_monitor_source_found"
+ALL = "all"
+HELP = (
+    '1 when the daemon found the driver node family (source) a group reads, 0 when not; source="all": every '
+    "node family this host must expose was found (run neuron-monitor --check on the node when 0)"
+)
+
+
+def shape_sources(ctx: ShapeContext, sources: Sources | None) -> None:
+    if sources is None or not sources.groups:
+        return
+    inst = ctx.inst_values
+    samples = ctx.fams.family(FAMILY, GAUGE, HELP, (*ctx.inst_names, "group", "source")).samples
+    for group, info in sources.groups.items():
+        missing = info.required_missing
+        samples[(*inst, group, ALL)] = 0.0 if missing else 1.0
+        if ctx.full_detail:
+            for family, found in info.found.items():
+                samples[(*inst, group, family)] = 1.0 if found else 0.0
+        else:
+            for family in missing:
+                samples[(*inst, group, family)] = 0.0

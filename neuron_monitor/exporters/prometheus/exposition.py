@@ -19,6 +19,7 @@ import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Generic, TypeVar
 
 from prometheus_client.exposition import generate_latest
@@ -307,16 +308,6 @@ def _created_lines(out: list[str], fam: Family, label_text: dict[tuple[str, ...]
         out.append(f"{cname}{label_text[values]} {fmt(created[values])}\n")
 
 
-class _Metrics:
-    """The ``collect()`` interface client_python's encoders expect, over a list of metrics."""
-
-    def __init__(self, metrics: Sequence[Metric]) -> None:
-        self._metrics = metrics
-
-    def collect(self) -> Sequence[Metric]:
-        return self._metrics
-
-
 _text_encoder: Callable[[Any], bytes] = generate_latest
 _openmetrics_encoder: Callable[[Any], bytes] = generate_openmetrics
 
@@ -359,5 +350,10 @@ def render_metrics(metrics: Sequence[Metric], openmetrics: bool) -> str:
     if all(f is not None for f in families):
         return render_families([f for f in families if f is not None], openmetrics)
     if openmetrics:
-        return _openmetrics_encoder(_Metrics(metrics)).decode("utf-8").removesuffix(OPENMETRICS_EOF)
-    return _text_encoder(_Metrics(metrics)).decode("utf-8")
+        return _openmetrics_encoder(_registry(metrics)).decode("utf-8").removesuffix(OPENMETRICS_EOF)
+    return _text_encoder(_registry(metrics)).decode("utf-8")
+
+
+def _registry(metrics: Sequence[Metric]) -> SimpleNamespace:
+    """The ``collect()`` interface client_python's encoders expect, over a list of metrics."""
+    return SimpleNamespace(collect=lambda: metrics)

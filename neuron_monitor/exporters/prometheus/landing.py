@@ -1,9 +1,9 @@
 """The landing page at ``/``: which host this is, whether its Neuron devices are healthy, and where to go next.
 
 At the top: the host (instance id, instance type, availability zone, the node's name from ``NODE_NAME`` as the
-DaemonSet sets it, else the host name), the node's health verdict and each device's (``summary``: read through the
-schema layer from the served report), and the newest report's age, which a small inline script keeps current
-without a reload (it counts from the age the page was rendered with, so the browser's clock does not matter).
+DaemonSet sets it, else the host name), the node's health verdict and each device's, and the newest report's age,
+which a small inline script keeps current without a reload (it counts from the age the page was rendered with, so
+the browser's clock does not matter).
 Below: the exporter's status, version and pid (so that `make run` knows its own exporter answers), per-group status
 and input counters, and links to ``/metrics``, ``/healthz``, ``/readyz``, the Grafana dashboard JSON and the docs
 the package ships (served at ``/docs/``, so the link works from an installed package without network).
@@ -12,6 +12,12 @@ Safety: every text on it goes through `neuron_monitor.util.sanitize.html_text` (
 visible, HTML escaped); the script writes only numbers, with ``textContent``. The page is served with a strict
 Content-Security-Policy (``CSP``): no source at all but the one inline style and the one inline script, each allowed
 by its SHA-256 hash.
+
+What the page says about the host (``HostSummary``, ``summarize``) is read through the schema layer
+(``schema.read.Report``): the verdicts come from the system group whose spec reads into ``NeuronDeviceHealth``
+(whatever it is called), the host from ``instance_info``. It is taken when a report is shaped, before its typed
+values are let go (``snapshot.Snapshot.shaped``), so the page never keeps a report. Strings are kept as the report
+has them (clipped); the page escapes them.
 """
 
 from __future__ import annotations
@@ -20,11 +26,17 @@ import base64
 import hashlib
 import os
 import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from neuron_monitor import __version__
-from neuron_monitor.exporters.prometheus.collector import ExporterCollector
-from neuron_monitor.exporters.prometheus.summary import HostSummary
+from neuron_monitor.groups.neuron_device_health.spec import STATES, NeuronDeviceHealth
+from neuron_monitor.schema.read import Report
 from neuron_monitor.util.sanitize import html_text
+
+if TYPE_CHECKING:  # the collector's modules import this one (a report's summary is taken while shaping)
+    from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+
 
 STYLE = (
     "body{font-family:sans-serif;margin:1.5em}th{text-align:left;padding-right:1em}td{padding-right:1em}"
@@ -158,4 +170,73 @@ def landing_page(exporter: ExporterCollector, dashboard: bool, docs: bool = True
         f"<th>errors since start</th></tr>{''.join(group_rows)}</table>\n"
         f'<h2>Links</h2><ul id="links">{"".join(links)}</ul>\n'
         f"<script>{SCRIPT}</script>\n</body></html>\n"
+    )
+
+
+MAX_DEVICES = 256  # rows the page lists (a trn2.48xlarge has 16 devices, a Trn2 UltraServer node as many)
+MAX_REASONS = 8
+MAX_CHARS = 200
+UNKNOWN = "unknown"
+
+
+def _clip(text: object) -> str:
+    s = "" if text is None else str(text)
+    return s if len(s) <= MAX_CHARS else s[: MAX_CHARS - 3] + "..."
+
+
+@dataclass(frozen=True)
+class DeviceVerdict:
+    device: str  # its index as the report writes it
+    state: str  # healthy, unhealthy or unknown
+    reasons: tuple[str, ...]  # "rule: message" (or the rule, or its detail)
+
+
+@dataclass(frozen=True)
+class HostSummary:
+    verdicts: bool  # the report carries health verdicts at all
+    node_state: str  # healthy, unhealthy or unknown ("" without verdicts)
+    devices: tuple[DeviceVerdict, ...]
+    more_devices: int  # devices past MAX_DEVICES, not listed
+    health_error: str  # the health group's error, if any
+    instance_id: str
+    instance_type: str
+    availability_zone: str
+
+
+def _known_state(value: str | None) -> str:
+    return value if value in STATES else UNKNOWN
+
+
+def summarize(read: Report) -> HostSummary:
+    health: NeuronDeviceHealth | None = None
+    error = ""
+    for group in read.system.values():
+        value = group.data_as(NeuronDeviceHealth)
+        if value is not None:
+            health, error = value, group.error
+            break
+    devices: list[DeviceVerdict] = []
+    if health is not None:
+        for entry in health.devices[:MAX_DEVICES]:
+            reasons = tuple(
+                _clip(f"{r.rule}: {r.message or r.detail}" if (r.message or r.detail) else r.rule)
+                for r in entry.reasons[:MAX_REASONS]
+            )
+            devices.append(DeviceVerdict(_clip(entry.label), _known_state(entry.state), reasons))
+    node_state = ""
+    if health is not None:
+        node_state = _known_state(health.node_state)
+        if health.node_state is None and devices:  # no node object: the worst device's state
+            states = {d.state for d in devices}
+            node_state = "unhealthy" if "unhealthy" in states else UNKNOWN if UNKNOWN in states else "healthy"
+    info = read.instance_info
+    return HostSummary(
+        verdicts=health is not None,
+        node_state=node_state,
+        devices=tuple(devices),
+        more_devices=max(len(health.devices) - MAX_DEVICES, 0) if health is not None else 0,
+        health_error=_clip(error),
+        instance_id=_clip(info.instance_id if info else ""),
+        instance_type=_clip(info.instance_type if info else ""),
+        availability_zone=_clip(info.instance_availability_zone if info else ""),
     )

@@ -17,18 +17,16 @@ from typing import Any
 
 from neuron_monitor.exporters.prometheus.budget import BUDGET, SeriesBudget
 from neuron_monitor.exporters.prometheus.context import ShapeContext
-from neuron_monitor.exporters.prometheus.core_info import shape_core_info
-from neuron_monitor.exporters.prometheus.core_totals import shape_core_totals
+from neuron_monitor.exporters.prometheus.cores import shape_core_info, shape_core_totals
 from neuron_monitor.exporters.prometheus.counting import count_report
-from neuron_monitor.exporters.prometheus.daemon_metrics import shape_daemon
+from neuron_monitor.exporters.prometheus.daemon_metrics import shape_daemon, shape_sources
 from neuron_monitor.exporters.prometheus.families import Family, FamilySet
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH, LabelGuard, cap_strings
 from neuron_monitor.exporters.prometheus.labels import PodMap, instance_labels
+from neuron_monitor.exporters.prometheus.landing import HostSummary, summarize
 from neuron_monitor.exporters.prometheus.ledger import CounterLedger, Totals
 from neuron_monitor.exporters.prometheus.runtime_metrics import RuntimeShaper
 from neuron_monitor.exporters.prometheus.series_limit import DEFAULT_MAX_SERIES, SeriesLimit
-from neuron_monitor.exporters.prometheus.source_metrics import shape_sources
-from neuron_monitor.exporters.prometheus.summary import HostSummary, summarize
 from neuron_monitor.exporters.prometheus.system_metrics import shape_info, shape_system
 from neuron_monitor.exporters.prometheus.values import MalformedReport, number
 from neuron_monitor.schema.read import Report, read_report

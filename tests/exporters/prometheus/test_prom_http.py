@@ -14,10 +14,9 @@ import bcrypt
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 
-from neuron_monitor.exporters.prometheus.app import ExporterApp
+from neuron_monitor.exporters.prometheus.app import ExporterApp, gzip_accepted
 from neuron_monitor.exporters.prometheus.auth import BasicAuth, parse_basic
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
-from neuron_monitor.exporters.prometheus.negotiation import gzip_accepted
 from neuron_monitor.exporters.prometheus.server import Connection, HTTPFront, ServerLimits, plain
 from neuron_monitor.exporters.prometheus.state import ExporterState
 from tests.exporters.prometheus.prom_helpers import one, parse
@@ -166,15 +165,15 @@ def test_basic_scheme_is_case_insensitive_and_credentials_cached() -> None:
 def test_runtime_collectors_render_fast_with_client_pythons_bytes() -> None:
     from neuron_monitor.exporters.prometheus.cli import runtime_collectors
     from neuron_monitor.exporters.prometheus.exposition import (
-        _Metrics,
         _openmetrics_encoder,
+        _registry,
         _text_encoder,
         render_metrics,
     )
 
     metrics = [m for c in runtime_collectors() for m in c.collect()]
-    assert render_metrics(metrics, False) == _text_encoder(_Metrics(metrics)).decode()
-    assert render_metrics(metrics, True) == _openmetrics_encoder(_Metrics(metrics)).decode().removesuffix("# EOF\n")
+    assert render_metrics(metrics, False) == _text_encoder(_registry(metrics)).decode()
+    assert render_metrics(metrics, True) == _openmetrics_encoder(_registry(metrics)).decode().removesuffix("# EOF\n")
 
 
 def test_gzip_of_small_and_large_bodies_round_trips() -> None:
