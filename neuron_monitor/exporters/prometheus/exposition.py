@@ -169,36 +169,6 @@ class SampleRenderer:
         return text
 
 
-class SeriesTemplate:
-    """The text of families whose series stay the same while their values change (the per-scrape self and
-    process metrics), from their values alone: each family's help lines and each sample's line head are joined
-    once, and ``render`` only formats the values (in the families' sample order). It writes what
-    ``SampleRenderer.render`` writes for those families with those values (an equivalence test holds them
-    together); families with ``_created`` samples are not templated."""
-
-    def __init__(self, families: Sequence[Family], openmetrics: bool) -> None:
-        heads: list[str] = []
-        pending = ""  # help lines not yet followed by a sample (a family without samples has only those)
-        for fam in families:
-            if fam.created is not None:
-                raise ValueError(f"{fam.name}: families with _created samples are not templated")
-            pending += _help_lines(fam, openmetrics)
-            for values in fam.samples:
-                heads.append(pending + _line_head(fam, values))
-                pending = ""
-        self.heads = heads
-        self.end = pending
-        self.size = len(heads)
-
-    def render(self, values: Sequence[float]) -> str:
-        """The families' text with ``values`` (one per sample, in order; exactly ``size`` of them)."""
-        if len(values) != self.size:
-            raise ValueError(f"{len(values)} values for a template of {self.size} samples")
-        if not values:
-            return self.end
-        return "\n".join(map(str.__add__, self.heads, format_values(values))) + "\n" + self.end
-
-
 Reading = float | dict[tuple[str, ...], float] | None
 
 
@@ -217,16 +187,17 @@ class Row(Generic[S]):
 
 class MetricTable(Generic[S]):
     """Families defined as rows (``Row``), read from a source per scrape: ``families(source)`` builds them (the
-    careful twin) and ``text(source, openmetrics)`` writes what they render to from a ``SeriesTemplate`` per shape
-    (which families are there and which series each has), so a scrape only formats the values. An equivalence
-    test holds the two together; adding a family is adding a row. At most ``limit`` shapes are kept, and the last
-    text (the self-metrics change only when a report arrives or input is read)."""
+    careful twin) and ``text(source, openmetrics)`` writes what they render to from a template per shape (which
+    families are there and which series each has: each family's help lines and each sample's line head joined
+    once), so a scrape only formats the values. An equivalence test holds the two together, and both to what
+    ``SampleRenderer`` writes for those families; adding a family is adding a row. At most ``limit`` shapes are
+    kept, and the last text (the self-metrics change only when a report arrives or input is read)."""
 
     def __init__(self, rows: Sequence[Row[S]], limit: int = 16) -> None:
         self.rows = tuple(rows)
         self.limit = limit
-        self._templates: dict[object, SeriesTemplate] = {}
-        self._last: tuple[object, list[float], str] | None = None  # the last text (values often stay the same)
+        self._templates: dict[object, tuple[list[str], str]] = {}  # shape -> (line heads, trailing help lines)
+        self._last: tuple[object, bytes, str] | None = None  # the last text (values often stay the same)
         self._lock = threading.Lock()
 
     def _read(self, source: S) -> list[Reading]:
@@ -263,21 +234,36 @@ class MetricTable(Generic[S]):
                 shape.append(True)
                 values.append(value)
         key = tuple(shape)
+        bits = array("d", values).tobytes()  # exact: tells -0.0 from 0.0 (equal as numbers, written apart)
         with self._lock:
             last = self._last
-            if last is not None and last[0] == key and last[1] == values:
+            if last is not None and last[0] == key and last[1] == bits:
                 return last[2]
             template = self._templates.get(key)
         if template is None:
-            template = SeriesTemplate(self._families(readings), openmetrics)
+            template = _template(self._families(readings), openmetrics)
             with self._lock:
                 if len(self._templates) >= self.limit:
                     self._templates.clear()
                 self._templates[key] = template
-        text = template.render(values)
+        heads, end = template
+        text = "\n".join(map(str.__add__, heads, format_values(values))) + "\n" + end if values else end
         with self._lock:
-            self._last = (key, values, text)
+            self._last = (key, bits, text)
         return text
+
+
+def _template(families: Sequence[Family], openmetrics: bool) -> tuple[list[str], str]:
+    """The text of ``families`` but their values: each sample's line up to its value, the help lines of a family
+    joined to its first sample's, and the help lines that no sample follows (a family without samples)."""
+    heads: list[str] = []
+    pending = ""
+    for fam in families:
+        pending += _help_lines(fam, openmetrics)
+        for values in fam.samples:
+            heads.append(pending + _line_head(fam, values))
+            pending = ""
+    return heads, pending
 
 
 def _line_head(fam: Family, values: tuple[str, ...]) -> str:

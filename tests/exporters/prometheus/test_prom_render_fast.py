@@ -13,15 +13,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import orjson
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.utils import floatToGoString
 
 from neuron_monitor.exporters.prometheus.collector import SELF_METRICS, ExporterCollector
 from neuron_monitor.exporters.prometheus.exposition import (
+    MetricTable,
+    Reading,
+    Row,
     SampleRenderer,
-    SeriesTemplate,
     format_values,
     render_families,
 )
@@ -123,29 +124,25 @@ def test_served_reports_render_as_the_careful_twin_does() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(report_sequences())
-def test_series_template_writes_what_the_renderer_writes(scrapes: list[list[Family]]) -> None:
-    """A template built from one scrape's families renders any later values of those series exactly as the
-    renderer renders the families holding them (families without samples keep their help lines)."""
+def test_a_metric_table_writes_what_the_renderer_writes(scrapes: list[list[Family]]) -> None:
+    """A table whose rows read the families of each scrape (in turn, the same series with later values) writes,
+    from the template its first scrape built, exactly what the renderer writes for those families, and its
+    careful twin gives those families (families without samples keep their help lines)."""
     shape = scrapes[0]
+    rows = [Row(f.name, f.kind, f.help, lambda src, i=i: src[i], f.labelnames) for i, f in enumerate(shape)]
     for openmetrics in (False, True):
-        template = SeriesTemplate(shape, openmetrics)
-        for later in scrapes:
+        table: MetricTable[list[Reading]] = MetricTable(rows)
+        for later in [shape, *scrapes]:
             again = [Family(f.name, f.kind, f.help, f.labelnames, {}) for f in shape]
             it = iter(s for fam in later for s in fam.samples.values())
-            filled = []
             for fam, blank in zip(shape, again, strict=True):
                 blank.samples = {k: next(it, 1.5) for k in fam.samples}
-                filled.extend(blank.samples.values())
-            assert template.render(filled) == SampleRenderer().render(again, openmetrics)
-
-
-def test_a_series_template_refuses_the_wrong_number_of_values() -> None:
-    template = SeriesTemplate([_family("x", GAUGE, ("a",), {("1",): 1.0, ("2",): 2.0})], False)
-    assert template.size == 2
-    with pytest.raises(ValueError):
-        template.render([1.0])
-    with pytest.raises(ValueError):
-        SeriesTemplate([Family("c", COUNTER, "h", (), {(): 1.0}, created={(): 5.0})], False)
+            source: list[Reading] = [
+                dict(f.samples) if f.labelnames else f.samples.get((), 1.5) if f.samples else None for f in again
+            ]
+            served = [f for f, r in zip(again, source, strict=True) if r is not None]
+            assert table.text(source, openmetrics) == SampleRenderer().render(served, openmetrics)
+            assert render_families(table.families(source), openmetrics) == render_families(served, openmetrics)
 
 
 def _states_of_a_stream() -> Iterator[tuple[ExporterState, StreamStats]]:
