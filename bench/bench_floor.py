@@ -5,12 +5,16 @@
 
 1. The floor and the daemon, at the same time on the same simulated host, every group at 0.1 s. The floor is a
    process (``bench/bench_floor.py --floor-loop``) that, on the same 0.1 s grid, only reads what the daemon reads —
-   kept-descriptor preads of /proc/stat, /proc/meminfo, each runtime's /proc/PID/stat and every ECC file, and a
-   copy of the counter regions (ND counters, NC counters of each physical core) of each data block in use — and
-   writes a report of the same size (one of the daemon's own reports, re-encoded with orjson) to stdout. Nothing is
-   parsed. Both run side by side (so a busy shared machine slows both alike); CPU comes from the OS (schedstat of
-   every thread, see bench/daemon_run.py) over the same number of reports after the first; the ratio daemon / floor
-   is printed per run, and the median of ``--repeat`` runs. Peak RSS of the daemon is printed too.
+   kept-descriptor preads of /proc/stat, /proc/meminfo, each runtime's /proc/PID/stat and every ECC file, and one
+   read of the bytes the daemon reads of each data block in use (on the simulator's files one pread of ``NDS_END``
+   bytes per block and report, as the daemon's `FileBlock`), then a copy of its counter regions (ND counters, NC
+   counters of each physical core) — and writes a report of the same size (one of the daemon's own reports,
+   re-encoded with orjson) to stdout. Nothing is parsed. Not in the floor: the device listing and each device's
+   application list and acquire table, which the daemon reads to notice devices and applications coming and going
+   (part of its excess). Both run side by side (so a busy shared machine slows both alike); CPU comes from the OS
+   (schedstat of every thread, see bench/daemon_run.py) over the same number of reports after the first; the ratio
+   daemon / floor is printed per run, and the median of ``--repeat`` runs. Peak RSS of the daemon is printed too.
+   ``--pure`` runs every daemon with ``NEURON_MONITOR_NO_NATIVE=1`` (the pure-Python twins only).
 2. Start-up: wall time from exec to the first report line on the simulator, for ``--once`` and for a normal start
    (median of ``--repeat``), beside the time ``python -c pass`` and ``python -c "import orjson"`` take (the
    interpreter's own floor), and the load average.
@@ -69,7 +73,7 @@ def floor_loop(root: Path, period: float, sample: Path) -> None:
             if where is None:
                 continue
             pids.add(app.pid)
-            block = dev.map_block(*where)
+            block = dev.map_block(where[0], L.NDS_END)  # the bytes the daemon reads of the slab (neuron/apps.py)
             regions.append((block, L.ND_COUNTERS_OFFSET, L.ND_COUNTERS_OFFSET + L.ND_COUNTER_COUNT * 8))
             base = min(cores, L.NC_BASE_CORES)
             regions.append((block, L.NC_COUNTERS_OFFSET, L.NC_COUNTERS_OFFSET + base * L.NC_COUNTER_COUNT * 8))
@@ -78,6 +82,7 @@ def floor_loop(root: Path, period: float, sample: Path) -> None:
                     start = L.EXT_NC_DATA_OFFSET + (core - L.NC_BASE_CORES) * L.EXT_NC_DATA_STRIDE * 8
                     regions.append((block, start, start + L.NC_COUNTER_COUNT * 8))
     kept += [fs.open_kept(f"proc/{pid}/stat") for pid in sorted(pids)]
+    blocks = list({id(block): block for block, _, _ in regions}.values())  # each block once, in order
     report = json.loads(sample.read_bytes())
     out = sys.stdout.buffer
     tick = time.monotonic()
@@ -86,7 +91,7 @@ def floor_loop(root: Path, period: float, sample: Path) -> None:
         time.sleep(max(0.0, tick - time.monotonic()))
         for f in kept:
             f.read()
-        buffers = {id(block): block.read() for block, _, _ in regions}  # one read (a pread on a file) per block
+        buffers = {id(block): block.read() for block in blocks}  # one read (a pread on a file) per block
         for block, start, end in regions:
             buffers[id(block)][start:end]
         out.write(orjson.dumps(report) + b"\n")
@@ -197,6 +202,7 @@ def main() -> int:
     ap.add_argument("--against", metavar="TREE", type=Path, help="also an A/B against the daemon of this checkout")
     ap.add_argument("--rounds", type=int, default=8, help="rounds of the A/B (with --against)")
     ap.add_argument("--health-watch-ab", action="store_true", help="A/B of the device-health watch (see above)")
+    ap.add_argument("--pure", action="store_true", help="the daemons without the compiled helper")
     ap.add_argument("--floor-loop", metavar="ROOT", help=argparse.SUPPRESS)
     ap.add_argument("--sample", metavar="FILE", help=argparse.SUPPRESS)
     ap.add_argument("--period", type=float, default=0.1, help=argparse.SUPPRESS)
@@ -207,10 +213,14 @@ def main() -> int:
 
     from neuron_monitor.sim.temporary import TemporarySimulator
 
+    if args.pure:
+        os.environ["NEURON_MONITOR_NO_NATIVE"] = "1"  # inherited by every process started below
+
     py = sys.executable
     print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}; speed "
           f"reference: sum(range(10**7)) takes {speed_reference():.0f} ms CPU; load average "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")  # fmt: skip
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; compiled helper "
+          f"{'off (--pure)' if args.pure else 'on when built'}")  # fmt: skip
     conf = write_config(aws_groups_config("100ms"))
     sample = Path(tempfile.mkstemp(suffix=".json")[1])
     try:
@@ -249,8 +259,9 @@ def main() -> int:
                       f"MiB), floor {f.cpu_ms_per_report:.2f} ms -> {ratios[-1]:.2f} x floor; load "
                       f"{os.getloadavg()[0]:.1f}")  # fmt: skip
             ratio = statistics.median(ratios)
-            print(f"daemon / floor, median of {args.repeat}: {ratio:.2f} x (target <= 3.0: "
-                  f"{'met' if ratio <= 3.0 else 'NOT met'})")  # fmt: skip
+            target = 2.5 if args.pure else 1.5  # issue 41's goal 3
+            print(f"daemon / floor, median of {args.repeat}: {ratio:.2f} x (target <= {target}: "
+                  f"{'met' if ratio <= target else 'NOT met'})")  # fmt: skip
             if args.against:
                 against(daemon, floor, args.against.resolve(), args.reports, args.rounds)
             if args.health_watch_ab:
