@@ -522,3 +522,32 @@ async def test_a_failure_in_the_timers_report_ends_run_as_one_in_runs_own_would(
     with pytest.raises(ReaderGone):
         await asyncio.wait_for(s.run(asyncio.Event()), timeout=30)
     s.close()
+
+
+async def test_the_reports_own_objects_share_the_collections_kept_listing(tmp_path: Any) -> None:
+    """A top-level object that lists a directory with a max age (as the ``neuron_monitor`` object's required
+    families list the devices, check/required.py) is read as a collection reads: reports built within the max age
+    share one listing, and a report after it lists again."""
+    (tmp_path / "devices").mkdir()
+    listed: list[str] = []
+
+    class CountingRoot(RootFS):
+        def _list(self, rel: str) -> list[str]:
+            listed.append(rel)
+            return super()._list(rel)
+
+    clock = StepClock()
+    c = Collector(
+        CountingRoot(tmp_path),
+        plan_from_data({"period": "100ms", "system_metrics": [{"type": "vcpu_usage"}]}, "test.conf"),
+        FakeApps(),
+        lambda: empty_hardware_info("no Neuron devices found"),
+        lambda: empty_instance_info("off EC2"),
+        clock=clock,
+    )
+    c.add_extra("listing", lambda: {"names": c.root.listdir("devices", 1.0)})
+    reports = await run_ticks(c, clock, 5, 0.1)
+    assert len(reports) == 5 and listed == ["devices"]
+    clock.t += 1.0
+    reports = await run_ticks(c, clock, 1, 0.1)
+    assert len(reports) == 1 and listed == ["devices", "devices"]

@@ -319,13 +319,20 @@ class Collector:
 
     # -- report --------------------------------------------------------------------------------------
     def build_report(self, wall: float | None = None) -> dict[str, Any]:
-        return self.assembly.build(
-            self.apps.scopes,
-            self._instance_info_fn(),
-            self._hardware_info or rpt.empty_hardware_info("not read yet"),
-            self._extras,
-            wall,
-        )
+        """The report from the newest group objects. Its top-level objects are read as a collection reads (their
+        readers' device listing is the one the collection used, kept up to a second: `RootFS.begin_collection`), so
+        the report's ``neuron_monitor`` object lists no directory of its own per report."""
+        self.root.begin_collection(self.clock())
+        try:
+            return self.assembly.build(
+                self.apps.scopes,
+                self._instance_info_fn(),
+                self._hardware_info or rpt.empty_hardware_info("not read yet"),
+                self._extras,
+                wall,
+            )
+        finally:
+            self.root.end_collection()
 
     def retire_gone(self) -> None:
         """After a report went out: forget vanished applications whose final counts have all been reported."""

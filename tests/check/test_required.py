@@ -26,6 +26,14 @@ def test_required_by_architecture_and_driver() -> None:
         annotated = required.annotate(monitor)
         assert annotated["sources"]["g"]["required"] == [ECC]
         assert "required" not in monitor["sources"]["g"]  # the group's own object is never changed
+        # kept while the inputs are the same objects; a new entry object, or another version, is annotated anew
+        assert required.annotate(dict(monitor))["sources"] is annotated["sources"]
+        moved = {"layout": "x", "found": {ECC: False, "a/b": True}}
+        again = required.annotate({**monitor, "sources": {"g": moved}})
+        assert again["sources"]["g"] == {**moved, "required": [ECC]} and "required" not in moved
+        older = required.annotate({**monitor, "sources": {"g": moved}, "driver_version": "2.29.0.0"})
+        assert older["sources"]["g"]["required"] == []
+        assert required.annotate(monitor)["sources"]["g"]["required"] == [ECC]
     with TemporarySimulator("trn1.2xlarge", runtimes=1, seed=1) as sim:
         families = RequiredFamilies(RootFS(sim.root)).families("2.31.7.0")
         assert ECC in families and HEALTH not in families  # Trainium1 has no health_status nodes
