@@ -61,14 +61,11 @@ NEURON_HW_COUNTERS: Final = "neuron_hw_counters"
 
 # ---- memory_info: its keys are in groups/memory_info/body.py ---------------------------------------------------
 
-# ---- neuron_hw_counters -------------------------------------------------------------------------------------
+# ---- neuron_hw_counters: its keys are in groups/neuron_hw_counters/body.py -------------------------------------
+
+# ---- the device groups' list of devices (neuron_hw_counters, neuron_device_telemetry, neuron_device_health) -----
 NEURON_DEVICES: Final = "neuron_devices"
 NEURON_DEVICE_INDEX: Final = "neuron_device_index"
-MEM_ECC_CORRECTED: Final = "mem_ecc_corrected"
-MEM_ECC_UNCORRECTED: Final = "mem_ecc_uncorrected"
-SRAM_ECC_CORRECTED: Final = "sram_ecc_corrected"
-SRAM_ECC_UNCORRECTED: Final = "sram_ecc_uncorrected"
-ECC_EVENTS: Final = (MEM_ECC_CORRECTED, MEM_ECC_UNCORRECTED, SRAM_ECC_CORRECTED, SRAM_ECC_UNCORRECTED)
 
 # ---- neuron_hardware_info -----------------------------------------------------------------------------------
 NEURONCORE_PER_DEVICE_COUNT: Final = "neuroncore_per_device_count"

@@ -16,6 +16,8 @@ from neuron_monitor.groups.memory_info import body as memory_info_body
 from neuron_monitor.groups.memory_info.collector import MemoryInfo
 from neuron_monitor.groups.memory_used import body as memory_used_body
 from neuron_monitor.groups.memory_used.collector import MemoryUsed
+from neuron_monitor.groups.neuron_hw_counters import body as hw_counters_body
+from neuron_monitor.groups.neuron_hw_counters.collector import NeuronHwCounters
 from neuron_monitor.groups.neuron_runtime_vcpu_usage import body as runtime_vcpu_body
 from neuron_monitor.groups.neuron_runtime_vcpu_usage import collector as runtime_vcpu_collector
 from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import usage_careful, usage_native
@@ -27,9 +29,10 @@ from neuron_monitor.groups.vcpu_usage.collector import VcpuUsage, usage_body_car
 from neuron_monitor.host.procfs import parse_stat
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.nodes import ECC_BY_COUNTER
 from neuron_monitor.schema.spec import registry
 from neuron_monitor.schema.values import Problems
-from tests.conftest import group_testdata
+from tests.conftest import group_testdata, lay_out_sysfs
 from tests.groups.test_group_testdata import _collect as collect_data_block
 from tests.neuron.appdata import TRN2, app_with, counters
 
@@ -238,3 +241,35 @@ def test_memory_used_keys_are_defined_once() -> None:
     (model,) = body[b.LOADED_MODELS]
     assert list(model[b.MODEL_SUBGRAPHS]) == ["sg_00"]
     _reads_back("memory_used", body)
+
+
+def test_neuron_hw_counters_keys_are_defined_once(tmp_path: Path) -> None:
+    b = hw_counters_body
+    assert set(get_type_hints(b.NeuronHwCountersBody)) == {b.NEURON_DEVICES, b.ERROR}
+    assert list(get_type_hints(b.DeviceEcc)) == [b.NEURON_DEVICE_INDEX, *b.COUNTERS]
+    assert b.DeviceEcc.__required_keys__ == {b.NEURON_DEVICE_INDEX}
+    assert all(counter in ECC_BY_COUNTER for counter in b.COUNTERS)  # the driver's file of each (neuron/nodes.py)
+    # one device's ECC files as the driver writes them (real format), an event between two reads
+    hardware = "sys/devices/virtual/neuron_device/neuron0/stats/hardware"
+    root = lay_out_sysfs("neuron_hw_counters", "sysfs_trn2_neuron0.txt", tmp_path / "full")
+    group = NeuronHwCounters(RootFS(root))
+    group.prime()
+    (root / hardware / "mem_ecc_corrected").write_text("5\n")
+    counted = group.collect()  # the careful path's body
+    quiet = group.collect()  # the same bytes again: the one-pass read's all-zero body
+    group.close()
+    root = lay_out_sysfs("neuron_hw_counters", "sysfs_trn2_neuron0.txt", tmp_path / "partial")
+    (root / hardware / "sram_ecc_corrected").unlink()  # a counter this driver does not expose
+    group = NeuronHwCounters(RootFS(root))
+    group.prime()
+    partial = group.collect()
+    group.close()
+    for body in (counted, quiet, partial):
+        _shaped(body, b.NeuronHwCountersBody, "neuron_hw_counters")
+        _reads_back("neuron_hw_counters", body)
+    full = [b.NEURON_DEVICE_INDEX, *b.COUNTERS]
+    assert list(counted) == list(quiet) == [b.NEURON_DEVICES]
+    assert list(counted[b.NEURON_DEVICES][0]) == list(quiet[b.NEURON_DEVICES][0]) == full
+    assert counted[b.NEURON_DEVICES][0][b.MEM_ECC_CORRECTED] == 2
+    assert list(partial) == [b.NEURON_DEVICES, b.ERROR] and b.SRAM_ECC_CORRECTED in partial[b.ERROR]
+    assert list(partial[b.NEURON_DEVICES][0]) == [k for k in full if k != b.SRAM_ECC_CORRECTED]

@@ -16,7 +16,8 @@ Cost: a trn2.48xlarge has 64 of these files. While the device listing and the se
 all of them are read in one pass of preads on the kept descriptors and converted in one ``map(int)``; any error, odd
 content or change of listing takes the careful per-file path, which reopens, notes what is missing, and sets up the
 next fast pass. When that pass reads the very bytes of the previous one (no ECC event anywhere: the usual case),
-nothing is converted or compared per device: the body is the shared all-zero body of that pass.
+nothing is converted or compared per device: the body is the shared all-zero body of that pass. The body's keys
+and types: body.py.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import time
 from typing import Any, NamedTuple, cast
 
 from neuron_monitor.groups.base import SystemGroup
+from neuron_monitor.groups.neuron_hw_counters import body as B
+from neuron_monitor.groups.neuron_hw_counters.body import DeviceEcc, NeuronHwCountersBody
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron.nodes import ECC_BY_COUNTER
 from neuron_monitor.neuron.plausible import ECC_SOURCES as SOURCES
@@ -35,7 +38,7 @@ from neuron_monitor.util.counters import step
 from neuron_monitor.util.errors import GroupError
 from neuron_monitor.util.ranges import device_ranges
 
-COUNTERS: tuple[str, ...] = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_uncorrected", "sram_ecc_corrected")
+COUNTERS: tuple[str, ...] = B.COUNTERS  # a device entry's counters, in report order
 _READ_SIZE = 64  # the files hold one decimal number; KeptFile reads on when one is longer
 _LOOK_AGAIN = object()
 
@@ -59,9 +62,9 @@ class NeuronHwCounters(SystemGroup):
         self._files: dict[int, list[Any]] = {}
         self._prev: dict[int, list[int | None]] = {}  # device -> per counter (None: could not be read)
         self._fast: _FastPass | None = None
-        self._zero_entries: dict[tuple[int, Any], dict[str, Any]] = {}  # (device, presence) -> entry, all zero
+        self._zero_entries: dict[tuple[int, Any], DeviceEcc] = {}  # (device, presence) -> entry, all zero
         self._raws: list[bytes] | None = None  # what the last read found, when it was a one-pass read
-        self._quiet: tuple[_FastPass, dict[str, Any]] | None = None  # a fast pass and its all-zero body
+        self._quiet: tuple[_FastPass, NeuronHwCountersBody] | None = None  # a fast pass and its all-zero body
         self._settled = False  # every counter read has a baseline (else the same bytes again are not "nothing")
         self._last_time: float | None = None  # monotonic time of the previous read
 
@@ -185,27 +188,28 @@ class NeuronHwCounters(SystemGroup):
         last, self._last_time = self._last_time, now
         return 0.0 if last is None else max(0.0, now - last)
 
-    def _zero_entry(self, device: int, present: tuple[bool, ...] | None = None) -> dict[str, Any]:
+    def _zero_entry(self, device: int, present: tuple[bool, ...] | None = None) -> DeviceEcc:
         """The device's entry when nothing happened, with the counters ``present`` (default: all) at 0 (one shared
         object per device and presence, never mutated)."""
         key = (device, present)
         entry = self._zero_entries.get(key)
         if entry is None:
             names = COUNTERS if present is None else [n for n, p in zip(COUNTERS, present, strict=True) if p]
-            entry = self._zero_entries[key] = {"neuron_device_index": device, **dict.fromkeys(names, 0)}
+            zero: dict[str, Any] = {B.NEURON_DEVICE_INDEX: device, **dict.fromkeys(names, 0)}
+            entry = self._zero_entries[key] = cast("DeviceEcc", zero)  # COUNTERS are DeviceEcc's counter keys
         return entry
 
-    def _quiet_body(self, fast: _FastPass) -> dict[str, Any]:
+    def _quiet_body(self, fast: _FastPass) -> NeuronHwCountersBody:
         """The body of a collection in which nothing changed under ``fast``: every count 0 (one object per fast
         pass, returned again while nothing changes; never mutated)."""
         if self._quiet is not None and self._quiet[0] is fast:
             return self._quiet[1]
         present: list[tuple[bool, ...] | None] = [None] * len(fast.devices) if fast.present is None else [*fast.present]
-        body: dict[str, Any] = {
-            "neuron_devices": [self._zero_entry(d, p) for d, p in zip(fast.devices, present, strict=True)]
+        body: NeuronHwCountersBody = {
+            B.NEURON_DEVICES: [self._zero_entry(d, p) for d, p in zip(fast.devices, present, strict=True)]
         }
         if fast.errors:
-            body["error"] = "; ".join(fast.errors)
+            body[B.ERROR] = "; ".join(fast.errors)
         self._quiet = (fast, body)
         return body
 
@@ -216,8 +220,8 @@ class NeuronHwCounters(SystemGroup):
         if values is None:  # the same bytes as the last read (so the same values as self._prev): all zero
             assert self._fast is not None
             self._last_time = time.monotonic()
-            return self._quiet_body(self._fast)
-        out = []
+            return cast("dict[str, Any]", self._quiet_body(self._fast))  # the very same object while quiet
+        out: list[DeviceEcc] = []
         none = (None,) * len(COUNTERS)
         next_prev: dict[int, list[int | None]] = {}
         dt = self._dt()
@@ -229,7 +233,7 @@ class NeuronHwCounters(SystemGroup):
                 out.append(self._zero_entry(device))
                 next_prev[device] = row
                 continue
-            entry = {"neuron_device_index": device}
+            entry: dict[str, Any] = {B.NEURON_DEVICE_INDEX: device}  # a DeviceEcc: COUNTERS are its keys
             kept: list[int | None] = []
             for name, cur, prev in zip(COUNTERS, row, prev_row, strict=True):
                 count, baseline, problem = step(prev, cur, dt, SOURCES[name])
@@ -242,13 +246,13 @@ class NeuronHwCounters(SystemGroup):
                     continue
                 entry[name] = count or 0  # a new baseline, or a drop to the driver's failure value: nothing new
             next_prev[device] = kept
-            out.append(entry)
+            out.append(cast("DeviceEcc", entry))
         self._prev = next_prev
         self._settled = settled
-        body: dict[str, Any] = {"neuron_devices": out}
+        body: NeuronHwCountersBody = {B.NEURON_DEVICES: out}
         if errors:
-            body["error"] = "; ".join(errors)
-        return body
+            body[B.ERROR] = "; ".join(errors)
+        return cast("dict[str, Any]", body)  # SystemGroup.collect's plain dict (no copy)
 
     def sources(self) -> dict[str, Any]:
         return self.tree.sources()

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from neuron_monitor.groups.neuron_hw_counters import body as B
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.display import count as whole
@@ -29,27 +30,27 @@ class NeuronHwCounters:
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> NeuronHwCounters:
     devices: list[DeviceCounters] = []
-    listed = sequence(body.get(N.NEURON_DEVICES), problems, where, N.NEURON_DEVICES, counted=True) or ()
+    listed = sequence(body.get(B.NEURON_DEVICES), problems, where, B.NEURON_DEVICES, counted=True) or ()
     for i, device in enumerate(listed):
         if device.__class__ is not dict:
-            device = mapping(device, problems, f"{where}.{N.NEURON_DEVICES}", f"[{i}]", counted=True) or {}
-        raw_index = device.get(N.NEURON_DEVICE_INDEX)
+            device = mapping(device, problems, f"{where}.{B.NEURON_DEVICES}", f"[{i}]", counted=True) or {}
+        raw_index = device.get(B.NEURON_DEVICE_INDEX)
         events: dict[str, float] = {}
         for event, value in device.items():
             cls = value.__class__
             if cls is int or cls is float:
                 events[event] = value
-            elif value is not None and event != N.NEURON_DEVICE_INDEX:
-                count = number(value, problems, f"{where}.{N.NEURON_DEVICES}[{i}]", event, True)
+            elif value is not None and event != B.NEURON_DEVICE_INDEX:
+                count = number(value, problems, f"{where}.{B.NEURON_DEVICES}[{i}]", event, True)
                 if count is not None:
                     events[event] = count
         if raw_index.__class__ is int:
-            events.pop(N.NEURON_DEVICE_INDEX, None)
+            events.pop(B.NEURON_DEVICE_INDEX, None)
             devices.append(DeviceCounters(str(raw_index), raw_index if raw_index >= 0 else None, events))
             continue
-        events.pop(N.NEURON_DEVICE_INDEX, None)
-        dwhere = f"{where}.{N.NEURON_DEVICES}[{i}]"
-        label = text(raw_index, problems, dwhere, N.NEURON_DEVICE_INDEX, counted=True)
+        events.pop(B.NEURON_DEVICE_INDEX, None)
+        dwhere = f"{where}.{B.NEURON_DEVICES}[{i}]"
+        label = text(raw_index, problems, dwhere, B.NEURON_DEVICE_INDEX, counted=True)
         devices.append(DeviceCounters(label, index(raw_index), events))
     return NeuronHwCounters(devices)
 
@@ -101,11 +102,11 @@ def findings(value: NeuronHwCounters) -> Iterator[S.DetFinding]:
     """Per device: the uncorrected memory and SRAM ECC events of the period."""
     for device in value.devices:
         if device.index is not None:
-            mem = whole(device.events.get(N.MEM_ECC_UNCORRECTED))
-            sram = whole(device.events.get(N.SRAM_ECC_UNCORRECTED))
+            mem = whole(device.events.get(B.MEM_ECC_UNCORRECTED))
+            sram = whole(device.events.get(B.SRAM_ECC_UNCORRECTED))
             if not (0 <= mem <= S.MAX_COUNT_PER_PERIOD and 0 <= sram <= S.MAX_COUNT_PER_PERIOD):
                 continue  # no device counts that in a period: a damaged producer's value, not a finding
-            details = {"mem_ecc_uncorrected": mem, "sram_ecc_uncorrected": sram}
+            details = {B.MEM_ECC_UNCORRECTED: mem, B.SRAM_ECC_UNCORRECTED: sram}
             yield DET_ECC, (str(device.index),), mem + sram, details
 
 
