@@ -15,6 +15,9 @@ from neuron_monitor.exporters.prometheus.values import MalformedReport
 from neuron_monitor.schema.read import RuntimeEntry
 from neuron_monitor.schema.spec import CORE_SCOPE, counter_family, merge_facts
 
+_CORES = ("\0cores",)  # LabelTable suffixes of a core's labels and of the runtime's info (no label value is one)
+_INFO = ("\0info",)
+
 
 class RuntimeShaper:
     """Shapes one runtime entry; ``core_labels`` caches the label tuple of each NeuronCore."""
@@ -48,6 +51,13 @@ class RuntimeShaper:
                 labels = (*ctx.inst_values, self.tag, *pod, name, ctx.device_of(core))
             else:
                 labels = (*ctx.inst_values, self.tag, *pod, name)
+            kept = ctx.table.of((), _CORES)  # the same tuple as in the previous report
+            same = kept.get(labels)
+            if same is None:
+                kept[labels] = labels
+                ctx.table.size += 1
+            else:
+                labels = same
             self._core_labels[core] = labels
         return labels
 
@@ -61,8 +71,13 @@ class RuntimeShaper:
         self.runtime_labels = (*ctx.inst_values, self.tag, *pod)
         if not ctx.limit.take_one():
             return  # the report reached the series limit: this runtime is left out (see ``series_limit``)
+        info = ctx.table.of(self.runtime_labels, _INFO)
+        labels = info.get(self.pid)
+        if labels is None:
+            labels = info[self.pid] = (*self.runtime_labels, self.pid)
+            ctx.table.size += 1
         ctx.fams.family("neuron_runtime", INFO, "Neuron runtime information", (*ctx.runtime_names, "pid")).samples[
-            (*self.runtime_labels, self.pid)
+            labels
         ] = 1.0
         for group in self.entry.groups.values():
             if not group.usable:
@@ -79,13 +94,18 @@ class RuntimeShaper:
         if not self.runtime_labels:
             pod = ctx.pods.runtime(self._cores_used()) if ctx.k8s else ()
             self.runtime_labels = (*ctx.inst_values, self.tag, *pod)
+        plans = ctx.table.counters(self.runtime_labels)  # each counter's family and (runtime-scoped) labels
+        samples_of = ctx.samples_of
         for key, total in ctx.limit.take(ctx.totals.get(self.subject, {})).items():
-            family = counter_family(key[0])
-            if family is None:
-                continue
-            samples = ctx.samples_of(family)
-            if family.scope == CORE_SCOPE:
-                labels = self.core_labels(key[1])
-                samples[labels if len(key) == 2 else (*labels, *key[2:])] = total
-            else:
-                samples[(*self.runtime_labels, *key[1:])] = total
+            plan = plans.get(key)
+            if plan is None:
+                family = counter_family(key[0])
+                if family is None:
+                    continue
+                plan = plans[key] = (family, None if family.scope == CORE_SCOPE else (*self.runtime_labels, *key[1:]))
+                ctx.table.size += 1
+            family, labels = plan
+            if labels is None:  # the core scope: the core's labels (and the rest of the key)
+                core = self.core_labels(key[1])
+                labels = core if len(key) == 2 else (*core, *key[2:])
+            samples_of(family)[labels] = total

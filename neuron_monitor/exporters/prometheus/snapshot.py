@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuron_monitor.exporters.prometheus.budget import BUDGET, SeriesBudget
-from neuron_monitor.exporters.prometheus.context import ShapeContext
+from neuron_monitor.exporters.prometheus.context import LabelTable, ShapeContext
 from neuron_monitor.exporters.prometheus.cores import shape_core_info, shape_core_totals
 from neuron_monitor.exporters.prometheus.counting import count_report
 from neuron_monitor.exporters.prometheus.daemon_metrics import shape_daemon, shape_sources
@@ -68,6 +68,7 @@ class Snapshot:
     guard: LabelGuard | None = None  # the builder's check for label values over the cap (None: no cap)
     budget: SeriesBudget | None = None  # the builder's series budget (None: --series-detail full)
     summary: HostSummary | None = None  # the landing page's verdicts and host, taken when shaped
+    table: LabelTable | None = None  # the builder's label tuples, kept across reports (see ``context``)
     _shaped: Shaped | None = None
     _devices: int | None = None  # neuron_device_count of the report's hardware info, kept once it is shaped
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -80,7 +81,7 @@ class Snapshot:
             if self._shaped is None:
                 read = self.read if self.read is not None else read_report(self.report)
                 limit = SeriesLimit(self.options.max_series)
-                self._finish(read, shape(read, self.totals, self.options, limit), limit)
+                self._finish(read, shape(read, self.totals, self.options, limit, self.table), limit)
             assert self._shaped is not None
             return self._shaped
 
@@ -92,7 +93,7 @@ class Snapshot:
                 return
             read = self.read if self.read is not None else read_report(self.report)
         limit = SeriesLimit(self.options.max_series)
-        fams = yield from shape_steps(read, self.totals, self.options, limit)
+        fams = yield from shape_steps(read, self.totals, self.options, limit, self.table)
         with self._lock:
             if self._shaped is None:  # nobody shaped it meanwhile
                 self._finish(read, fams, limit)
@@ -103,7 +104,7 @@ class Snapshot:
         if self.guard is not None and self.guard.too_long(families):
             self.truncated_labels = cap_strings(self.report, self.options.max_label_length)
             limit = SeriesLimit(self.options.max_series)
-            fams = shape(read_report(self.report), self.totals, self.options, limit)  # strings shortened
+            fams = shape(read_report(self.report), self.totals, self.options, limit, self.table)  # shortened
             families = fams.families()
         self.series_cut = self.series_cut or limit.cut
         if self.budget is not None:
@@ -129,10 +130,17 @@ def _device_count(read: Report) -> int | None:
     return count if isinstance(count, int) else None
 
 
-def shape(report: Report, totals: Totals, options: ShapeOptions, limit: SeriesLimit | None = None) -> FamilySet:
+def shape(
+    report: Report,
+    totals: Totals,
+    options: ShapeOptions,
+    limit: SeriesLimit | None = None,
+    table: LabelTable | None = None,
+) -> FamilySet:
     """The families of a report read through the schema (raises ``MalformedReport`` on any wrong type), as many
-    series as ``limit`` takes (its ``cut`` tells whether some were left out): ``shape_steps`` run to its end."""
-    steps = shape_steps(report, totals, options, limit)
+    series as ``limit`` takes (its ``cut`` tells whether some were left out): ``shape_steps`` run to its end.
+    ``table``: label tuples kept from earlier reports (see ``context.LabelTable``; none: a fresh one)."""
+    steps = shape_steps(report, totals, options, limit, table)
     while True:
         try:
             next(steps)
@@ -141,7 +149,11 @@ def shape(report: Report, totals: Totals, options: ShapeOptions, limit: SeriesLi
 
 
 def shape_steps(
-    report: Report, totals: Totals, options: ShapeOptions, limit: SeriesLimit | None = None
+    report: Report,
+    totals: Totals,
+    options: ShapeOptions,
+    limit: SeriesLimit | None = None,
+    table: LabelTable | None = None,
 ) -> Generator[None, None, FamilySet]:
     """``shape`` with a yield after the host's families and after each runtime's (its value: the families), so
     that the exporter's loop can serve a request between two parts of a large report."""
@@ -155,6 +167,8 @@ def shape_steps(
         inst_names, inst_values = instance_labels(instance_info)
     else:
         inst_names, inst_values = (), ()
+    table = table if table is not None else LabelTable()
+    table.start()
     ctx = ShapeContext(
         fams=FamilySet(),
         totals=totals,
@@ -166,6 +180,7 @@ def shape_steps(
         core_device_label=options.core_device_label,
         limit=limit if limit is not None else SeriesLimit(options.max_series),
         full_detail=options.series_detail != BUDGET,
+        table=table,
     )
     shape_system(ctx, report)
     shape_info(ctx, instance_info, hardware_info)
@@ -179,6 +194,7 @@ def shape_steps(
         RuntimeShaper(ctx, entry).shape()
     yield
     shape_core_totals(ctx)
+    table.used = ctx.fams.series_count()
     return ctx.fams
 
 
@@ -190,6 +206,7 @@ class SnapshotBuilder:
         self.guard = LabelGuard(limit) if limit > 0 else None
         options = self.options
         self.budget = SeriesBudget(options.core_device_label) if options.series_detail == BUDGET else None
+        self.table = LabelTable()  # label tuples kept from one report to the next (see ``context``)
 
     def ingest(self, report: dict[str, Any]) -> Snapshot:
         """Count a report; raises ``MalformedReport`` (and changes nothing) if a counted value is mistyped."""
@@ -213,4 +230,5 @@ class SnapshotBuilder:
             series_cut=counted.limit.cut,
             guard=self.guard,
             budget=self.budget,
+            table=self.table,
         )

@@ -7,7 +7,7 @@ exporter.
 
 from __future__ import annotations
 
-from neuron_monitor.exporters.prometheus.context import ShapeContext
+from neuron_monitor.exporters.prometheus.context import COUNTERS, ShapeContext
 from neuron_monitor.exporters.prometheus.families import INFO
 from neuron_monitor.exporters.prometheus.labels import instance_info_extras, instance_labels
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM
@@ -27,10 +27,15 @@ def shape_system(ctx: ShapeContext, report: Report) -> None:
         if problems:  # checked after the gauges: parts read on demand add their problems while read
             raise MalformedReport(problems.first())
     inst = ctx.inst_values
+    heads = ctx.table.of(inst, COUNTERS)  # the previous report's tuples (see ``context.LabelTable``)
     for key, total in ctx.totals.get(SYSTEM, {}).items():
         family = counter_family(key[0])
         if family is not None:
-            ctx.samples_of(family)[(*inst, *key[1:])] = total
+            labels = heads.get(key)
+            if labels is None:
+                labels = heads[key] = (*inst, *key[1:])
+                ctx.table.size += 1
+            ctx.samples_of(family)[labels] = total
 
 
 def shape_info(ctx: ShapeContext, instance_info: InstanceInfo | None, hardware_info: HardwareInfo | None) -> None:
