@@ -11,6 +11,12 @@ node_exporter vs our daemon + exporter serving host vCPU and memory, scraped 10/
 AWS-style baseline as processes, fed the same stream at 10 reports/s and scraped 2/s. The ratios are printed.
 
     python3 bench/bench_prometheus.py [--reports 200] [--scrapes 200] [--only micro|node|aws] [--seconds 20]
+
+``--only stages [--against TREE]``: where the CPU goes inside the running exporter (this checkout's, and TREE's at
+the same time), fed the same stream at 10 reports/s and scraped twice a second with gzip: each stage's CPU on the
+exporter's own thread clock (decode and counting per report; a publication -- shaping, rendering, gzip -- per
+publication; a request's handling per scrape), over the same window as the process's CPU, so what the stages
+leave out (the event loop, reading stdin) shows as the rest.
 """
 
 from __future__ import annotations
@@ -21,8 +27,11 @@ import http.client
 import json
 import os
 import platform
+import re
 import resource
+import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -39,7 +48,16 @@ from prometheus_client.exposition import generate_latest  # noqa: E402
 
 from bench.aws_style_exporter import AwsStyleBaseline  # noqa: E402
 from bench.inprocess import cpu_ms, median_cpu_ms  # noqa: E402
-from bench.prometheus_load import ab_vs_aws_style, vs_aws_style, vs_node_exporter  # noqa: E402
+from bench.prometheus_load import (  # noqa: E402
+    Scraper,
+    _cpu_s,
+    _feed,
+    ab_vs_aws_style,
+    stop,
+    vs_aws_style,
+    vs_node_exporter,
+    wait_for,
+)
 from neuron_monitor.exporters.prometheus.app import ExporterApp  # noqa: E402
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector  # noqa: E402
 from neuron_monitor.exporters.prometheus.server import HTTPFront  # noqa: E402
@@ -118,11 +136,127 @@ def against(lines: list[bytes], tree: Path, rounds: int, seconds: float) -> int:
     return 0
 
 
+# Run inside the exporter (``python -c``): time each stage on the thread clock; SIGUSR2 prints the sums so far.
+STAGE_HOOK = r"""
+import collections, json, signal, sys, time
+from neuron_monitor.exporters.prometheus import collector, publish, server, state
+try:
+    from neuron_monitor.schema import stream
+except ImportError:  # a checkout from before the reader moved to schema/
+    from neuron_monitor.exporters import stream
+cpu = collections.Counter()
+calls = collections.Counter()
+def timed(cls, name, tag):
+    f = getattr(cls, name)
+    def w(*a, **k):
+        t = time.thread_time()
+        try:
+            return f(*a, **k)
+        finally:
+            cpu[tag] += time.thread_time() - t
+            calls[tag] += 1
+    setattr(cls, name, w)
+timed(stream.ReportStream, "decode", "decode")
+timed(state.ExporterState, "apply", "counting")
+timed(publish.Publisher, "_step", "publication")
+timed(collector.RenderedReport, "kept_parts", "rendering")
+timed(collector.RenderedReport, "gzip", "gzip")
+timed(server.Connection, "data_received", "request")
+start = publish.Publisher._start
+def started(self):
+    calls["publications"] += 1
+    return start(self)
+publish.Publisher._start = started
+def dump(*_):
+    sys.stderr.write("STAGES " + json.dumps({"cpu": cpu, "calls": calls, "total": time.process_time()}) + "\n")
+    sys.stderr.flush()
+signal.signal(signal.SIGUSR2, dump)
+sys.argv = ["neuron-monitor-prometheus", "--bind", "127.0.0.1", "--port", "0"]
+from neuron_monitor.exporters.prometheus.cli import main
+sys.exit(main())
+"""
+STAGES = ("decode", "counting", "publication", "rendering", "gzip", "request")
+
+
+class StagedExporter:
+    """An exporter of checkout ``tree`` with ``STAGE_HOOK``; ``sums()`` asks it for its stage sums so far."""
+
+    def __init__(self, tree: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", STAGE_HOOK], cwd=tree, stdin=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.port = 0
+        self._sums: list[dict[str, Any]] = []
+        assert self.proc.stderr is not None
+        while not self.port:
+            line = self.proc.stderr.readline().decode()
+            if not line:
+                raise RuntimeError(f"the exporter of {tree} did not start")
+            if m := re.search(r"port (\d+)", line):
+                self.port = int(m.group(1))
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            if raw.startswith(b"STAGES "):
+                self._sums.append(json.loads(raw[7:]))
+
+    def sums(self) -> dict[str, Any]:
+        had = len(self._sums)
+        self.proc.send_signal(signal.SIGUSR2)
+        deadline = time.monotonic() + 30
+        while len(self._sums) == had and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self._sums[-1]
+
+
+def stages(lines: list[bytes], trees: list[Path], seconds: float) -> int:
+    """``--only stages``: each tree's exporter, all at once on the same stream (see the module docstring)."""
+    exporters = [StagedExporter(tree) for tree in trees]
+    stop_event = threading.Event()
+    pipes = [e.proc.stdin for e in exporters if e.proc.stdin is not None]
+    feeder = threading.Thread(target=_feed, args=(lines, pipes, 10.0, stop_event), daemon=True)
+    feeder.start()
+    try:
+        for e in exporters:
+            wait_for(e.port, "execution_status_total")
+        time.sleep(2.0)
+        scrapers = [Scraper(e.port, 2.0) for e in exporters]
+        for sc in scrapers:
+            sc.start()
+        before = [(e.sums(), _cpu_s(e.proc.pid)) for e in exporters]
+        time.sleep(seconds)
+        after = [(e.sums(), _cpu_s(e.proc.pid)) for e in exporters]
+        for sc in scrapers:
+            sc.stop()
+    finally:
+        stop_event.set()
+        feeder.join(10)
+        stop(*(e.proc for e in exporters))
+    print(f"CPU inside the exporter over {seconds:g} s: 10 reports/s, 2 gzip scrapes/s (ms each, and ms/s)")
+    for tree, (s0, c0), (s1, c1) in zip(trees, before, after, strict=True):
+        total = (c1 - c0) / seconds * 1e3
+        print(f"  {tree}: process {total:.2f} ms/s")
+        staged = 0.0
+        published = s1["calls"].get("publications", 0) - s0["calls"].get("publications", 0)
+        for stage in STAGES:
+            ms = (s1["cpu"].get(stage, 0.0) - s0["cpu"].get(stage, 0.0)) * 1e3
+            n = s1["calls"].get(stage, 0) - s0["calls"].get(stage, 0)
+            if stage in ("publication", "rendering", "gzip"):  # each per publication (rendering and gzip are in it)
+                n = published
+            if stage not in ("rendering", "gzip"):
+                staged += ms
+            print(f"    {stage:12} {ms / max(n, 1):7.3f} ms x {n / seconds:5.1f}/s = {ms / seconds:6.2f} ms/s")
+        print(f"    {'the rest':12} {'':26}{total - staged / seconds:6.2f} ms/s  (event loop, reading stdin)")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reports", type=int, default=200)
     ap.add_argument("--scrapes", type=int, default=200)
-    ap.add_argument("--only", choices=["micro", "node", "aws"], help="run one part only")
+    ap.add_argument("--only", choices=["micro", "node", "aws", "stages"], help="run one part only")
     ap.add_argument("--seconds", type=float, default=20.0, help="length of each process-level comparison (20)")
     ap.add_argument("--against", metavar="TREE", type=Path, help="A/B of (b) against the exporter of this checkout")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of the A/B (with --against)")
@@ -132,6 +266,8 @@ def main() -> int:
     # (both sides alike; p99 about 2x in A/B runs)
     sys.setswitchinterval(0.0005)
     lines = report_lines(args.reports)
+    if args.only == "stages":
+        return stages(lines, [REPO] + ([args.against] if args.against is not None else []), args.seconds)
     if args.against is not None:
         return against(lines, args.against, args.rounds, args.seconds)
     if args.only != "micro":
