@@ -159,8 +159,11 @@ def timed(cls, name, tag):
 timed(stream.ReportStream, "decode", "decode")
 timed(state.ExporterState, "apply", "counting")
 timed(publish.Publisher, "_step", "publication")
-timed(collector.RenderedReport, "kept_parts", "rendering")
-timed(collector.RenderedReport, "gzip", "gzip")
+rendered = getattr(publish, "Publication", None)
+if not hasattr(rendered, "kept_parts"):  # a checkout from before the render cache moved to publish.Publication
+    rendered = collector.RenderedReport
+timed(rendered, "kept_parts", "rendering")
+timed(rendered, "gzip", "gzip")
 timed(server.Connection, "data_received", "request")
 start = publish.Publisher._start
 def started(self):
