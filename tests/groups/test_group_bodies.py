@@ -16,6 +16,8 @@ from neuron_monitor.groups.memory_info import body as memory_info_body
 from neuron_monitor.groups.memory_info.collector import MemoryInfo
 from neuron_monitor.groups.memory_used import body as memory_used_body
 from neuron_monitor.groups.memory_used.collector import MemoryUsed
+from neuron_monitor.groups.neuron_device_telemetry import body as telemetry_body
+from neuron_monitor.groups.neuron_device_telemetry.collector import NeuronDeviceTelemetry
 from neuron_monitor.groups.neuron_hw_counters import body as hw_counters_body
 from neuron_monitor.groups.neuron_hw_counters.collector import NeuronHwCounters
 from neuron_monitor.groups.neuron_runtime_vcpu_usage import body as runtime_vcpu_body
@@ -273,3 +275,41 @@ def test_neuron_hw_counters_keys_are_defined_once(tmp_path: Path) -> None:
     assert counted[b.NEURON_DEVICES][0][b.MEM_ECC_CORRECTED] == 2
     assert list(partial) == [b.NEURON_DEVICES, b.ERROR] and b.SRAM_ECC_CORRECTED in partial[b.ERROR]
     assert list(partial[b.NEURON_DEVICES][0]) == [k for k in full if k != b.SRAM_ECC_CORRECTED]
+
+
+def test_neuron_device_telemetry_keys_are_defined_once(tmp_path: Path) -> None:
+    b = telemetry_body
+    assert set(get_type_hints(b.NeuronDeviceTelemetryBody)) == {b.NEURON_DEVICES, b.ERROR}
+    assert list(get_type_hints(b.DeviceTelemetry)) == list(b.DEVICE_FIELDS)
+    assert b.DeviceTelemetry.__required_keys__ == {b.DEVICE_INDEX}
+    assert list(get_type_hints(b.Power)) == list(b.POWER_FIELDS)
+    assert b.Power.__required_keys__ == {b.STATUS, b.SAMPLE_TIME}
+    assert list(get_type_hints(b.MemoryAmount)) == [b.USED, b.PEAK]
+    assert list(get_type_hints(b.Ecc)) == [b.REPAIRABLE_ECC]
+    assert list(get_type_hints(b.CoreTelemetry)) == list(b.CORE_FIELDS)
+    # one trn2 device's files as the driver writes them (real format): everything the group reads, then the same
+    # tree without its power file and logical core 0's tensors peak
+    device = "sys/devices/virtual/neuron_device/neuron0"
+    bodies = []
+    for name in ("full", "partial"):
+        root = lay_out_sysfs("neuron_device_telemetry", "sysfs_trn2_neuron0.txt", tmp_path / name)
+        if name == "partial":
+            (root / device / "stats/power/utilization").unlink()
+            for core in (0, 1):  # the physical cores of logical core 0 (LNC=2)
+                (root / device / f"neuron_core{core}/stats/memory_usage/device_mem/tensors/peak").unlink()
+        group = NeuronDeviceTelemetry(RootFS(root))
+        group.prime()
+        bodies.append(group.collect())
+        group.close()
+    full, partial = bodies
+    for body in bodies:
+        _shaped(body, b.NeuronDeviceTelemetryBody, "neuron_device_telemetry")
+        _reads_back("neuron_device_telemetry", body)
+    assert list(full) == [b.NEURON_DEVICES]
+    (entry,) = full[b.NEURON_DEVICES]
+    assert list(entry) == list(b.DEVICE_FIELDS) and list(entry[b.POWER]) == list(b.POWER_FIELDS)
+    assert all(list(core) == list(b.CORE_FIELDS) for core in entry[b.NEURONCORES].values())
+    assert list(partial) == [b.NEURON_DEVICES, b.ERROR]
+    (entry,) = partial[b.NEURON_DEVICES]
+    assert list(entry) == [k for k in b.DEVICE_FIELDS if k != b.POWER]
+    assert list(entry[b.NEURONCORES]["0"][b.DEVICE_MEMORY]["tensors"]) == [b.USED]

@@ -18,7 +18,8 @@ to sysfs only when the process exits, so the busy ratio is not reported then (``
 status counts arrive at the exit. Whatever file is missing is named in ``error``; the rest is still reported.
 
 Cost: the files are found once per device listing (and again after any read failure); each collection reads
-every numeric file with one pread on its kept descriptor, in one pass, then builds the body.
+every numeric file with one pread on its kept descriptor, in one pass, then builds the body (its keys and types:
+body.py).
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from neuron_monitor.groups.base import SystemGroup
-from neuron_monitor.groups.neuron_device_telemetry import spec as K
+from neuron_monitor.groups.neuron_device_telemetry import body as B
+from neuron_monitor.groups.neuron_device_telemetry.body import (
+    CoreTelemetry,
+    DeviceTelemetry,
+    NeuronDeviceTelemetryBody,
+    Power,
+)
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron import nodes as NODES
 from neuron_monitor.neuron.hardware import read_topology
@@ -147,7 +154,7 @@ class NeuronDeviceTelemetry(SystemGroup):
             if rel is not None:
                 kept[device] = root.open_kept(rel, 256)
         ecc = self._find(plan, device, NODES.MEM_ECC_REPAIRABLE)
-        if ecc is not None and not self._add(plan, ecc, (_ECC, device, -1, K.REPAIRABLE_ECC, "")):
+        if ecc is not None and not self._add(plan, ecc, (_ECC, device, -1, B.REPAIRABLE_ECC, "")):
             missing.setdefault(NODES.MEM_ECC_REPAIRABLE.family, []).append(device)
         host = self._find(plan, device, NODES.HOST_MEM)
         categories = [c for c in _listdir(root, host) if root.is_dir(f"{host}/{c}")] if host is not None else []
@@ -271,7 +278,7 @@ class NeuronDeviceTelemetry(SystemGroup):
     def collect(self) -> dict[str, Any]:
         plan = self._current_plan()
         values, ok, errors = self._read_numbers(plan)
-        entries = {d: {K.DEVICE_INDEX: d} for d in plan.devices}
+        entries: dict[int, DeviceTelemetry] = {d: {B.DEVICE_INDEX: d} for d in plan.devices}
         ok = self._power_and_health(plan, entries, errors) and ok
         self._numbers(plan, values, entries, errors)
         if not ok:  # a file went away or held something odd: find the files again next time (moved, maybe)
@@ -281,28 +288,29 @@ class NeuronDeviceTelemetry(SystemGroup):
         for name, devices in plan.missing.items():
             errors.append(f"{name} not exposed by the driver for neuron_device {device_ranges(sorted(devices))}")
         errors += self.tree.problems(plan.devices)
-        body: dict[str, Any] = {K.NEURON_DEVICES: list(entries.values())}
+        body: NeuronDeviceTelemetryBody = {B.NEURON_DEVICES: list(entries.values())}
         if errors:
-            body["error"] = "; ".join(errors)
-        return body
+            body[B.ERROR] = "; ".join(errors)
+        return cast("dict[str, Any]", body)  # SystemGroup.collect's plain dict (no copy)
 
     @staticmethod
-    def _power_and_health(plan: _Plan, entries: dict[int, dict[str, Any]], errors: list[str]) -> bool:
+    def _power_and_health(plan: _Plan, entries: dict[int, DeviceTelemetry], errors: list[str]) -> bool:
         """Power and health of each device; False when a file could not be read (look for the files again)."""
         powers, power_read = _parse_each(plan.power, parse_power, "power/utilization", errors)
         for device, p in powers.items():
-            power: dict[str, Any] = {K.STATUS: p.status, K.SAMPLE_TIME: p.sample_time}
-            if p.avg_percent is not None:
-                power.update({K.MIN: p.min_percent, K.MAX: p.max_percent, K.AVG: p.avg_percent})
-            entries[device][K.POWER] = power
+            power: Power = {B.STATUS: p.status, B.SAMPLE_TIME: p.sample_time}
+            low, high, avg = p.min_percent, p.max_percent, p.avg_percent
+            if low is not None and high is not None and avg is not None:  # VALID (parse_power: all three or none)
+                power.update({B.MIN: low, B.MAX: high, B.AVG: avg})
+            entries[device][B.POWER] = power
         healths, health_read = _parse_each(plan.health, parse_unhealthy_components, "unhealthy_components", errors)
         for device, components in healths.items():
-            entries[device][K.HEALTHY] = not components
-            entries[device][K.UNHEALTHY_COMPONENTS] = components
+            entries[device][B.HEALTHY] = not components
+            entries[device][B.UNHEALTHY_COMPONENTS] = components
         return power_read and health_read
 
     def _numbers(
-        self, plan: _Plan, values: list[int | None], entries: dict[int, dict[str, Any]], errors: list[str]
+        self, plan: _Plan, values: list[int | None], entries: dict[int, DeviceTelemetry], errors: list[str]
     ) -> None:
         prev, now = self._prev, {}
         lnc = max(1, plan.lnc)
@@ -320,14 +328,20 @@ class NeuronDeviceTelemetry(SystemGroup):
                 continue
             if kind in (_HOST_MEM, _DEV_MEM):
                 now[slot] = value
-                mem = entry.setdefault(K.HOST_MEMORY if kind == _HOST_MEM else K.DEVICE_MEMORY, {})
-                key = K.USED if fld == "total" else K.PEAK
-                cat = mem.setdefault(name, {})
-                cat[key] = cat.get(key, 0) + value
-                if kind == _DEV_MEM:
+                if kind == _HOST_MEM:
+                    amounts = entry.setdefault(B.HOST_MEMORY, {}).setdefault(name, {})
+                else:
+                    amounts = entry.setdefault(B.DEVICE_MEMORY, {}).setdefault(name, {})
                     core = _core_entry(entry, device, phys, lnc, logical)
-                    cmem = core.setdefault(K.DEVICE_MEMORY, {}).setdefault(name, {})
-                    cmem[key] = cmem.get(key, 0) + value
+                    core_amounts = core.setdefault(B.DEVICE_MEMORY, {}).setdefault(name, {})
+                    if fld == "total":  # a physical core's bytes summed into its logical core's
+                        core_amounts[B.USED] = core_amounts.get(B.USED, 0) + value
+                    else:
+                        core_amounts[B.PEAK] = core_amounts.get(B.PEAK, 0) + value
+                if fld == "total":  # the category's total file: bytes now; its peak file: the high-water mark
+                    amounts[B.USED] = amounts.get(B.USED, 0) + value
+                else:
+                    amounts[B.PEAK] = amounts.get(B.PEAK, 0) + value
                 continue
             delta, baseline, problem = step(prev.get(slot), value, dt, _source(slot))
             if baseline is not None:
@@ -339,9 +353,9 @@ class NeuronDeviceTelemetry(SystemGroup):
                     continue
                 delta = 0  # a new baseline: nothing counted yet
             if kind == _ECC:
-                entry.setdefault(K.ECC, {})[name] = delta
+                entry[B.ECC] = {B.REPAIRABLE_ECC: delta}  # the one ECC slot of a device
             elif kind == _STATUS:
-                status = _core_entry(entry, device, phys, lnc, logical).setdefault(K.EXECUTION_STATUS, {})
+                status = _core_entry(entry, device, phys, lnc, logical).setdefault(B.EXECUTION_STATUS, {})
                 status[name] = status.get(name, 0) + delta
             else:  # _BUSY
                 busy_us.setdefault((device, phys // lnc), []).append(delta)
@@ -355,7 +369,7 @@ class NeuronDeviceTelemetry(SystemGroup):
             if period_us is None:
                 break
             core = _core_entry(entries[device], device, lcore * lnc, lnc, logical)
-            core[K.BUSY_RATIO] = round(min(1.0, sum(deltas) / len(deltas) / period_us), 6)
+            core[B.BUSY_RATIO] = round(min(1.0, sum(deltas) / len(deltas) / period_us), 6)
 
     _last_collect: float | None = None
 
@@ -391,8 +405,8 @@ def _baseline(slot: _Slot, value: int | None) -> int | None:
     return step(None, value, 0.0, _source(slot))[1]
 
 
-def _core_entry(entry: dict[str, Any], device: int, phys: int, lnc: int, logical: int) -> dict[str, Any]:
-    cores: dict[str, dict[str, Any]] = entry.setdefault(K.NEURONCORES, {})
+def _core_entry(entry: DeviceTelemetry, device: int, phys: int, lnc: int, logical: int) -> CoreTelemetry:
+    cores = entry.setdefault(B.NEURONCORES, {})
     key = str(device * logical + phys // lnc)
     core = cores.get(key)
     if core is None:

@@ -13,34 +13,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from neuron_monitor.groups.neuron_device_telemetry import body as B
 from neuron_monitor.groups.neuron_hw_counters.spec import CW_EVENT, FAM_ECC
-from neuron_monitor.schema import names as N
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.values import Problems, entries, indexed, mapping, number, sequence
 
-# ---- the body's keys ------------------------------------------------------------------------------------------
+# ---- the body's keys are in body.py; what the reader adds -------------------------------------------------------
 NAME: Final = "neuron_device_telemetry"
-NEURON_DEVICES: Final = N.NEURON_DEVICES
-DEVICE_INDEX: Final = N.NEURON_DEVICE_INDEX
-POWER: Final = "power"
-STATUS: Final = "status"
-SAMPLE_TIME: Final = "sample_time"
-MIN: Final = "min_percent"
-MAX: Final = "max_percent"
-AVG: Final = "avg_percent"
-HEALTHY: Final = "healthy"
-UNHEALTHY_COMPONENTS: Final = "unhealthy_components"
-ECC: Final = "ecc"
-REPAIRABLE_ECC: Final = "mem_ecc_repairable_uncorrected"
-DEVICE_MEMORY: Final = "device_memory"
-HOST_MEMORY: Final = "host_memory"
-USED: Final = "used_bytes"
-PEAK: Final = "peak_bytes"
-NEURONCORES: Final = "neuroncores"
-BUSY_RATIO: Final = "busy_ratio"
-EXECUTION_STATUS: Final = "execution_status"
 POWER_STATUSES: Final = ("VALID", "NO_DATA", "INVALID")
-STATS: Final = {MIN: "min", MAX: "max", AVG: "avg"}
+STATS: Final = {B.MIN: "min", B.MAX: "max", B.AVG: "avg"}
 
 
 @dataclass(slots=True)
@@ -77,7 +58,7 @@ def _memory(obj: Any, problems: Problems, where: str) -> tuple[dict[str, float],
     peak: dict[str, float] = {}
     for cat, values in (mapping(obj, problems, where, "") or {}).items():
         values = mapping(values, problems, where, cat) or {}
-        for key, out in ((USED, used), (PEAK, peak)):
+        for key, out in ((B.USED, used), (B.PEAK, peak)):
             value = values.get(key)
             if value is None:
                 continue
@@ -100,44 +81,44 @@ def _counts(obj: Any, problems: Problems, where: str) -> dict[str, float]:
 
 
 def _device(raw: Any, problems: Problems, where: str) -> DeviceTelemetry:
-    d, label, device_index = indexed(raw, problems, where, DEVICE_INDEX)
+    d, label, device_index = indexed(raw, problems, where, B.DEVICE_INDEX)
     dev = DeviceTelemetry(label, device_index)
-    power = mapping(d.get(POWER), problems, where, POWER)
+    power = mapping(d.get(B.POWER), problems, where, B.POWER)
     if power:
-        status = power.get(STATUS)
+        status = power.get(B.STATUS)
         dev.power_status = status if status in POWER_STATUSES else None
-        if power.get(SAMPLE_TIME) is not None:
-            dev.power_time = number(power[SAMPLE_TIME], problems, f"{where}.{POWER}", SAMPLE_TIME)
+        if power.get(B.SAMPLE_TIME) is not None:
+            dev.power_time = number(power[B.SAMPLE_TIME], problems, f"{where}.{B.POWER}", B.SAMPLE_TIME)
         for key in STATS:
             if power.get(key) is not None:
-                v = number(power[key], problems, f"{where}.{POWER}", key)
+                v = number(power[key], problems, f"{where}.{B.POWER}", key)
                 if v is not None:
                     dev.power[STATS[key]] = v
-    if d.get(HEALTHY) is not None:
-        dev.healthy = bool(d[HEALTHY]) if isinstance(d[HEALTHY], bool) else None
-        comps = sequence(d.get(UNHEALTHY_COMPONENTS), problems, where, UNHEALTHY_COMPONENTS) or []
+    if d.get(B.HEALTHY) is not None:
+        dev.healthy = bool(d[B.HEALTHY]) if isinstance(d[B.HEALTHY], bool) else None
+        comps = sequence(d.get(B.UNHEALTHY_COMPONENTS), problems, where, B.UNHEALTHY_COMPONENTS) or []
         dev.unhealthy = [c for c in comps if isinstance(c, str)]
-    if d.get(ECC) is not None:
-        dev.ecc = _counts(d[ECC], problems, f"{where}.{ECC}")
-    if d.get(DEVICE_MEMORY) is not None:
-        dev.memory_used, dev.memory_peak = _memory(d[DEVICE_MEMORY], problems, f"{where}.{DEVICE_MEMORY}")
-    if d.get(HOST_MEMORY) is not None:
-        dev.host_used, _ = _memory(d[HOST_MEMORY], problems, f"{where}.{HOST_MEMORY}")
-    for core, c in (mapping(d.get(NEURONCORES), problems, where, NEURONCORES) or {}).items():
-        cwhere = f"{where}.{NEURONCORES}.{core}"
-        c = mapping(c, problems, f"{where}.{NEURONCORES}", core) or {}
+    if d.get(B.ECC) is not None:
+        dev.ecc = _counts(d[B.ECC], problems, f"{where}.{B.ECC}")
+    if d.get(B.DEVICE_MEMORY) is not None:
+        dev.memory_used, dev.memory_peak = _memory(d[B.DEVICE_MEMORY], problems, f"{where}.{B.DEVICE_MEMORY}")
+    if d.get(B.HOST_MEMORY) is not None:
+        dev.host_used, _ = _memory(d[B.HOST_MEMORY], problems, f"{where}.{B.HOST_MEMORY}")
+    for core, c in (mapping(d.get(B.NEURONCORES), problems, where, B.NEURONCORES) or {}).items():
+        cwhere = f"{where}.{B.NEURONCORES}.{core}"
+        c = mapping(c, problems, f"{where}.{B.NEURONCORES}", core) or {}
         tele = dev.cores[core] = CoreTelemetry()
-        if c.get(BUSY_RATIO) is not None:
-            tele.busy_ratio = number(c[BUSY_RATIO], problems, cwhere, BUSY_RATIO)
-        if c.get(DEVICE_MEMORY) is not None:
-            tele.memory_used, tele.memory_peak = _memory(c[DEVICE_MEMORY], problems, f"{cwhere}.{DEVICE_MEMORY}")
-        if c.get(EXECUTION_STATUS) is not None:
-            tele.status = _counts(c[EXECUTION_STATUS], problems, f"{cwhere}.{EXECUTION_STATUS}")
+        if c.get(B.BUSY_RATIO) is not None:
+            tele.busy_ratio = number(c[B.BUSY_RATIO], problems, cwhere, B.BUSY_RATIO)
+        if c.get(B.DEVICE_MEMORY) is not None:
+            tele.memory_used, tele.memory_peak = _memory(c[B.DEVICE_MEMORY], problems, f"{cwhere}.{B.DEVICE_MEMORY}")
+        if c.get(B.EXECUTION_STATUS) is not None:
+            tele.status = _counts(c[B.EXECUTION_STATUS], problems, f"{cwhere}.{B.EXECUTION_STATUS}")
     return dev
 
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> NeuronDeviceTelemetry:
-    return NeuronDeviceTelemetry(entries(body, NEURON_DEVICES, problems, where, _device))
+    return NeuronDeviceTelemetry(entries(body, B.NEURON_DEVICES, problems, where, _device))
 
 
 # ---- Prometheus -----------------------------------------------------------------------------------------------
@@ -326,8 +307,8 @@ def timeline(value: NeuronDeviceTelemetry) -> Iterator[S.TimelineSample]:
             yield TRACK_POWER, (str(dev.index),), dev.power
         if dev.healthy is not None:
             yield TRACK_HEALTH, (str(dev.index),), dict.fromkeys(dev.unhealthy, 1.0) or {"none": 0.0}
-        if REPAIRABLE_ECC in dev.ecc:
-            yield TRACK_REPAIRABLE, (str(dev.index),), {REPAIRABLE_ECC: dev.ecc[REPAIRABLE_ECC]}
+        if B.REPAIRABLE_ECC in dev.ecc:
+            yield TRACK_REPAIRABLE, (str(dev.index),), {B.REPAIRABLE_ECC: dev.ecc[B.REPAIRABLE_ECC]}
         for core, tele in dev.cores.items():
             if tele.busy_ratio is not None:
                 yield TRACK_BUSY, (core,), {"busy": tele.busy_ratio}
@@ -342,8 +323,8 @@ def findings(value: NeuronDeviceTelemetry) -> Iterator[S.DetFinding]:
         if dev.healthy is not None:
             components = sorted(set(dev.unhealthy))
             yield DET_UNHEALTHY, key, len(components), {"components": components}
-        if REPAIRABLE_ECC in dev.ecc:
-            yield DET_REPAIRABLE, key, int(dev.ecc[REPAIRABLE_ECC]), {}
+        if B.REPAIRABLE_ECC in dev.ecc:
+            yield DET_REPAIRABLE, key, int(dev.ecc[B.REPAIRABLE_ECC]), {}
 
 
 # ---- neuron-monitor-top: power and health per device ---------------------------------------------------------
