@@ -38,9 +38,13 @@ class LabelTable:
     def start(self) -> None:
         """Before a report is shaped (``used``: the series of the previous one)."""
         if self.size > max(2 * self.used, TABLE_FLOOR):
-            self.heads.clear()
-            self.plans.clear()
-            self.size = 0
+            self.clear()
+
+    def clear(self) -> None:
+        """Forget every tuple (a report whose label values were over the cap was shaped with them)."""
+        self.heads.clear()
+        self.plans.clear()
+        self.size = 0
 
     def of(self, base: Labels, suffix: Labels) -> dict[object, Labels]:
         """The tuples of ``base`` + key + ``suffix``, by key (filled by the caller as keys are met)."""

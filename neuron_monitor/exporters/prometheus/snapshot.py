@@ -103,6 +103,8 @@ class Snapshot:
         families = fams.families()
         if self.guard is not None and self.guard.too_long(families):
             self.truncated_labels = cap_strings(self.report, self.options.max_label_length)
+            if self.table is not None:
+                self.table.clear()  # it must not keep the long values (issue 32: nothing over the cap is held)
             limit = SeriesLimit(self.options.max_series)
             fams = shape(read_report(self.report), self.totals, self.options, limit, self.table)  # shortened
             families = fams.families()

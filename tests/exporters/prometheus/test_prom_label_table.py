@@ -73,3 +73,15 @@ def test_table_stays_bounded_while_labels_churn() -> None:
         most = max(most, table.size)
         assert table.used == fams.series_count()
     assert most <= max(2 * table.used, TABLE_FLOOR) + 2 * table.used
+
+
+def test_table_keeps_no_label_value_over_the_cap() -> None:
+    builder = SnapshotBuilder(ShapeOptions(max_label_length=16))
+    long_tag = "x" * 5000
+    runtimes = [runtime(1000, long_tag, [0, 1]), runtime(1001, "short", [4])]
+    shaped = builder.ingest(trn2_report(runtimes)).shaped()
+    assert all(len(v) <= 16 for f in shaped.families for labels in f.samples for v in labels)
+    held = [v for heads in builder.table.heads.values() for labels in heads.values() for v in labels]
+    held += [v for (base, _), _heads in builder.table.heads.items() for v in base]
+    held += [v for base in builder.table.plans for v in base]
+    assert held and max(map(len, held)) <= 16
