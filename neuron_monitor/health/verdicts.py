@@ -13,7 +13,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from neuron_monitor.groups.neuron_device_health import spec as K
+from neuron_monitor.groups.neuron_device_health import body as K
 
 OK, NON_OK, UNKNOWN = 0, 1, 2  # node-problem-detector's custom-plugin exit codes
 MAX_DEVICES = 4096

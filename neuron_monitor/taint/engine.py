@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuron_monitor.groups.neuron_device_health import spec as K
+from neuron_monitor.groups.neuron_device_health import body as K
+from neuron_monitor.groups.neuron_device_health.spec import NAME as HEALTH_GROUP
 from neuron_monitor.k8s.dra import NODE_RESOURCE_TYPE, DraDirectory, SliceDevice, index_from_name
 from neuron_monitor.k8s.kubeapi import KubeApiError, one_line
 from neuron_monitor.taint.decide import UNHEALTHY, Change, Planner, RateLimit
@@ -27,7 +28,7 @@ MAX_DEVICES = 4096
 def verdicts(report: dict[str, Any]) -> dict[int, tuple[str, str]]:
     """Device index -> (state, the first unhealthy rule) from a report; empty without the health group."""
     system = report.get("system_data")
-    body = system.get(K.NAME) if isinstance(system, dict) else None
+    body = system.get(HEALTH_GROUP) if isinstance(system, dict) else None
     entries = body.get(K.NEURON_DEVICES) if isinstance(body, dict) else None
     out: dict[int, tuple[str, str]] = {}
     for entry in entries if isinstance(entries, list) else []:

@@ -5,10 +5,13 @@ the constants are the TypedDict's keys, and the body a collector returns on real
 
 from __future__ import annotations
 
+import errno
 import shutil
 import types
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddict
+
+import pytest
 
 from neuron_monitor.groups.execution_stats import body as execution_stats_body
 from neuron_monitor.groups.execution_stats import collector as execution_stats_collector
@@ -16,6 +19,9 @@ from neuron_monitor.groups.memory_info import body as memory_info_body
 from neuron_monitor.groups.memory_info.collector import MemoryInfo
 from neuron_monitor.groups.memory_used import body as memory_used_body
 from neuron_monitor.groups.memory_used.collector import MemoryUsed
+from neuron_monitor.groups.neuron_device_health import body as health_body
+from neuron_monitor.groups.neuron_device_health import fault_events, rules
+from neuron_monitor.groups.neuron_device_health.collector import NeuronDeviceHealth
 from neuron_monitor.groups.neuron_device_telemetry import body as telemetry_body
 from neuron_monitor.groups.neuron_device_telemetry.collector import NeuronDeviceTelemetry
 from neuron_monitor.groups.neuron_hw_counters import body as hw_counters_body
@@ -34,6 +40,7 @@ from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.nodes import ECC_BY_COUNTER
 from neuron_monitor.schema.spec import registry
 from neuron_monitor.schema.values import Problems
+from neuron_monitor.util.fdlimit import OutOfDescriptors
 from tests.conftest import group_testdata, lay_out_sysfs
 from tests.groups.test_group_testdata import _collect as collect_data_block
 from tests.neuron.appdata import TRN2, app_with, counters
@@ -313,3 +320,41 @@ def test_neuron_device_telemetry_keys_are_defined_once(tmp_path: Path) -> None:
     (entry,) = partial[b.NEURON_DEVICES]
     assert list(entry) == [k for k in b.DEVICE_FIELDS if k != b.POWER]
     assert list(entry[b.NEURONCORES]["0"][b.DEVICE_MEMORY]["tensors"]) == [b.USED]
+
+
+def test_neuron_device_health_keys_are_defined_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    b = health_body
+    assert list(get_type_hints(b.NeuronDeviceHealthBody)) == list(b.FIELDS)
+    assert b.NeuronDeviceHealthBody.__required_keys__ == set(b.FIELDS) - {b.ERROR}
+    assert list(get_type_hints(b.DeviceHealth)) == list(b.DEVICE_FIELDS)
+    assert list(get_type_hints(b.Health)) == list(b.HEALTH_FIELDS)
+    assert list(get_type_hints(b.Reason)) == list(b.REASON_FIELDS)
+    assert list(get_type_hints(b.FaultEvent)) == [b.COUNT, b.FIRST_SEEN]
+    assert list(get_type_hints(b.FaultTotal)) == [b.COUNT, b.FIRST_SEEN, b.LAST_SEEN]
+    assert list(get_type_hints(b.Node)) == list(b.NODE_FIELDS)
+    # the states and fault kinds the rules and the fault ledger use (device_states' and fault_events' keys)
+    assert b.STATES == rules.STATES and b.FAULT_KINDS == fault_events.KINDS
+    # one trn2 device's files as the driver writes them (real format: an uncorrected SRAM ECC count and an
+    # unhealthy HBM); the instance type says 16 devices, so 15 are lost
+    root = lay_out_sysfs("neuron_device_health", "sysfs_trn2_neuron0.txt", tmp_path)
+    clock = iter(float(t) for t in range(1000, 2000))
+    group = NeuronDeviceHealth(RootFS(root), clock=lambda: next(clock))
+    group.prime()
+    sram = root / "sys/devices/virtual/neuron_device/neuron0/stats/hardware/sram_ecc_uncorrected"
+    sram.write_text(str(int(sram.read_text()) + 2) + "\n")  # two new uncorrected errors: a fault event
+    counted = group.collect()
+    monkeypatch.setattr(group, "_poll", lambda: (_ for _ in ()).throw(OutOfDescriptors(OSError(errno.EMFILE, ""))))
+    unknown = group.collect()  # no descriptor left: every verdict unknown, totals kept, the group's error says why
+    group.close()
+    for body in (counted, unknown):
+        _shaped(body, b.NeuronDeviceHealthBody, "neuron_device_health")
+        _reads_back("neuron_device_health", body)
+    assert list(counted) == [b.NODE, b.NEURON_DEVICES, b.WATCH_INTERVAL]
+    assert list(counted[b.NODE][b.DEVICE_STATES]) == list(b.STATES)
+    device = counted[b.NEURON_DEVICES][0]
+    assert list(device) == list(b.DEVICE_FIELDS) and device[b.HEALTH][b.STATE] == "unhealthy"
+    assert all(list(r) == list(b.REASON_FIELDS) for r in device[b.HEALTH][b.REASONS]) and device[b.HEALTH][b.REASONS]
+    assert device[b.FAULT_EVENTS]["ecc_uncorrected"][b.COUNT] == 2
+    assert list(device[b.FAULT_TOTALS]["ecc_uncorrected"]) == [b.COUNT, b.FIRST_SEEN, b.LAST_SEEN]
+    assert list(unknown) == list(b.FIELDS) and unknown[b.NODE][b.STATE] == "unknown"
+    assert unknown[b.NEURON_DEVICES][0][b.FAULT_TOTALS] == device[b.FAULT_TOTALS]

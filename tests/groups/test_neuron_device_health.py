@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from neuron_monitor.groups.neuron_device_health import spec as K
+from neuron_monitor.groups.neuron_device_health import body as K
+from neuron_monitor.groups.neuron_device_health import spec as health_spec
 from neuron_monitor.groups.neuron_device_health.collector import NeuronDeviceHealth
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.schema.values import Problems
@@ -199,13 +200,13 @@ def test_body_reads_back_through_the_spec(trn2: tuple[list[DeviceTree], NeuronDe
     g.watch()
     body = json.loads(json.dumps(g.collect()))
     problems = Problems()
-    value = K.read(body, "system_data.neuron_device_health", problems)
+    value = health_spec.read(body, "system_data.neuron_device_health", problems)
     assert not problems
     dev1 = value.devices[1]
     assert dev1.state == "unhealthy" and dev1.events == {"health_component": 2.0}
     assert [r.detail for r in dev1.reasons] == ["hbm", "link_efa"]
     assert value.node_state == "unhealthy"
-    fams = {f.name: (key, vals) for f, key, vals, _, _ in K.gauges(value) if key == ("1",)}
+    fams = {f.name: (key, vals) for f, key, vals, _, _ in health_spec.gauges(value) if key == ("1",)}
     assert fams["neuron_device_health_state"][1] == {"healthy": 0.0, "unhealthy": 1.0, "unknown": 0.0}
 
 
@@ -220,21 +221,21 @@ def test_det_findings_and_top_cells_follow_the_verdict(
     clock.t = 1001.0
     g.watch()
     problems = Problems()
-    value = K.read(json.loads(json.dumps(g.collect())), "system_data.neuron_device_health", problems)
-    found = {(rule.kind, key): (amount, details) for rule, key, amount, details in K.findings(value)}
-    assert found[(K.DEVICE_HEALTH_UNHEALTHY, ("1",))] == (1.0, {"reasons": ["unhealthy_component hbm"]})
-    assert found[(K.DEVICE_HEALTH_UNHEALTHY, ("0",))] == (0.0, {"reasons": []})
-    assert found[(K.DEVICE_HEALTH_UNKNOWN, ("2",))] == (1.0, {"reasons": ["power_status INVALID"]})
-    assert found[(K.DEVICE_FAULT_EVENTS, ("1",))] == (1.0, {"health_component": 1.0})
-    assert found[(K.DEVICE_FAULT_EVENTS, ("3",))] == (1.0, {"ecc_repairable": 1.0})
-    assert found[(K.DEVICE_HEALTH_UNHEALTHY, ("3",))][0] == 0.0  # repair pending: healthy
-    cells = {key: (text, style) for _, key, text, style in K.top(value, 5.0)}
+    value = health_spec.read(json.loads(json.dumps(g.collect())), "system_data.neuron_device_health", problems)
+    found = {(rule.kind, key): (amount, details) for rule, key, amount, details in health_spec.findings(value)}
+    assert found[(health_spec.DEVICE_HEALTH_UNHEALTHY, ("1",))] == (1.0, {"reasons": ["unhealthy_component hbm"]})
+    assert found[(health_spec.DEVICE_HEALTH_UNHEALTHY, ("0",))] == (0.0, {"reasons": []})
+    assert found[(health_spec.DEVICE_HEALTH_UNKNOWN, ("2",))] == (1.0, {"reasons": ["power_status INVALID"]})
+    assert found[(health_spec.DEVICE_FAULT_EVENTS, ("1",))] == (1.0, {"health_component": 1.0})
+    assert found[(health_spec.DEVICE_FAULT_EVENTS, ("3",))] == (1.0, {"ecc_repairable": 1.0})
+    assert found[(health_spec.DEVICE_HEALTH_UNHEALTHY, ("3",))][0] == 0.0  # repair pending: healthy
+    cells = {key: (text, style) for _, key, text, style in health_spec.top(value, 5.0)}
     assert cells[("0",)] == ("healthy", "green")
     assert cells[("1",)] == ("UNHEALTHY unhealthy_component hbm", "bold red")
     assert cells[("2",)] == ("unknown power_status INVALID", "yellow")
     assert cells[("3",)] == ("healthy", "green")
     # neuron-monitor-top's device cursor: the verdict with since when, then every reason with severity and message
-    details = K.top_device_details(value)
+    details = health_spec.top_device_details(value)
     assert details[0][0].startswith("verdict healthy")
     assert details[1][0].startswith("verdict unhealthy since ")
     assert details[1][1:] == ["unhealthy_component hbm (unhealthy): driver reports hbm unhealthy"]

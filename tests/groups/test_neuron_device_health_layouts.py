@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from neuron_monitor.groups.neuron_device_health import spec as K
+from neuron_monitor.groups.neuron_device_health import body as K
 from neuron_monitor.groups.neuron_device_health.collector import NeuronDeviceHealth
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.sim.tree import DeviceTree

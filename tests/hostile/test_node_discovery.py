@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_monitor.groups.neuron_device_health import spec as K
+from neuron_monitor.groups.neuron_device_health import body as K
 from neuron_monitor.groups.neuron_device_health.collector import NeuronDeviceHealth
 from neuron_monitor.groups.neuron_hw_counters.collector import NeuronHwCounters
 from neuron_monitor.host.rootfs import RootFS

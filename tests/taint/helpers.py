@@ -11,7 +11,8 @@ from typing import Any
 
 import orjson
 
-from neuron_monitor.groups.neuron_device_health import spec as K
+from neuron_monitor.groups.neuron_device_health import body as K
+from neuron_monitor.groups.neuron_device_health.spec import NAME as HEALTH_GROUP
 from tests.k8s.apiserver_stub import StubApiServer
 
 NODE = "ip-10-0-1-23.us-west-2.compute.internal"
@@ -29,7 +30,7 @@ def health_report(states: dict[int, str], rule: str = "ecc_uncorrected") -> dict
             reasons = [{"rule": "signal_unreadable", "severity": "unknown", "detail": "x", "message": "cannot read"}]
         health = {"state": state, "since": 0.0, "reasons": reasons if state != "healthy" else []}
         devices.append({K.DEVICE_INDEX: index, K.HEALTH: health})
-    return {"report_time": time.time(), "system_data": {K.NAME: {K.NEURON_DEVICES: devices, "error": ""}}}
+    return {"report_time": time.time(), "system_data": {HEALTH_GROUP: {K.NEURON_DEVICES: devices, "error": ""}}}
 
 
 def slices(node: str = NODE, count: int = 16, pool: str | None = None) -> list[dict[str, Any]]:

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from neuron_monitor import __version__
-from neuron_monitor.groups.neuron_device_health.spec import STATES, NeuronDeviceHealth
+from neuron_monitor.groups.neuron_device_health.body import STATES
+from neuron_monitor.groups.neuron_device_health.spec import NeuronDeviceHealth
 from neuron_monitor.schema.read import Report
 from neuron_monitor.util.sanitize import html_text
 

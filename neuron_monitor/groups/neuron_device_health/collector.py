@@ -15,7 +15,7 @@ watch interval. When nothing changed (the usual case) a watch compares bytes and
 Fault events (fault_events.py here) are counted by the watches and handed to the next collection's body, so a
 report carries each event once. With a state directory (``neuron-monitor --state-dir``, or systemd's
 ``$STATE_DIRECTORY``) the ledger is saved there whenever it changes, so a restart counts only what happened
-while the daemon was down.
+while the daemon was down. The body's keys and types: body.py.
 """
 
 from __future__ import annotations
@@ -26,11 +26,18 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from neuron_monitor.groups.base import SystemGroup
+from neuron_monitor.groups.neuron_device_health import body as B
 from neuron_monitor.groups.neuron_device_health import rules as H
-from neuron_monitor.groups.neuron_device_health import spec as K
+from neuron_monitor.groups.neuron_device_health.body import (
+    DeviceHealth,
+    FaultEvent,
+    FaultTotal,
+    Health,
+    NeuronDeviceHealthBody,
+)
 from neuron_monitor.groups.neuron_device_health.fault_events import FaultLedger
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron import nodes as NODES
@@ -391,32 +398,32 @@ class NeuronDeviceHealth(SystemGroup):
             if not self._save_ledger(force=True):
                 self.ledger.hold(events)
                 events = {}
-        devices: list[dict[str, Any]] = []
+        devices: list[DeviceHealth] = []
         counts = dict.fromkeys(H.STATES, 0)
         for index in sorted(self.verdicts):
             v = self.verdicts[index]
             counts[v.state] += 1
-            entry: dict[str, Any] = {K.DEVICE_INDEX: index, K.HEALTH: _verdict_object(v)}
-            new = {kind: {K.COUNT: c, K.FIRST_SEEN: t} for (d, kind), (c, t) in events.items() if d == index}
-            entry[K.FAULT_EVENTS] = new
-            totals = {
-                kind: {K.COUNT: t.count, K.FIRST_SEEN: t.first_seen, K.LAST_SEEN: t.last_seen}
-                for (d, kind), t in sorted(self.ledger.totals.items())
-                if d == index
+            new: dict[str, FaultEvent] = {
+                kind: {B.COUNT: c, B.FIRST_SEEN: t} for (d, kind), (c, t) in events.items() if d == index
             }
-            entry[K.FAULT_TOTALS] = totals
+            entry: DeviceHealth = {
+                B.DEVICE_INDEX: index,
+                B.HEALTH: _verdict_object(v),
+                B.FAULT_EVENTS: new,
+                B.FAULT_TOTALS: self._totals(index),
+            }
             devices.append(entry)
         node = self.node or H.Verdict(H.UNKNOWN, self.clock())
-        body: dict[str, Any] = {
-            K.NODE: {
-                K.STATE: node.state,
-                K.SINCE: node.since,
-                K.DEVICE_STATES: counts,
-                K.EXPECTED_DEVICES: len(self.expected),
-                K.INSTANCE_TYPE: self.instance_type,
+        body: NeuronDeviceHealthBody = {
+            B.NODE: {
+                B.STATE: node.state,
+                B.SINCE: node.since,
+                B.DEVICE_STATES: counts,
+                B.EXPECTED_DEVICES: len(self.expected),
+                B.INSTANCE_TYPE: self.instance_type,
             },
-            K.NEURON_DEVICES: devices,
-            K.WATCH_INTERVAL: self.watch_interval,
+            B.NEURON_DEVICES: devices,
+            B.WATCH_INTERVAL: self.watch_interval,
         }
         errors = self.ledger.take_problems()
         if self._load_error:
@@ -426,41 +433,46 @@ class NeuronDeviceHealth(SystemGroup):
             held = sum(c for c, _ in self.ledger.drain_view().values())
             errors.append(self._state_error + (f"; {held} fault events held until it is saved" if held else ""))
         if errors:
-            body["error"] = "; ".join(errors)
-        return body
+            body[B.ERROR] = "; ".join(errors)
+        return cast("dict[str, Any]", body)  # SystemGroup.collect's plain dict (no copy)
+
+    def _totals(self, index: int) -> dict[str, FaultTotal]:
+        """Every fault event counted so far on device ``index``, by kind."""
+        return {
+            kind: {B.COUNT: t.count, B.FIRST_SEEN: t.first_seen, B.LAST_SEEN: t.last_seen}
+            for (d, kind), t in sorted(self.ledger.totals.items())
+            if d == index
+        }
 
     def _unknown_body(self, why: str) -> dict[str, Any]:
         """The body while the devices cannot be read: node and every known device ``unknown`` (the verdict needed
         a source that could not be read), totals kept, no new event; ``error`` says why."""
         now = self.clock()
         indexes = sorted(set(self.verdicts) | self.expected)
-        devices = [
+        devices: list[DeviceHealth] = [
             {
-                K.DEVICE_INDEX: index,
-                K.HEALTH: {K.STATE: H.UNKNOWN, K.SINCE: now, K.REASONS: []},
-                K.FAULT_EVENTS: {},
-                K.FAULT_TOTALS: {
-                    kind: {K.COUNT: t.count, K.FIRST_SEEN: t.first_seen, K.LAST_SEEN: t.last_seen}
-                    for (d, kind), t in sorted(self.ledger.totals.items())
-                    if d == index
-                },
+                B.DEVICE_INDEX: index,
+                B.HEALTH: {B.STATE: H.UNKNOWN, B.SINCE: now, B.REASONS: []},
+                B.FAULT_EVENTS: {},
+                B.FAULT_TOTALS: self._totals(index),
             }
             for index in indexes
         ]
         counts = dict.fromkeys(H.STATES, 0)
         counts[H.UNKNOWN] = len(devices)
-        return {
-            K.NODE: {
-                K.STATE: H.UNKNOWN,
-                K.SINCE: now,
-                K.DEVICE_STATES: counts,
-                K.EXPECTED_DEVICES: len(self.expected),
-                K.INSTANCE_TYPE: self.instance_type,
+        body: NeuronDeviceHealthBody = {
+            B.NODE: {
+                B.STATE: H.UNKNOWN,
+                B.SINCE: now,
+                B.DEVICE_STATES: counts,
+                B.EXPECTED_DEVICES: len(self.expected),
+                B.INSTANCE_TYPE: self.instance_type,
             },
-            K.NEURON_DEVICES: devices,
-            K.WATCH_INTERVAL: self.watch_interval,
-            "error": "; ".join(e for e in (why, self._state_error) if e),
+            B.NEURON_DEVICES: devices,
+            B.WATCH_INTERVAL: self.watch_interval,
+            B.ERROR: "; ".join(e for e in (why, self._state_error) if e),
         }
+        return cast("dict[str, Any]", body)
 
     def sources(self) -> dict[str, Any]:
         return self.tree.sources(self._listed or ())
@@ -478,12 +490,12 @@ def _devices_in(names: list[str]) -> tuple[int, ...]:
     return tuple(sorted(int(n[6:]) for n in names if n.startswith("neuron") and n[6:].isdigit()))
 
 
-def _verdict_object(v: H.Verdict) -> dict[str, Any]:
+def _verdict_object(v: H.Verdict) -> Health:
     return {
-        K.STATE: v.state,
-        K.SINCE: v.since,
-        K.REASONS: [
-            {K.RULE: f.rule, K.SEVERITY: f.severity, K.DETAIL: f.detail, K.MESSAGE: f.message, K.SINCE: f.since}
+        B.STATE: v.state,
+        B.SINCE: v.since,
+        B.REASONS: [
+            {B.RULE: f.rule, B.SEVERITY: f.severity, B.DETAIL: f.detail, B.MESSAGE: f.message, B.SINCE: f.since}
             for f in v.findings
         ],
     }

@@ -15,34 +15,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from neuron_monitor.schema import names as N
+from neuron_monitor.groups.neuron_device_health import body as B
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.values import Problems, entries, indexed, mapping, number, sequence, text
 
-# ---- the body's keys ------------------------------------------------------------------------------------------
+# ---- the body's keys are in body.py -------------------------------------------------------------------------
 NAME: Final = "neuron_device_health"
-NEURON_DEVICES: Final = N.NEURON_DEVICES
-DEVICE_INDEX: Final = N.NEURON_DEVICE_INDEX
-HEALTH: Final = "health"
-STATE: Final = "state"
-SINCE: Final = "since"
-REASONS: Final = "reasons"
-RULE: Final = "rule"
-SEVERITY: Final = "severity"
-DETAIL: Final = "detail"
-MESSAGE: Final = "message"
-FAULT_EVENTS: Final = "fault_events"
-FAULT_TOTALS: Final = "fault_totals"
-COUNT: Final = "count"
-FIRST_SEEN: Final = "first_seen"
-LAST_SEEN: Final = "last_seen"
-NODE: Final = "node"
-DEVICE_STATES: Final = "device_states"
-EXPECTED_DEVICES: Final = "expected_devices"
-INSTANCE_TYPE: Final = "instance_type"
-WATCH_INTERVAL: Final = "watch_interval"
-STATES: Final = ("healthy", "unhealthy", "unknown")
-FAULT_KINDS: Final = ("ecc_uncorrected", "ecc_repairable", "hw_error", "health_component", "device_lost")
 
 
 @dataclass(slots=True)
@@ -78,58 +56,58 @@ def _reason(raw: Any, problems: Problems, where: str) -> Reason | None:
     r = mapping(raw, problems, where, "")
     if r is None:
         return None
-    since = number(r[SINCE], problems, where, SINCE) if r.get(SINCE) is not None else None
+    since = number(r[B.SINCE], problems, where, B.SINCE) if r.get(B.SINCE) is not None else None
     return Reason(
-        text(r.get(RULE), problems, where, RULE),
-        text(r.get(SEVERITY), problems, where, SEVERITY),
-        text(r.get(DETAIL, ""), problems, where, DETAIL),
-        text(r.get(MESSAGE, ""), problems, where, MESSAGE),
+        text(r.get(B.RULE), problems, where, B.RULE),
+        text(r.get(B.SEVERITY), problems, where, B.SEVERITY),
+        text(r.get(B.DETAIL, ""), problems, where, B.DETAIL),
+        text(r.get(B.MESSAGE, ""), problems, where, B.MESSAGE),
         since,
     )
 
 
 def _state(obj: dict[str, Any], problems: Problems, where: str) -> tuple[str | None, float | None]:
     """A verdict's ``state`` (None unless a known one) and ``since``."""
-    state = obj.get(STATE)
-    return state if state in STATES else None, number(obj.get(SINCE), problems, where, SINCE)
+    state = obj.get(B.STATE)
+    return state if state in B.STATES else None, number(obj.get(B.SINCE), problems, where, B.SINCE)
 
 
 def _device(raw: Any, problems: Problems, where: str) -> DeviceHealth:
-    d, label, device_index = indexed(raw, problems, where, DEVICE_INDEX)
+    d, label, device_index = indexed(raw, problems, where, B.DEVICE_INDEX)
     dev = DeviceHealth(label, device_index)
-    health = mapping(d.get(HEALTH), problems, where, HEALTH)
+    health = mapping(d.get(B.HEALTH), problems, where, B.HEALTH)
     if health:
-        dev.state, dev.since = _state(health, problems, f"{where}.{HEALTH}")
-        for i, r in enumerate(sequence(health.get(REASONS), problems, f"{where}.{HEALTH}", REASONS) or ()):
-            reason = _reason(r, problems, f"{where}.{HEALTH}.{REASONS}[{i}]")
+        dev.state, dev.since = _state(health, problems, f"{where}.{B.HEALTH}")
+        for i, r in enumerate(sequence(health.get(B.REASONS), problems, f"{where}.{B.HEALTH}", B.REASONS) or ()):
+            reason = _reason(r, problems, f"{where}.{B.HEALTH}.{B.REASONS}[{i}]")
             if reason is not None:
                 dev.reasons.append(reason)
-    ewhere = f"{where}.{FAULT_EVENTS}"
-    for kind, ev in (mapping(d.get(FAULT_EVENTS), problems, where, FAULT_EVENTS, counted=True) or {}).items():
+    ewhere = f"{where}.{B.FAULT_EVENTS}"
+    for kind, ev in (mapping(d.get(B.FAULT_EVENTS), problems, where, B.FAULT_EVENTS, counted=True) or {}).items():
         ev = mapping(ev, problems, ewhere, kind, counted=True) or {}
-        count = number(ev.get(COUNT), problems, f"{ewhere}.{kind}", COUNT, counted=True)
+        count = number(ev.get(B.COUNT), problems, f"{ewhere}.{kind}", B.COUNT, counted=True)
         if count is not None:
             dev.events[kind] = count
-        if ev.get(FIRST_SEEN) is not None:
-            seen = number(ev[FIRST_SEEN], problems, f"{ewhere}.{kind}", FIRST_SEEN)
+        if ev.get(B.FIRST_SEEN) is not None:
+            seen = number(ev[B.FIRST_SEEN], problems, f"{ewhere}.{kind}", B.FIRST_SEEN)
             if seen is not None:
                 dev.first_seen[kind] = seen
-    twhere = f"{where}.{FAULT_TOTALS}"
-    for kind, tot in (mapping(d.get(FAULT_TOTALS), problems, where, FAULT_TOTALS) or {}).items():
+    twhere = f"{where}.{B.FAULT_TOTALS}"
+    for kind, tot in (mapping(d.get(B.FAULT_TOTALS), problems, where, B.FAULT_TOTALS) or {}).items():
         tot = mapping(tot, problems, twhere, kind) or {}
-        count = number(tot.get(COUNT), problems, f"{twhere}.{kind}", COUNT)
+        count = number(tot.get(B.COUNT), problems, f"{twhere}.{kind}", B.COUNT)
         if count is not None:
             dev.totals[kind] = count
     return dev
 
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> NeuronDeviceHealth:
-    value = NeuronDeviceHealth(entries(body, NEURON_DEVICES, problems, where, _device))
-    node = mapping(body.get(NODE), problems, where, NODE)
+    value = NeuronDeviceHealth(entries(body, B.NEURON_DEVICES, problems, where, _device))
+    node = mapping(body.get(B.NODE), problems, where, B.NODE)
     if node:
-        value.node_state, value.node_since = _state(node, problems, f"{where}.{NODE}")
-    if body.get(WATCH_INTERVAL) is not None:
-        value.watch_interval = number(body[WATCH_INTERVAL], problems, where, WATCH_INTERVAL)
+        value.node_state, value.node_since = _state(node, problems, f"{where}.{B.NODE}")
+    if body.get(B.WATCH_INTERVAL) is not None:
+        value.watch_interval = number(body[B.WATCH_INTERVAL], problems, where, B.WATCH_INTERVAL)
     return value
 
 
@@ -193,7 +171,7 @@ def gauges(value: NeuronDeviceHealth) -> Iterator[S.PromSample]:
     for dev in value.devices:
         if dev.state is None:
             continue
-        states[dev.label] = {s: float(s == dev.state) for s in STATES}
+        states[dev.label] = {s: float(s == dev.state) for s in B.STATES}
         if dev.since is not None:
             since[dev.label] = dev.since
         for r in dev.reasons:
@@ -203,14 +181,14 @@ def gauges(value: NeuronDeviceHealth) -> Iterator[S.PromSample]:
     if since:
         yield S.PromSample(FAM_SINCE, (), since, 1.0, ())
     if value.node_state is not None:
-        yield S.PromSample(FAM_NODE, (), {s: float(s == value.node_state) for s in STATES}, 1.0, ())
+        yield S.PromSample(FAM_NODE, (), {s: float(s == value.node_state) for s in B.STATES}, 1.0, ())
 
 
 def counts(value: NeuronDeviceHealth, period: float) -> Iterator[S.PromCount]:
     for dev in value.devices:
         if dev.index is None:
             continue
-        yield S.PromCount(FAM_FAULTS, (dev.label,), {kind: dev.events.get(kind, 0.0) for kind in FAULT_KINDS}, 1.0)
+        yield S.PromCount(FAM_FAULTS, (dev.label,), {kind: dev.events.get(kind, 0.0) for kind in B.FAULT_KINDS}, 1.0)
 
 
 # ---- CloudWatch -----------------------------------------------------------------------------------------------
@@ -226,7 +204,7 @@ def datums(value: NeuronDeviceHealth, period: float, per_vcpu: bool) -> Iterator
         if dev.state in ("healthy", "unhealthy"):  # unknown: no datum (CloudWatch's missing data)
             yield CW_HEALTHY, key, "", 1.0 if dev.state == "healthy" else 0.0
         for kind, count in dev.events.items():
-            if count > 0 and kind in FAULT_KINDS:
+            if count > 0 and kind in B.FAULT_KINDS:
                 yield CW_FAULTS, key, kind, count
 
 
@@ -242,7 +220,7 @@ def timeline(value: NeuronDeviceHealth) -> Iterator[S.TimelineSample]:
             continue
         yield TRACK_STATE, (str(dev.index),), {dev.state: STATE_LEVEL[dev.state]}
         if dev.events:
-            yield TRACK_FAULTS, (str(dev.index),), {k: v for k, v in dev.events.items() if k in FAULT_KINDS}
+            yield TRACK_FAULTS, (str(dev.index),), {k: v for k, v in dev.events.items() if k in B.FAULT_KINDS}
 
 
 # ---- neuron-monitor-det: verdict transitions and fault events ------------------------------------------------
@@ -289,7 +267,7 @@ def findings(value: NeuronDeviceHealth) -> Iterator[S.DetFinding]:
         yield DET_UNHEALTHY, key, 1.0 if bad else 0.0, {"reasons": _reason_names(dev, "unhealthy") if bad else []}
         unknown = dev.state == "unknown"
         yield DET_UNKNOWN, key, 1.0 if unknown else 0.0, {"reasons": _reason_names(dev, "unknown") if unknown else []}
-        events = {kind: count for kind, count in dev.events.items() if kind in FAULT_KINDS and count > 0}
+        events = {kind: count for kind, count in dev.events.items() if kind in B.FAULT_KINDS and count > 0}
         if events:
             yield DET_FAULTS, key, sum(events.values()), events
 
