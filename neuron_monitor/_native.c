@@ -11,9 +11,11 @@
  *       and ``tops`` (array("Q"): the largest value of each position; 2^64-1 marks a 64-bit field that may
  *       wrap), the index of the first reading the rule refuses instead (neuron/plausible.py).
  *   cores(deltas, n, dt, limit, keys, first, group, name0, name1, reuse=None) -> dict | None
- *       neuroncore_counters' ``neuroncores_in_use`` for one Trn2 device, every core busy (groups/neuroncore_counters/
- *       collector.py: cores_native, twin cores_careful). With ``reuse`` (the previous dict of the same
- *       application) of the same shape, its values are replaced in place and it is returned: no dict is made.
+ *       neuroncore_counters' ``neuroncores_in_use`` for one device, every core busy (groups/neuroncore_counters/
+ *       collector.py: cores_native, twin cores_careful): a Trn2 device's logical cores (LNC=2, ``group``,
+ *       ``name0``, ``name1`` the breakdown's names), or with all three None a device whose cores are not grouped
+ *       (LNC=1: Trn1, Inf2). With ``reuse`` (the previous dict of the same application) of the same shape, its
+ *       values are replaced in place and it is returned: no dict is made.
  *   summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values) -> dict | None
  *       execution_stats' body for one device whose every core completed executions, rare counts changed or not
  *       (groups/execution_stats/collector.py: summary_native, twin summary_careful).
@@ -595,9 +597,57 @@ static int cores_shape(PyObject *d, PyObject *keys, Py_ssize_t first, Py_ssize_t
     return 1;
 }
 
+/* 1 when `d` has exactly the shape cores1 gives `count` cores keyed keys[first..]: {util, flops} each. */
+static int cores1_shape(PyObject *d, PyObject *keys, Py_ssize_t first, Py_ssize_t count) {
+    if (!PyDict_CheckExact(d) || PyDict_GET_SIZE(d) != count) return 0;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *e = next_dict(d, &pos, PyTuple_GET_ITEM(keys, first + j), 2), *k, *v;
+        Py_ssize_t at = 0;
+        if (e == NULL || !PyDict_Next(e, &at, &k, &v) || !same_key(k, key_util) || !PyDict_Next(e, &at, &k, &v) ||
+            !same_key(k, key_flops))
+            return 0;
+    }
+    return 1;
+}
+
+/* LNC=1 (cores not grouped): {key: {"neuroncore_utilization": u, "flops": f}} for the n cores, each u and f already
+ * computed; `reuse` updated in place when it has exactly that shape. */
+static PyObject *cores1(const double *u, const long long *flops, Py_ssize_t n, PyObject *keys, Py_ssize_t first,
+                        PyObject *reuse) {
+    if (reuse != Py_None && cores1_shape(reuse, keys, first, n)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *e;
+        for (Py_ssize_t j = 0; PyDict_Next(reuse, &pos, &k, &e); j++) {
+            /* keys that are there already keep their places: the shape and order stay as checked */
+            if (set_new(e, key_util, PyFloat_FromDouble(u[j])) < 0 ||
+                set_new(e, key_flops, PyLong_FromLongLong(flops[j])) < 0)
+                return NULL;
+        }
+        return Py_NewRef(reuse);
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *e = PyDict_New();
+        int rc = e != NULL && set_new(e, key_util, PyFloat_FromDouble(u[j])) == 0 &&
+                         set_new(e, key_flops, PyLong_FromLongLong(flops[j])) == 0 &&
+                         PyDict_SetItem(out, PyTuple_GET_ITEM(keys, first + j), e) == 0
+                     ? 0
+                     : -1;
+        Py_XDECREF(e);
+        if (rc < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 /* {key: {"neuroncore_utilization": u, "flops": f, group: {name0: {"neuroncore_utilization": u0}, name1: ...}}}
  * Arguments are checked in full before anything is built or changed; None outside the usual case (one LNC=2
  * device, cores in pairs, each busy, a period with a length, deltas up to 2^53, no MAC count above `limit`).
+ * With `group`, `name0` and `name1` all None: one LNC=1 device, every core busy (`cores1`).
  * With `reuse` (the dict an earlier call returned for the same application), its values are replaced in
  * place when it has exactly the shape this call would build (the same keys in the same order), and reuse itself
  * is returned: no dict is made or freed. */
@@ -608,9 +658,10 @@ static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     PyObject *deltas = args[0], *keys = args[4], *group = args[6], *name0 = args[7], *name1 = args[8];
     PyObject *reuse = nargs == 10 ? args[9] : Py_None;
+    int single = group == Py_None && name0 == Py_None && name1 == Py_None; /* LNC=1: no logical cores */
     if (!PyList_CheckExact(deltas) || !PyLong_CheckExact(args[1]) || !PyFloat_CheckExact(args[2]) ||
         !PyFloat_CheckExact(args[3]) || !PyTuple_CheckExact(keys) || !PyLong_CheckExact(args[5]) ||
-        !PyUnicode_CheckExact(group) || !PyUnicode_CheckExact(name0) || !PyUnicode_CheckExact(name1))
+        (!single && (!PyUnicode_CheckExact(group) || !PyUnicode_CheckExact(name0) || !PyUnicode_CheckExact(name1))))
         Py_RETURN_NONE;
     Py_ssize_t n = PyLong_AsSsize_t(args[1]), first = PyLong_AsSsize_t(args[5]);
     if ((n == -1 || first == -1) && PyErr_Occurred()) {
@@ -618,8 +669,9 @@ static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_RETURN_NONE;
     }
     double dt = PyFloat_AS_DOUBLE(args[2]), limit = PyFloat_AS_DOUBLE(args[3]);
-    if (n <= 0 || n % 2 || n > 64 || PyList_GET_SIZE(deltas) != 2 * n || first < 0 ||
-        first > PyTuple_GET_SIZE(keys) - n / 2 || !(dt > 0.0) || !(limit >= 0.0))
+    Py_ssize_t entries = single ? n : n / 2;
+    if (n <= 0 || (!single && n % 2) || n > 64 || PyList_GET_SIZE(deltas) != 2 * n || first < 0 ||
+        first > PyTuple_GET_SIZE(keys) - entries || !(dt > 0.0) || !(limit >= 0.0))
         Py_RETURN_NONE;
     uint64_t v[128];
     for (Py_ssize_t k = 0; k < 2 * n; k++) {
@@ -635,11 +687,20 @@ static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t 
         if (k < n && v[k] == 0) Py_RETURN_NONE; /* a core not busy: cores_careful decides which cores are in use */
         if (k >= n && (double)v[k] > limit) Py_RETURN_NONE; /* a damaged MAC counter: cores_careful */
     }
-    for (Py_ssize_t j = 0; j < n / 2; j++) {
+    for (Py_ssize_t j = 0; j < entries; j++) {
         if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(keys, first + j))) Py_RETURN_NONE;
     }
     double scale = dt * 1e4, u[64];
-    long long flops[32];
+    long long flops[64];
+    if (single) { /* cores_careful's LNC=1 entries: each core's own utilization and int(2 * macs / dt) */
+        for (Py_ssize_t k = 0; k < n; k++) {
+            double u0 = (double)v[k] / scale, f0 = 2.0 * (double)v[n + k] / dt;
+            u[k] = u0 >= 100.0 ? 100.0 : u0;
+            if (!(f0 < 9.0e18)) Py_RETURN_NONE; /* cannot happen under limit; kept safe */
+            flops[k] = (long long)f0;
+        }
+        return cores1(u, flops, n, keys, first, reuse);
+    }
     for (Py_ssize_t k = 0; k < n; k += 2) {
         double u0 = (double)v[k] / scale, u1 = (double)v[k + 1] / scale;
         u[k] = u0 >= 100.0 ? 100.0 : u0;

@@ -26,9 +26,9 @@ def cores(
     limit: float,
     keys: tuple[str, ...],
     first: int,
-    group: str,
-    name0: str,
-    name1: str,
+    group: str | None,
+    name0: str | None,
+    name1: str | None,
     reuse: dict[str, Any] | None = None,
     /,
 ) -> dict[str, Any] | None: ...

@@ -231,3 +231,30 @@ def test_the_helper_reuses_only_a_dict_of_the_same_shape() -> None:
     del broken["3"]["v3d"]["nc_v3.1"]
     broken["3"]["v3d"]["x"] = {"neuroncore_utilization": 0.0}
     assert cores_native(steps, shape, broken) is not broken
+
+
+def test_the_native_pass_takes_the_usual_trn1_case_and_reuses_its_dict() -> None:
+    """LNC=1 (Trn1: cores not grouped): every core busy is the helper's case, each core its own entry; the dict it
+    returned is updated in place next time when it has the same cores, never when another shape is given."""
+    g = NeuroncoreCounters(RootFS("/"))
+    g._tracker.step(app_with({c: counters({**MEM}) for c in range(2)}, t=0.0, device=3, topology=TRN1))
+    steps = g._tracker.step(
+        app_with({c: counters({0: 50_000 + c, 29: 10**12 + c, **MEM}) for c in range(2)}, t=0.1, device=3)
+    )
+    shape = g._shape_of(TRN1)
+    assert shape[0] == 1
+    native = cores_native(steps, shape)
+    if NATIVE is None:
+        assert native is None
+        return
+    assert native is not None and list(native) == ["6", "7"]
+    assert orjson.dumps(native) == orjson.dumps(cores_careful(steps, shape))
+    device, dd, _dt, n, _deltas = steps[0]
+    later: list[DeviceDelta] = [(device, dd, 0.2, n, [70_000, 1, 5 * 10**11, 0])]
+    again = cores_native(later, shape, native)
+    assert again is native and repr(again) == repr(cores_careful(later, shape))
+    for other in ({}, {"6": native["6"]}, {k: native[k] for k in reversed(list(native))}, {**native, "9": {}}):
+        got = cores_native(later, shape, other)
+        assert got is not other and orjson.dumps(got) == orjson.dumps(cores_careful(later, shape))
+    idle: list[DeviceDelta] = [(device, dd, 0.2, n, [0, 1, 0, 0])]  # a core not busy: the twin decides
+    assert cores_native(idle, shape) is None

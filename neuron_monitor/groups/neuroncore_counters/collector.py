@@ -74,11 +74,12 @@ class NeuroncoreCounters(DataBlockGroup):
 
 
 def cores_native(steps: list[DeviceDelta], shape: _Shape, reuse: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """`cores_careful` by the compiled helper for the usual case on LNC=2 chips (Trn2): one device, its physical
-    cores in pairs, each busy during a period that has a length, no MAC count past what a core can do, deltas up
-    to 2^53 (exact as doubles). The dicts are built in C, the floats made from the same IEEE operations in the
-    same order as the careful twin. None when the helper is not built or that case does not hold: `cores_careful`
-    then decides.
+    """`cores_careful` by the compiled helper for the usual case: one device, each of its physical cores busy
+    during a period that has a length, no MAC count past what a core can do, deltas up to 2^53 (exact as doubles);
+    on LNC=2 chips with the physical breakdown (Trn2) the cores in pairs, on chips whose cores are not grouped
+    (LNC=1: Trn1, Inf2) each core its own entry. The dicts are built in C, the floats made from the same IEEE
+    operations in the same order as the careful twin. None when the helper is not built or that case does not
+    hold: `cores_careful` then decides.
 
     ``reuse``: this application's previous ``neuroncores_in_use``. When it has exactly the shape of the answer
     (the same cores, keys and order: the usual case, one collection after another), its values are replaced in
@@ -86,11 +87,17 @@ def cores_native(steps: list[DeviceDelta], shape: _Shape, reuse: dict[str, Any] 
     runtimes; see docs/performance.md). The previous report was encoded before this collection started."""
     lnc, per_device, breakdown, group_name, phys_names = shape
     device, _dd, dt, n, deltas = steps[0]
-    if NATIVE is None or lnc != 2 or not breakdown:
+    if NATIVE is None:
         return None
-    cores: dict[str, Any] | None = NATIVE.cores(
-        deltas, n, dt, MAX_MACS * dt, _KEYS, device * per_device, group_name, phys_names[0], phys_names[1], reuse
-    )
+    cores: dict[str, Any] | None
+    if lnc == 2 and breakdown:
+        cores = NATIVE.cores(
+            deltas, n, dt, MAX_MACS * dt, _KEYS, device * per_device, group_name, phys_names[0], phys_names[1], reuse
+        )
+    elif lnc == 1:
+        cores = NATIVE.cores(deltas, n, dt, MAX_MACS * dt, _KEYS, device * per_device, None, None, None, reuse)
+    else:
+        return None
     return cores
 
 
