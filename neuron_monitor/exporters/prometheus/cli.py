@@ -298,6 +298,7 @@ def _main(argv: list[str] | None) -> int:
         at_eof()
 
     ingest = StdinIngest(sys.stdin.buffer, stream, applied, input_ended)
+    ingest.hold = publisher.hold  # the loop is left idle when a scrape is due (publish.py)
 
     def ready(loop: asyncio.AbstractEventLoop) -> None:
         quiet_gc()

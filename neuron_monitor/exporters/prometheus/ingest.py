@@ -7,7 +7,8 @@ oversize line is dropped while it streams in); then each line is decoded in one 
 counted (``apply``) in the next (``ReportStream.decode`` counts and skips bad lines), so a request waits for one
 of these steps at most, never for a whole read's reports (issue 41). Reading pauses while more than ``CHUNK``
 bytes of lines wait to be applied, so about one read's lines are held at most. Requests never ingest: they
-serve the last complete rendering (``publish``).
+serve the last complete rendering (``publish``). Each next step is a timer, which the loop runs after the requests
+that came meanwhile, and while a scrape is due (``hold``, the publisher's prediction) steps wait for it.
 
 Standard input that cannot be polled (a regular file, ``/dev/null``) is read by a thread instead, which applies
 the reports the same way (``ExporterState`` is thread-safe); end of input is then handed to the loop.
@@ -74,6 +75,8 @@ class StdinIngest:
         self._queued = 0  # bytes of the lines in the queue
         self._got = 0  # bytes the last read took
         self._fd = -1
+        # loop time -> the loop time until which steps wait (a scrape is due: ``publish.Publisher.hold``), or None
+        self.hold: Callable[[float], float | None] | None = None
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start reading: on ``loop`` when the input can be polled, else on a daemon thread."""
@@ -139,7 +142,7 @@ class StdinIngest:
             if not self._stepping:
                 self._stepping = True
                 assert self._loop is not None
-                self._loop.call_soon(self._step)
+                self._loop.call_later(0.0, self._step)  # a timer: runs after the requests that came meanwhile
         else:
             self._wait()
 
@@ -157,8 +160,13 @@ class StdinIngest:
             self._arm()
 
     def _step(self) -> None:
-        """One step: apply the report decoded last step, or decode the next line; then the next step or wait."""
+        """One step: apply the report decoded last step, or decode the next line; then the next step or wait.
+        While a scrape is due (``hold``) the step waits, so the loop is idle when the scrape comes."""
         assert self._loop is not None
+        until = self.hold(self._loop.time()) if self.hold is not None else None
+        if until is not None:
+            self._loop.call_at(until, self._step)
+            return
         if self._report is not None:
             report, self._report = self._report, None
             self.apply(report)
@@ -179,7 +187,7 @@ class StdinIngest:
                 self._report = self.stream.decode(line)
             line = None  # a long line is let go once parsed, before its report is applied
         if self._queue or self._report is not None:
-            self._loop.call_soon(self._step)
+            self._loop.call_later(0.0, self._step)  # a timer: runs after the requests that came meanwhile
         else:
             self._stepping = False
             self._wait()

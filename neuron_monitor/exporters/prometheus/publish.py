@@ -22,13 +22,14 @@ a copy (issue 39: 200 such clients made 200 renders and 8.8 GB before).
 ``Publisher`` decides which publication scrapes serve (issue 41: a scrape never shapes, renders or compresses a
 report). Attached to the exporter's event loop, it prepares a publication of the newest report in steps, each
 its own turn of the loop, so a request that arrives meanwhile waits for one step at most, never for the whole
-preparation (short parts run together in one turn until ``STEP_SECONDS`` have gone; the longest part, rendering
-a trn2.48xlarge report's text, takes about 0.6 ms of CPU):
+preparation (short parts run together in one turn until ``STEP_SECONDS`` have gone; the longest part of a
+trn2.48xlarge report, the end of its shaping, takes about 0.2 ms of CPU). Each next step is a timer, which the loop
+runs after the requests that came meanwhile, and while a scrape is due (``hold``) steps wait for it:
 
 1. shape the newest report, a runtime at a time (``Snapshot.shaping_steps``; a malformed one is passed over by
    ``ExporterState.served``, the previous stays served);
-2. render its text in each format scrapes have asked for, one step per format;
-3. compress each such text that scrapes take gzip-compressed, one step per format;
+2. render its text in each format scrapes have asked for, a family per step;
+3. compress each such text that scrapes take gzip-compressed, a family per step;
 4. publish: one reference assignment, so a scrape serves one report or the next, never parts of both.
 
 Reports usually arrive more often than Prometheus scrapes, so a publication is prepared only when a scrape is
@@ -58,8 +59,10 @@ from neuron_monitor.exporters.prometheus.state import ExporterState, View
 from neuron_monitor.exporters.prometheus.values import MalformedReport
 
 LEAD = 0.1  # seconds before a predicted scrape at which the newest report's publication starts
-STEP_SECONDS = 0.0005  # parts of a publication run in one turn of the loop until this much time has gone
+STEP_SECONDS = 0.00025  # parts of a publication run in one turn of the loop until this much time has gone
 MIN_GAP = 0.05  # gaps between scrapes shorter than this (retries, a second client) do not change the prediction
+QUIET_BEFORE = 0.003  # seconds before a predicted scrape from which other work on the loop waits (``hold``)
+QUIET_AFTER = 0.005  # seconds after the predicted time until which it waits for a late scrape
 DEFAULT_FORMATS = frozenset({(False, True)})  # (OpenMetrics, gzip): Prometheus text, compressed
 GZIP_LEVEL = 1  # the text compresses ~15x at level 1; higher levels cost 3-5x the CPU for a few percent
 # The rendered Neuron text kept per report and format: every real host's fits (a trn2.48xlarge report renders
@@ -183,6 +186,42 @@ class Publication:
             if size <= self.keep_bytes:
                 self._parts[openmetrics] = parts
             return parts
+
+    def rendering_steps(self, openmetrics: bool) -> Iterator[None]:
+        """``kept_parts`` in steps for the publisher (a yield after each family), kept once whole; nothing is kept
+        of a text longer than ``keep_bytes`` (a scrape renders it as it is served)."""
+        with self._lock:
+            if openmetrics in self._parts or openmetrics in self._large:
+                return
+        parts: list[bytes] = []
+        size = 0
+        for part in self._render(openmetrics):
+            size += len(part)
+            if size > self.keep_bytes:
+                with self._lock:
+                    self._large.add(openmetrics)
+                return
+            parts.append(part)
+            yield
+        with self._lock:
+            self._parts.setdefault(openmetrics, parts)
+
+    def compressing_steps(self, openmetrics: bool) -> Iterator[None]:
+        """``gzip`` of a kept text in steps for the publisher (a yield after each family's part)."""
+        with self._lock:
+            kept = self._parts.get(openmetrics)
+            if kept is None or openmetrics in self._gzip:
+                return
+        length = sum(map(len, kept))
+        compressor = _deflater(length)
+        out, crc = [GZIP_HEADER], 0
+        for part in kept:
+            out.append(compressor.compress(part))
+            crc = zlib.crc32(part, crc)
+            yield
+        out.append(compressor.flush(zlib.Z_SYNC_FLUSH))
+        with self._lock:
+            self._gzip.setdefault(openmetrics, (b"".join(out), crc, length))
 
     def text(self, openmetrics: bool) -> bytes:
         return b"".join(self.parts(openmetrics))
@@ -325,6 +364,17 @@ class Publisher:
             start += self._gap
         return min(max(start, now), max(latest, now))
 
+    def hold(self, now: float) -> float | None:
+        """While a scrape is due (from ``QUIET_BEFORE`` before the predicted time until it comes, at most
+        ``QUIET_AFTER`` after it), the loop time until which work that can wait (ingest's steps, publication
+        steps) waits, so the loop is idle when the scrape arrives; else None."""
+        if self._gap is None or self._last_scrape is None:
+            return None
+        predicted = self._last_scrape + self._gap
+        if predicted - QUIET_BEFORE <= now < predicted + QUIET_AFTER:
+            return predicted + QUIET_AFTER
+        return None
+
     def _schedule(self) -> None:
         assert self._loop is not None
         when = self.due(self._loop.time())
@@ -340,6 +390,10 @@ class Publisher:
         if self._work is None:  # published at once meanwhile (``publish_now``)
             return
         assert self._loop is not None
+        until = self.hold(self._loop.time())
+        if until is not None:
+            self._loop.call_at(until, self._step)
+            return
         started = time.perf_counter()
         while time.perf_counter() - started < STEP_SECONDS:  # short parts run together, up to STEP_SECONDS
             if next(self._work, StopIteration) is StopIteration:
@@ -347,23 +401,21 @@ class Publisher:
                 if self._pending:
                     self._schedule()
                 return
-        self._loop.call_soon(self._step)
+        self._loop.call_later(0.0, self._step)  # a timer: the loop runs it after the requests that came meanwhile
 
     def _steps(self) -> Iterator[None]:
         newest = self.state.newest()
         if newest is not None:
             with contextlib.suppress(MalformedReport):  # ``served`` passes over it (and counts it)
                 yield from newest.shaping_steps()  # step 1: shaping, a yield between runtimes
+            yield
         served = self.state.served()
         yield
         publication = Publication(served, self.state.view_of(served), self.renderer, self.keep_text_bytes)
         for openmetrics, gzipped in sorted(self.formats or DEFAULT_FORMATS):
-            if publication.kept_parts(openmetrics) is None:  # a hostile report's huge text: rendered as scraped
-                continue
-            yield
+            yield from publication.rendering_steps(openmetrics)  # a hostile report's huge text: rendered as scraped
             if gzipped:
-                publication.gzip(openmetrics)
-                yield
+                yield from publication.compressing_steps(openmetrics)
         self.current = publication
         self._scraped = False
         self.publications += 1

@@ -149,3 +149,30 @@ def test_label_guard_checks_new_series_only() -> None:
     assert not guard.too_long([Family("f", GAUGE, "h", ("a",), {("x" * 16,): 1.0})])
     assert not guard.too_long([Family("g", GAUGE, "h", (), {(): 1.0})])
     assert not LabelGuard(0).too_long([Family("f", GAUGE, "h", ("a",), {("x" * 99,): 1.0})])
+
+
+def test_steps_wait_while_a_scrape_is_due() -> None:
+    """``hold`` (the publisher's: a scrape is due) keeps the next decode or apply step until the loop time it
+    names; the line is applied after that, not lost."""
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader)
+        holds: list[tuple[float, float]] = []  # (asked at, held until)
+
+        def hold(now: float) -> float | None:
+            if not holds:
+                holds.append((now, now + 0.2))
+                return now + 0.2
+            return None
+
+        ingest.hold = hold
+        applied_at: list[float] = []
+        apply = ingest.apply
+        ingest.apply = lambda report: (applied_at.append(loop.time()), apply(report))
+        ingest.attach(loop)
+        os.write(w, _line(0))
+        _run_until(loop, lambda: applied == [1.7e9])
+        assert len(holds) == 1 and applied_at[0] >= holds[0][1]
+    os.close(w)
+    loop.close()

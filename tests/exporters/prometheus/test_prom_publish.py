@@ -162,3 +162,42 @@ def test_shaping_in_steps_gives_what_shaping_at_once_gives() -> None:
     whole = ExporterCollector(whole_state).scrape([], False)
     assert stepped.split(b"neuron_exporter_")[0] == whole.split(b"neuron_exporter_")[0]
     assert snapshot.shaped() is stepped_state.view().shaped  # kept: shaped once
+
+
+def test_a_publication_is_rendered_and_compressed_a_family_at_a_time() -> None:
+    """The publisher's steps render and compress the text a family per step (no step holds the loop for a whole
+    text), and publish what a scrape that renders at once serves, byte for byte."""
+    state = _state_with_reports(3)
+    stepped = ExporterCollector(state)
+    stepped.publisher.by_scrapes = False
+    stepped.publisher.formats = {(False, True), (True, False)}
+    steps = sum(1 for _ in stepped.publisher._steps())
+    publication = stepped.publisher.current
+    assert publication is not None and publication.compressed(False)
+    families = len(publication.families)
+    assert steps >= 3 * families  # text: render and compress per family; OpenMetrics: render per family
+    at_once = ExporterCollector(state)  # publishes as scraped, in one go
+    for openmetrics in (False, True):
+        want = at_once.body([], openmetrics, False)
+        assert (
+            stepped.body([], openmetrics, False).split(b"# HELP neuron_exporter_")[0]
+            == want.split(b"# HELP neuron_exporter_")[0]
+        )
+        assert gzip.decompress(stepped.body([], openmetrics, True)) == stepped.body([], openmetrics, False)
+
+
+def test_work_waits_while_a_scrape_is_due() -> None:
+    """``Publisher.hold``: from QUIET_BEFORE before the scrape the last gap predicts until it comes (at most
+    QUIET_AFTER late), other work on the loop waits; before the first gap, or between scrapes, nothing waits."""
+    from neuron_monitor.exporters.prometheus.publish import QUIET_AFTER, QUIET_BEFORE
+
+    loop = asyncio.new_event_loop()
+    publisher = ExporterCollector(_state_with_reports(1)).publisher
+    publisher.attach(loop)
+    assert publisher.hold(loop.time()) is None  # no scrape yet
+    publisher._last_scrape, publisher._gap = 100.0, 15.0  # scraped at 100 s, every 15 s: the next at 115 s
+    assert publisher.hold(110.0) is None
+    assert publisher.hold(115.0 - QUIET_BEFORE / 2) == 115.0 + QUIET_AFTER
+    assert publisher.hold(115.0 + QUIET_AFTER / 2) == 115.0 + QUIET_AFTER
+    assert publisher.hold(115.0 + QUIET_AFTER * 2) is None  # the scrape did not come: work goes on
+    loop.close()
