@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from neuron_monitor.groups.efa_counters.body import PORT_COUNTERS
 from neuron_monitor.groups.efa_counters.collector import EfaCounters
-from neuron_monitor.groups.efa_counters.spec import PORT_COUNTERS
 from neuron_monitor.groups.efa_counters.topology import join, neuron_places
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import pci

@@ -13,6 +13,9 @@ from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddic
 
 import pytest
 
+from neuron_monitor.groups.efa_counters import body as efa_body
+from neuron_monitor.groups.efa_counters import spec as efa_spec
+from neuron_monitor.groups.efa_counters.collector import EfaCounters
 from neuron_monitor.groups.execution_stats import body as execution_stats_body
 from neuron_monitor.groups.execution_stats import collector as execution_stats_collector
 from neuron_monitor.groups.memory_info import body as memory_info_body
@@ -42,6 +45,7 @@ from neuron_monitor.schema.spec import registry
 from neuron_monitor.schema.values import Problems
 from neuron_monitor.util.fdlimit import OutOfDescriptors
 from tests.conftest import group_testdata, lay_out_sysfs
+from tests.groups.efa_tree import add_adapter, add_neuron, port_files, set_counter, switch
 from tests.groups.test_group_testdata import _collect as collect_data_block
 from tests.neuron.appdata import TRN2, app_with, counters
 
@@ -358,3 +362,37 @@ def test_neuron_device_health_keys_are_defined_once(tmp_path: Path, monkeypatch:
     assert list(device[b.FAULT_TOTALS]["ecc_uncorrected"]) == [b.COUNT, b.FIRST_SEEN, b.LAST_SEEN]
     assert list(unknown) == list(b.FIELDS) and unknown[b.NODE][b.STATE] == "unknown"
     assert unknown[b.NEURON_DEVICES][0][b.FAULT_TOTALS] == device[b.FAULT_TOTALS]
+
+
+def test_efa_counters_keys_are_defined_once(tmp_path: Path) -> None:
+    b = efa_body
+    assert set(get_type_hints(b.EfaCountersBody)) == {b.EFA_PORTS, b.ERROR}
+    assert b.EfaCountersBody.__required_keys__ == {b.EFA_PORTS}
+    assert list(get_type_hints(b.PortEntry)) == list(b.PORT_FIELDS)
+    # the spec names a family and a metric for exactly the known counters, in their order
+    assert [info[0] for info in efa_spec.PORT_COUNTER_INFO] == list(b.PORT_COUNTERS)
+    # a port's files as the kernel prints them (real format), on Linux 6.17 and before the network counters; a
+    # counter step between two reads; then the newer adapter gone (reported ABSENT)
+    port = add_adapter(tmp_path, "rdmap16s27", switch(0, 0))
+    add_adapter(tmp_path, "rdmap24s27", switch(1, 0), port_files("port_files_no_network.txt"))
+    add_neuron(tmp_path, 0, switch(0, 1))
+    root = RootFS(tmp_path)
+    group = EfaCounters(root)
+    group.prime()
+    set_counter(port, b.TX_BYTES, int((port / "hw_counters" / b.TX_BYTES).read_text()) + 5000)
+    counted = group.collect()
+    (tmp_path / "sys/class/infiniband/rdmap16s27").unlink()
+    shutil.rmtree(port.parent.parent)
+    root.forget_listing("sys/class/infiniband")
+    gone = group.collect()
+    group.close()
+    for body in (counted, gone):
+        _shaped(body, b.EfaCountersBody, "efa_counters")
+        _reads_back("efa_counters", body)
+    assert list(counted) == [b.EFA_PORTS, b.ERROR]  # the older kernel's missing counters are named
+    new, old = sorted(counted[b.EFA_PORTS], key=lambda p: p[b.EFA_DEVICE])
+    assert list(new) == list(b.PORT_FIELDS) and sorted(new[b.COUNTERS]) == sorted(b.PORT_COUNTERS)
+    assert new[b.COUNTERS][b.TX_BYTES] == 5000 and new[b.NEURON_DEVICE_INDEXES] == [0]
+    assert set(old[b.COUNTERS]) < set(b.PORT_COUNTERS) and b.RETRANS_PKTS not in old[b.COUNTERS]
+    absent = next(p for p in gone[b.EFA_PORTS] if p[b.EFA_DEVICE] == "rdmap16s27")
+    assert list(absent) == list(b.PORT_FIELDS) and absent[b.STATE] == "ABSENT" and absent[b.COUNTERS] == {}

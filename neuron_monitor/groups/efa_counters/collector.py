@@ -19,7 +19,8 @@ all is an ``error`` with an empty body.
 Cost: the adapters, their ports and counter files are found again only when the adapter listing (or, for the join, the
 Neuron device listing or the DRA addresses published by the pod-resources watcher) changes or a read failed (the
 driver's BDF ioctl is asked once per device at each such time); each collection reads every file with one pread on its
-kept descriptor, checks the bytes in one pass and computes the counts with C-level maps (bench/bench_efa.py)."""
+kept descriptor, checks the bytes in one pass and computes the counts with C-level maps (bench/bench_efa.py).
+The body's keys and types: body.py."""
 
 from __future__ import annotations
 
@@ -31,9 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from neuron_monitor.groups.base import SystemGroup
-from neuron_monitor.groups.efa_counters import spec as K
+from neuron_monitor.groups.efa_counters import body as B
 from neuron_monitor.groups.efa_counters import sysfs as F
 from neuron_monitor.groups.efa_counters import topology as T
+from neuron_monitor.groups.efa_counters.body import EfaCountersBody, PortEntry
+from neuron_monitor.groups.efa_counters.spec import NO_ADAPTERS
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.neuron.pci import dra_efa_addresses
 from neuron_monitor.neuron.sysfs import DriverTree
@@ -153,7 +156,7 @@ class EfaCounters(SystemGroup):
                         continue
                     plan.counter_files.append(f)
                     kept.append(name)
-                gone = tuple(c for c in K.PORT_COUNTERS if c not in names_here)
+                gone = tuple(c for c in B.PORT_COUNTERS if c not in names_here)
                 if gone and names_here:
                     missing.setdefault(gone, []).append(f"{device} port {port}")
                 p = _Port(device, port, pci, served, tuple(kept), len(plan.fds) - len(kept), gone)
@@ -303,40 +306,41 @@ class EfaCounters(SystemGroup):
         if not plan.ports and not self._seen:
             if plan.errors:  # RDMA devices refused (a looping or escaping device link): not an absent source
                 raise GroupError("no EFA adapter read: " + "; ".join(plan.errors))
-            raise GroupError(f"{K.NO_ADAPTERS} (no EFA interface attached, or the efa driver is not loaded)")
+            raise GroupError(f"{NO_ADAPTERS} (no EFA interface attached, or the efa driver is not loaded)")
         errors = list(plan.errors)
         counts, self._prev = self._counts(plan, self._values(plan, errors), errors)
-        entries: list[dict[str, Any]] = []
+        entries: list[PortEntry] = []
         present = set()
         for i, p in enumerate(plan.ports):
             present.add((p.device, p.port))
             self._link(plan, i, errors)
             here = counts[p.start : p.start + len(p.counters)]
-            values: dict[str, int | None] = dict(zip(p.counters, here, strict=True))
-            if None in here:
-                values = {n: c for n, c in values.items() if c is not None}
-            entry: dict[str, Any] = {
-                K.EFA_DEVICE: p.device,
-                K.PORT: p.port,
-                K.PCI_ADDRESS: p.pci_address,
-                K.NEURON_DEVICE_INDEXES: p.neuron_devices,
-                K.STATE: p.state.name if p.state is not None else None,
-                K.LINK_UP: p.state.up if p.state is not None else None,
-                K.RATE_GBPS: p.rate,
-                K.COUNTERS: values,
+            if None in here:  # a counter not read, or refused: left out
+                values = {n: c for n, c in zip(p.counters, here, strict=True) if c is not None}
+            else:
+                values = dict(zip(p.counters, cast("list[int]", here), strict=True))
+            entry: PortEntry = {
+                B.EFA_DEVICE: p.device,
+                B.PORT: p.port,
+                B.PCI_ADDRESS: p.pci_address,
+                B.NEURON_DEVICE_INDEXES: p.neuron_devices,
+                B.STATE: p.state.name if p.state is not None else None,
+                B.LINK_UP: p.state.up if p.state is not None else None,
+                B.RATE_GBPS: p.rate,
+                B.COUNTERS: values,
             }
             entries.append(entry)
         for (device, port), (pci, served) in self._seen.items():
             if (device, port) not in present:
                 errors.append(f"{device} port {port} is gone")
                 entries.append({
-                    K.EFA_DEVICE: device, K.PORT: port, K.PCI_ADDRESS: pci, K.NEURON_DEVICE_INDEXES: served,
-                    K.STATE: ABSENT, K.LINK_UP: False, K.RATE_GBPS: None, K.COUNTERS: {},
+                    B.EFA_DEVICE: device, B.PORT: port, B.PCI_ADDRESS: pci, B.NEURON_DEVICE_INDEXES: served,
+                    B.STATE: ABSENT, B.LINK_UP: False, B.RATE_GBPS: None, B.COUNTERS: {},
                 })  # fmt: skip
-        body: dict[str, Any] = {K.EFA_PORTS: entries}
+        body: EfaCountersBody = {B.EFA_PORTS: entries}
         if errors:
-            body["error"] = "; ".join(errors)
-        return body
+            body[B.ERROR] = "; ".join(errors)
+        return cast("dict[str, Any]", body)  # SystemGroup.collect's plain dict (no copy)
 
     def close(self) -> None:
         if self._plan is not None:

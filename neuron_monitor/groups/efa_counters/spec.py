@@ -11,51 +11,41 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from neuron_monitor.groups.efa_counters import body as B
 from neuron_monitor.schema import spec as S
 from neuron_monitor.schema.values import Problems, entries, mapping, number, sequence, text
 
-# ---- the body's keys ------------------------------------------------------------------------------------------
+# ---- the body's keys are in body.py ---------------------------------------------------------------------------
 NAME: Final = "efa_counters"
-EFA_PORTS: Final = "efa_ports"
-EFA_DEVICE: Final = "efa_device"
-PORT: Final = "port"
-PCI_ADDRESS: Final = "pci_address"
-NEURON_DEVICE_INDEXES: Final = "neuron_device_indexes"
-STATE: Final = "state"
-LINK_UP: Final = "link_up"
-RATE_GBPS: Final = "rate_gbps"
-COUNTERS: Final = "counters"
 
-# The per-port counters of the kernel's EFA driver (drivers/infiniband/hw/efa/efa_verbs.c, EFA_DEFINE_PORT_STATS):
-# the basic, message and RDMA read ones since Linux 5.x, RDMA write since 6.x, the network ones since 6.17. Each
-# is (sysfs name, CloudWatch agent metric name, CloudWatch unit).
+# Each known counter (body.py's PORT_COUNTERS, the kernel's names): (its name, CloudWatch agent metric name,
+# CloudWatch unit, help).
 _BYTES = S.BYTES
 PORT_COUNTER_INFO: Final[tuple[tuple[str, str, str, str], ...]] = (
-    ("tx_bytes", "efa_tx_bytes", _BYTES, "Bytes transmitted"),
-    ("tx_pkts", "efa_tx_pkts", S.COUNT, "Packets transmitted"),
-    ("rx_bytes", "efa_rx_bytes", _BYTES, "Bytes received"),
-    ("rx_pkts", "efa_rx_pkts", S.COUNT, "Packets received"),
-    ("rx_drops", "efa_rx_dropped", S.COUNT, "Received packets dropped"),
-    ("send_bytes", "efa_send_bytes", _BYTES, "Bytes sent by send operations"),
-    ("send_wrs", "efa_send_wrs", S.COUNT, "Send work requests completed"),
-    ("recv_bytes", "efa_recv_bytes", _BYTES, "Bytes received by receive operations"),
-    ("recv_wrs", "efa_recv_wrs", S.COUNT, "Receive work requests completed"),
-    ("rdma_read_wrs", "efa_rdma_read_wrs", S.COUNT, "RDMA read work requests completed"),
-    ("rdma_read_bytes", "efa_rdma_read_bytes", _BYTES, "Bytes read by RDMA read operations"),
-    ("rdma_read_wr_err", "efa_rdma_read_wr_err", S.COUNT, "RDMA read work requests that failed"),
-    ("rdma_read_resp_bytes", "efa_rdma_read_resp_bytes", _BYTES, "Bytes sent in responses to RDMA reads"),
-    ("rdma_write_wrs", "efa_rdma_write_wrs", S.COUNT, "RDMA write work requests completed"),
-    ("rdma_write_bytes", "efa_rdma_write_bytes", _BYTES, "Bytes written by RDMA write operations"),
-    ("rdma_write_wr_err", "efa_rdma_write_wr_err", S.COUNT, "RDMA write work requests that failed"),
-    ("rdma_write_recv_bytes", "efa_rdma_write_recv_bytes", _BYTES, "Bytes received by remote RDMA writes"),
-    ("retrans_bytes", "efa_retrans_bytes", _BYTES, "Bytes retransmitted"),
-    ("retrans_pkts", "efa_retrans_pkts", S.COUNT, "Packets retransmitted"),
-    ("retrans_timeout_events", "efa_retrans_timeout_events", S.COUNT, "Retransmission timeouts"),
-    ("unresponsive_remote_events", "efa_unresponsive_remote_events", S.COUNT, "Remote peers that stopped answering"),
-    ("impaired_remote_conn_events", "efa_impaired_remote_conn_events", S.COUNT, "Connections to remote peers "
+    (B.TX_BYTES, "efa_tx_bytes", _BYTES, "Bytes transmitted"),
+    (B.TX_PKTS, "efa_tx_pkts", S.COUNT, "Packets transmitted"),
+    (B.RX_BYTES, "efa_rx_bytes", _BYTES, "Bytes received"),
+    (B.RX_PKTS, "efa_rx_pkts", S.COUNT, "Packets received"),
+    (B.RX_DROPS, "efa_rx_dropped", S.COUNT, "Received packets dropped"),
+    (B.SEND_BYTES, "efa_send_bytes", _BYTES, "Bytes sent by send operations"),
+    (B.SEND_WRS, "efa_send_wrs", S.COUNT, "Send work requests completed"),
+    (B.RECV_BYTES, "efa_recv_bytes", _BYTES, "Bytes received by receive operations"),
+    (B.RECV_WRS, "efa_recv_wrs", S.COUNT, "Receive work requests completed"),
+    (B.RDMA_READ_WRS, "efa_rdma_read_wrs", S.COUNT, "RDMA read work requests completed"),
+    (B.RDMA_READ_BYTES, "efa_rdma_read_bytes", _BYTES, "Bytes read by RDMA read operations"),
+    (B.RDMA_READ_WR_ERR, "efa_rdma_read_wr_err", S.COUNT, "RDMA read work requests that failed"),
+    (B.RDMA_READ_RESP_BYTES, "efa_rdma_read_resp_bytes", _BYTES, "Bytes sent in responses to RDMA reads"),
+    (B.RDMA_WRITE_WRS, "efa_rdma_write_wrs", S.COUNT, "RDMA write work requests completed"),
+    (B.RDMA_WRITE_BYTES, "efa_rdma_write_bytes", _BYTES, "Bytes written by RDMA write operations"),
+    (B.RDMA_WRITE_WR_ERR, "efa_rdma_write_wr_err", S.COUNT, "RDMA write work requests that failed"),
+    (B.RDMA_WRITE_RECV_BYTES, "efa_rdma_write_recv_bytes", _BYTES, "Bytes received by remote RDMA writes"),
+    (B.RETRANS_BYTES, "efa_retrans_bytes", _BYTES, "Bytes retransmitted"),
+    (B.RETRANS_PKTS, "efa_retrans_pkts", S.COUNT, "Packets retransmitted"),
+    (B.RETRANS_TIMEOUT_EVENTS, "efa_retrans_timeout_events", S.COUNT, "Retransmission timeouts"),
+    (B.UNRESPONSIVE_REMOTE_EVENTS, "efa_unresponsive_remote_events", S.COUNT, "Remote peers that stopped answering"),
+    (B.IMPAIRED_REMOTE_CONN_EVENTS, "efa_impaired_remote_conn_events", S.COUNT, "Connections to remote peers "
      "found impaired"),
 )  # fmt: skip
-PORT_COUNTERS: Final = tuple(c[0] for c in PORT_COUNTER_INFO)
 
 
 @dataclass(slots=True)
@@ -84,19 +74,19 @@ def _port(raw: Any, problems: Problems, where: str) -> EfaPort | None:
     d = mapping(raw, problems, where, "", counted=True)
     if d is None:
         return None
-    device = text(d.get(EFA_DEVICE), problems, where, EFA_DEVICE, counted=True)
-    port = text(d.get(PORT), problems, where, PORT, counted=True)
+    device = text(d.get(B.EFA_DEVICE), problems, where, B.EFA_DEVICE, counted=True)
+    port = text(d.get(B.PORT), problems, where, B.PORT, counted=True)
     if not device or not port:
         return None
-    pci = d.get(PCI_ADDRESS)
-    neurons = [i for i in (sequence(d.get(NEURON_DEVICE_INDEXES), problems, where, NEURON_DEVICE_INDEXES) or ())
+    pci = d.get(B.PCI_ADDRESS)
+    neurons = [i for i in (sequence(d.get(B.NEURON_DEVICE_INDEXES), problems, where, B.NEURON_DEVICE_INDEXES) or ())
                if i.__class__ is int and i >= 0]  # fmt: skip
-    state = d.get(STATE)
-    link = d.get(LINK_UP)
-    rate = d.get(RATE_GBPS)
+    state = d.get(B.STATE)
+    link = d.get(B.LINK_UP)
+    rate = d.get(B.RATE_GBPS)
     counts: dict[str, float] = {}
-    cwhere = f"{where}.{COUNTERS}"
-    for name, value in (mapping(d.get(COUNTERS), problems, where, COUNTERS, counted=True) or {}).items():
+    cwhere = f"{where}.{B.COUNTERS}"
+    for name, value in (mapping(d.get(B.COUNTERS), problems, where, B.COUNTERS, counted=True) or {}).items():
         cls = value.__class__
         if cls is int or cls is float:
             if value >= 0:
@@ -112,20 +102,20 @@ def _port(raw: Any, problems: Problems, where: str) -> EfaPort | None:
         neurons,
         state if isinstance(state, str) else None,
         link if isinstance(link, bool) else None,
-        number(rate, problems, where, RATE_GBPS) if rate is not None else None,
+        number(rate, problems, where, B.RATE_GBPS) if rate is not None else None,
         counts,
     )
 
 
 def read(body: dict[str, Any], where: str, problems: Problems) -> EfaCounters:
-    return EfaCounters(entries(body, EFA_PORTS, problems, where, _port))
+    return EfaCounters(entries(body, B.EFA_PORTS, problems, where, _port))
 
 
 # ---- Prometheus -----------------------------------------------------------------------------------------------
 _LABELS = ("efa_device", "port", "neuron_device_index")
 # what the default series budget serves (what the alerts and the dashboard row use; the rest with full detail)
-IN_BUDGET: Final = frozenset({"tx_bytes", "rx_bytes", "tx_pkts", "retrans_pkts", "impaired_remote_conn_events",
-                              "unresponsive_remote_events"})  # fmt: skip
+IN_BUDGET: Final = frozenset({B.TX_BYTES, B.RX_BYTES, B.TX_PKTS, B.RETRANS_PKTS, B.IMPAIRED_REMOTE_CONN_EVENTS,
+                              B.UNRESPONSIVE_REMOTE_EVENTS})  # fmt: skip
 FAM_COUNTERS: Final = {
     name: S.PromFamily(f"efa_{name}", S.COUNTER, f"{doc} by the EFA adapter port", S.INSTANCE_SCOPE, _LABELS,
                        drops_unlisted=True, budget=S.FULL if name in IN_BUDGET else S.DETAIL)
@@ -248,16 +238,16 @@ def subject(p: EfaPort) -> str:
 
 
 def in_storm(p: EfaPort) -> bool:
-    retrans = p.counts.get("retrans_pkts", 0.0)
-    return retrans >= STORM_MIN_PACKETS and retrans >= STORM_RATIO * max(p.counts.get("tx_pkts", 0.0), 1.0)
+    retrans = p.counts.get(B.RETRANS_PKTS, 0.0)
+    return retrans >= STORM_MIN_PACKETS and retrans >= STORM_RATIO * max(p.counts.get(B.TX_PKTS, 0.0), 1.0)
 
 
 def findings(value: EfaCounters) -> Iterator[S.DetFinding]:
     for p in value.ports:
         key = (subject(p),)
         if in_storm(p):
-            details = {"retrans_pkts": p.counts["retrans_pkts"], "tx_pkts": p.counts.get("tx_pkts", 0.0)}
-            yield DET_STORM, key, p.counts["retrans_pkts"], details
+            details = {B.RETRANS_PKTS: p.counts[B.RETRANS_PKTS], B.TX_PKTS: p.counts.get(B.TX_PKTS, 0.0)}
+            yield DET_STORM, key, p.counts[B.RETRANS_PKTS], details
         impaired = p.counts.get("impaired_remote_conn_events", 0.0) + p.counts.get("unresponsive_remote_events", 0.0)
         if impaired > 0:
             yield DET_IMPAIRED, key, impaired, {"impaired_remote_conn_events": impaired}
