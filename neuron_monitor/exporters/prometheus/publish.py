@@ -347,9 +347,12 @@ class Publisher:
             self._gap = now - self._last_scrape
         if self._last_scrape is None or now - self._last_scrape >= MIN_GAP:
             self._last_scrape = now
-        if self._pending and self._work is None:  # the next scrape's publication: reschedule by the new prediction
-            if self._timer is not None:
-                self._timer.cancel()
+        timer = self._timer
+        if self._pending and self._work is None and (timer is None or timer.when() > now):
+            # the next scrape's publication: reschedule by the new prediction. A start that is due is kept: a
+            # scrape in every turn of the loop would otherwise put it off again each turn, forever
+            if timer is not None:
+                timer.cancel()
                 self._timer = None
             self._schedule()
 

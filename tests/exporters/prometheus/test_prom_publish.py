@@ -201,3 +201,31 @@ def test_work_waits_while_a_scrape_is_due() -> None:
     assert publisher.hold(115.0 + QUIET_AFTER / 2) == 115.0 + QUIET_AFTER
     assert publisher.hold(115.0 + QUIET_AFTER * 2) is None  # the scrape did not come: work goes on
     loop.close()
+
+
+def test_scrapes_in_every_turn_of_the_loop_do_not_put_a_due_publication_off() -> None:
+    """A publication whose start is due is not rescheduled by the scrapes that come meanwhile: with a scrape in
+    every turn of the loop (many clients at once) the newest report is still published (each scrape used to
+    cancel the due start and set it again, so it never ran)."""
+    loop = asyncio.new_event_loop()
+    state = _state_with_reports(1)
+    collector = ExporterCollector(state)
+    publisher = collector.publisher
+    publisher.attach(loop)
+    publisher.report_applied()  # nothing published yet: due at once
+    published = loop.create_future()
+    turns = 0
+
+    def scrape() -> None:  # a request served in every turn of the loop, before the loop's due timers
+        nonlocal turns
+        turns += 1
+        collector.body([], False, True)
+        if publisher.publications or turns >= 5000:
+            published.set_result(publisher.publications)
+        else:
+            loop.call_soon(scrape)
+
+    loop.call_soon(scrape)
+    assert loop.run_until_complete(published) == 1
+    assert _which_reports(gzip.decompress(collector.body([], False, True)).decode()) == {0.0}
+    loop.close()
