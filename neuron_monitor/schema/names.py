@@ -1,7 +1,9 @@
-"""Named constants for the report's vocabulary: top-level keys, group names, and the keys inside group bodies.
+"""Named constants for the report's own vocabulary: top-level keys, a runtime entry's keys, the envelope keys,
+group names, and the keys several groups share.
 
 Values are exactly the strings AWS's neuron-monitor prints (plus our documented additions ``report_time``,
-``neuron_monitor``, ``fresh``). Code that reads or writes a report names a key through these constants.
+``neuron_monitor``, ``fresh``). Code that reads or writes a report names a key through these constants; the keys
+inside one group's body are in that group's ``body.py`` (``groups/<name>/body.py``).
 """
 
 from __future__ import annotations
@@ -49,19 +51,7 @@ VCPU_USAGE: Final = "vcpu_usage"
 MEMORY_INFO: Final = "memory_info"
 NEURON_HW_COUNTERS: Final = "neuron_hw_counters"
 
-# ---- neuroncore_counters: its keys are in groups/neuroncore_counters/body.py ---------------------------------
-
-# ---- execution_stats: its keys are in groups/execution_stats/body.py ---------------------------------------
-
-# ---- memory_used: its keys are in groups/memory_used/body.py ------------------------------------------------
-
-# ---- neuron_runtime_vcpu_usage: its keys are in groups/neuron_runtime_vcpu_usage/body.py -----------------------
-
-# ---- vcpu_usage: its keys are in groups/vcpu_usage/body.py ---------------------------------------------------
-
-# ---- memory_info: its keys are in groups/memory_info/body.py ---------------------------------------------------
-
-# ---- neuron_hw_counters: its keys are in groups/neuron_hw_counters/body.py -------------------------------------
+# ---- a group's own keys: in its folder's body.py (groups/<name>/body.py), every group ---------------------------
 
 # ---- the device groups' list of devices (neuron_hw_counters, neuron_device_telemetry, neuron_device_health) -----
 NEURON_DEVICES: Final = "neuron_devices"
