@@ -41,7 +41,8 @@ class LabelTable:
             self.clear()
 
     def clear(self) -> None:
-        """Forget every tuple (a report whose label values were over the cap was shaped with them)."""
+        """Forget every tuple (a report whose label values were over the cap was shaped with them, or a shaping
+        did not finish: malformed, or let go part way)."""
         self.heads.clear()
         self.plans.clear()
         self.size = 0

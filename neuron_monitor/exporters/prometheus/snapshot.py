@@ -81,7 +81,12 @@ class Snapshot:
             if self._shaped is None:
                 read = self.read if self.read is not None else read_report(self.report)
                 limit = SeriesLimit(self.options.max_series)
-                self._finish(read, shape(read, self.totals, self.options, limit, self.table), limit)
+                try:
+                    fams = shape(read, self.totals, self.options, limit, self.table)
+                except BaseException:
+                    self._forget_table()
+                    raise
+                self._finish(read, fams, limit)
             assert self._shaped is not None
             return self._shaped
 
@@ -93,10 +98,22 @@ class Snapshot:
                 return
             read = self.read if self.read is not None else read_report(self.report)
         limit = SeriesLimit(self.options.max_series)
-        fams = yield from shape_steps(read, self.totals, self.options, limit, self.table)
+        try:
+            fams = yield from shape_steps(read, self.totals, self.options, limit, self.table)
+        except BaseException:  # malformed, or let go part way (closed)
+            self._forget_table()
+            raise
         with self._lock:
             if self._shaped is None:  # nobody shaped it meanwhile
                 self._finish(read, fams, limit)
+            elif self.guard is not None and self.guard.too_long(fams.families()):
+                self._forget_table()  # shaped (and capped) meanwhile: these uncapped values must not stay
+
+    def _forget_table(self) -> None:
+        """Empty the label table after a shaping that did not finish: it may have filed label values over the cap
+        (``_finish`` empties it when it finds them; an unfinished shaping never gets there)."""
+        if self.table is not None:
+            self.table.clear()
 
     def _finish(self, read: Report, fams: FamilySet, limit: SeriesLimit) -> None:
         """The rest of ``shaped`` (with the lock held): label caps, the series budget, and what is kept."""

@@ -6,9 +6,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from neuron_monitor.exporters.prometheus.context import TABLE_FLOOR, LabelTable
 from neuron_monitor.exporters.prometheus.families import Family
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions, SnapshotBuilder, shape
+from neuron_monitor.exporters.prometheus.values import MalformedReport
 from neuron_monitor.schema.read import read_report
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report
 
@@ -85,3 +88,42 @@ def test_table_keeps_no_label_value_over_the_cap() -> None:
     held += [v for (base, _), _heads in builder.table.heads.items() for v in base]
     held += [v for base in builder.table.plans for v in base]
     assert held and max(map(len, held)) <= 16
+
+
+def _held(table: LabelTable) -> list[str]:
+    held = [v for heads in table.heads.values() for labels in heads.values() for v in labels]
+    held += [v for (base, _), _heads in table.heads.items() for v in base]
+    held += [v for base in table.plans for v in base]
+    return held
+
+
+@pytest.mark.parametrize("stepped", [False, True])
+def test_a_malformed_report_leaves_no_label_value_over_the_cap(stepped: bool) -> None:
+    """A report whose label values are over the cap and whose gauges are found malformed while it is shaped
+    (after some of its series were filed) is rejected without leaving those values in the table: else each such
+    report added its long values until the table grew past its bound (hundreds of reports' worth)."""
+    builder = SnapshotBuilder(ShapeOptions(max_label_length=16))
+    builder.ingest(trn2_report([runtime(1000, "short", [0, 1])])).shaped()
+    bad = trn2_report([runtime(1000, "x" * 5000, [0, 1])])
+    bad["neuron_runtime_data"][0]["report"]["neuron_runtime_vcpu_usage"]["vcpu_usage"]["user"] = "99%"
+    snapshot = builder.ingest(bad)
+    with pytest.raises(MalformedReport):
+        if stepped:
+            for _ in snapshot.shaping_steps():
+                pass
+        else:
+            snapshot.shaped()
+    held = _held(builder.table)
+    assert not held or max(map(len, held)) <= 16
+
+
+def test_a_shaping_left_unfinished_leaves_no_label_value_over_the_cap() -> None:
+    """A shaping in steps that stops part way (the publisher let it go) keeps no label value over the cap."""
+    builder = SnapshotBuilder(ShapeOptions(max_label_length=16))
+    runtimes = [runtime(1000 + i, "x" * 5000 + str(i), [i]) for i in range(4)]
+    steps = builder.ingest(trn2_report(runtimes)).shaping_steps()
+    for _ in range(3):
+        next(steps)
+    steps.close()
+    held = _held(builder.table)
+    assert not held or max(map(len, held)) <= 16
