@@ -19,6 +19,12 @@ from tests.exporters.prometheus.prom_reports import runtime, trn2_report
 DEADLINE = 120.0
 REPORTS = 60
 MAX_BODIES = 400  # scrape bodies kept for the check
+FORMATS = (  # gzip and plain, Prometheus text and OpenMetrics: each is one report or the next
+    {"Accept-Encoding": "gzip"},
+    {},
+    {"Accept": "application/openmetrics-text; version=1.0.0"},
+    {"Accept": "application/openmetrics-text; version=1.0.0", "Accept-Encoding": "gzip"},
+)
 
 
 def _report(i: int) -> bytes:
@@ -66,8 +72,10 @@ def test_a_scrape_shows_one_report_or_the_next_never_parts_of_both() -> None:
 
     def scrape() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", exporter.port, timeout=30)
+        turn = 0
         while not stop.is_set():
-            conn.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+            conn.request("GET", "/metrics", headers=FORMATS[turn % len(FORMATS)])  # each format in turn
+            turn += 1
             resp = conn.getresponse()
             body = resp.read()
             if resp.getheader("Content-Encoding") == "gzip":
