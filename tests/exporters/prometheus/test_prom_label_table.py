@@ -127,3 +127,19 @@ def test_a_shaping_left_unfinished_leaves_no_label_value_over_the_cap() -> None:
     steps.close()
     held = _held(builder.table)
     assert not held or max(map(len, held)) <= 16
+
+
+def test_a_shaping_in_steps_overtaken_by_a_whole_shaping_leaves_no_label_value_over_the_cap() -> None:
+    """While a report is shaped in steps, ``shaped`` shapes it whole (and caps it); the steps then finish with the
+    uncapped values, which are not kept (the report's families are the capped ones)."""
+    builder = SnapshotBuilder(ShapeOptions(max_label_length=16))
+    runtimes = [runtime(1000 + i, "x" * 5000 + str(i), [i]) for i in range(4)]
+    snapshot = builder.ingest(trn2_report(runtimes))
+    steps = snapshot.shaping_steps()
+    next(steps)
+    shaped = snapshot.shaped()
+    for _ in steps:
+        pass
+    assert snapshot.shaped() is shaped
+    held = _held(builder.table)
+    assert not held or max(map(len, held)) <= 16
