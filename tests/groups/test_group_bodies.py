@@ -41,6 +41,7 @@ from neuron_monitor.host.procfs import parse_stat
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.nodes import ECC_BY_COUNTER
+from neuron_monitor.neuron.plausible import ECC_SOURCES
 from neuron_monitor.schema.spec import registry
 from neuron_monitor.schema.values import Problems
 from neuron_monitor.util.fdlimit import OutOfDescriptors
@@ -262,6 +263,7 @@ def test_neuron_hw_counters_keys_are_defined_once(tmp_path: Path) -> None:
     assert list(get_type_hints(b.DeviceEcc)) == [b.NEURON_DEVICE_INDEX, *b.COUNTERS]
     assert b.DeviceEcc.__required_keys__ == {b.NEURON_DEVICE_INDEX}
     assert all(counter in ECC_BY_COUNTER for counter in b.COUNTERS)  # the driver's file of each (neuron/nodes.py)
+    assert all(counter in ECC_SOURCES for counter in b.COUNTERS)  # and what it can count (neuron/plausible.py)
     # one device's ECC files as the driver writes them (real format), an event between two reads
     hardware = "sys/devices/virtual/neuron_device/neuron0/stats/hardware"
     root = lay_out_sysfs("neuron_hw_counters", "sysfs_trn2_neuron0.txt", tmp_path / "full")

@@ -180,7 +180,7 @@ TRACK_DEVICE_BYTES = S.Track("EFA bytes/s", "efa", "bytes/s", S.DEVICE_TRACK, pe
 
 
 def _moved(p: EfaPort) -> float:
-    return p.counts.get("tx_bytes", 0.0) + p.counts.get("rx_bytes", 0.0)
+    return p.counts.get(B.TX_BYTES, 0.0) + p.counts.get(B.RX_BYTES, 0.0)
 
 
 def per_device_bytes(value: EfaCounters) -> dict[int, float]:
@@ -199,8 +199,8 @@ def timeline(value: EfaCounters) -> Iterator[S.TimelineSample]:
     for p in value.ports:
         series = f"{p.device}/{p.port}"
         moved[series] = _moved(p)
-        if "retrans_pkts" in p.counts:
-            retrans[series] = p.counts["retrans_pkts"]
+        if B.RETRANS_PKTS in p.counts:
+            retrans[series] = p.counts[B.RETRANS_PKTS]
     if moved:
         yield TRACK_BYTES, (), moved
     if retrans:
@@ -248,9 +248,9 @@ def findings(value: EfaCounters) -> Iterator[S.DetFinding]:
         if in_storm(p):
             details = {B.RETRANS_PKTS: p.counts[B.RETRANS_PKTS], B.TX_PKTS: p.counts.get(B.TX_PKTS, 0.0)}
             yield DET_STORM, key, p.counts[B.RETRANS_PKTS], details
-        impaired = p.counts.get("impaired_remote_conn_events", 0.0) + p.counts.get("unresponsive_remote_events", 0.0)
+        impaired = p.counts.get(B.IMPAIRED_REMOTE_CONN_EVENTS, 0.0) + p.counts.get(B.UNRESPONSIVE_REMOTE_EVENTS, 0.0)
         if impaired > 0:
-            yield DET_IMPAIRED, key, impaired, {"impaired_remote_conn_events": impaired}
+            yield DET_IMPAIRED, key, impaired, {B.IMPAIRED_REMOTE_CONN_EVENTS: impaired}
         if p.link_up is not None:
             yield DET_LINK_DOWN, key, 0.0 if p.link_up else 1.0, {"state": [p.state or "?"]}
 
