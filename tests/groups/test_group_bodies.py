@@ -114,6 +114,7 @@ def test_memory_info_keys_are_defined_once(tmp_path: Path) -> None:
     group.close()
     assert list(body) == keys
     assert all(isinstance(body[k], int) for k in keys)
+    _shaped(body, memory_info_body.MemoryInfoBody, "memory_info")
     _reads_back("memory_info", body)
 
 
@@ -146,6 +147,7 @@ def test_vcpu_usage_keys_are_defined_once_and_the_compiled_twin_uses_them(tmp_pa
     assert list(body) == keys
     assert list(body[vcpu_usage_body.AVERAGE_USAGE]) == list(vcpu_usage_body.CPU_MODES)
     assert all(list(s) == list(vcpu_usage_body.CPU_MODES) for s in body[vcpu_usage_body.USAGE_DATA].values())
+    _shaped(body, vcpu_usage_body.VcpuUsageBody, "vcpu_usage")
     _reads_back("vcpu_usage", body)
     careful = usage_body_careful(parse_stat(first), parse_stat(_bumped(first)))
     assert careful == body
@@ -206,6 +208,7 @@ def test_execution_stats_keys_are_defined_once() -> None:
     assert list(body[b.EXECUTION_SUMMARY]) == list(b.STATUS_TYPES)
     assert list(body[b.LATENCY_STATS]) == list(b.LATENCY_KINDS)
     assert sorted(body[b.LATENCY_STATS][b.TOTAL_LATENCY]) == sorted(b.PERCENTILES)
+    _shaped(body, b.ExecutionStatsBody, "execution_stats")
     _reads_back("execution_stats", body)
 
 
@@ -226,6 +229,7 @@ def test_neuroncore_counters_keys_are_defined_once() -> None:
         assert known == [b.NEURONCORE_UTILIZATION, b.FLOPS]
         assert len(breakdown) == 1 and b.PHYSICAL_BREAKDOWN_KEY.fullmatch(breakdown[0])
         assert all(list(v) == [b.NEURONCORE_UTILIZATION] for v in entry[breakdown[0]].values())
+    _shaped(body, b.NeuroncoreCountersBody, "neuroncore_counters")
     _reads_back("neuroncore_counters", body)
 
 
