@@ -17,6 +17,7 @@ deltas are not returned that period), so a damaged value is never counted and ne
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -101,7 +102,9 @@ class Pick:
     """How one tracker picks from the flat counters of a device with ``cores`` cores: the frequent and the rare
     counters' pickers, and the positions of both (frequent first, as array("I")) for the compiled helper."""
 
-    __slots__ = ("cores", "frequent", "indices", "limits", "often", "positions", "rare", "sources", "tops")
+    __slots__ = (
+        "_bounds", "cores", "frequent", "indices", "limits", "often", "positions", "rare", "sources", "tops"
+    )  # fmt: skip
 
     def __init__(self, indices: tuple[int, ...], often: int, cores: int) -> None:
         rare = indices[often:]
@@ -115,6 +118,16 @@ class Pick:
         self.sources = tuple(nc_source(i) for i in indices)
         self.limits = array("d", [x for src in self.sources for _ in range(cores) for x in (src.rate, src.burst)])
         self.tops = array("Q", [src.top for src in self.sources for _ in range(cores)])
+        self._bounds: tuple[float, tuple[float, ...]] = (math.nan, ())  # the last interval and `bounds` over it
+
+    def bounds(self, dt: float) -> tuple[float, ...]:
+        """Each picked counter's largest step over ``dt`` seconds (its source's ``bound``). The applications of one
+        collection are read at one time, so their intervals are equal: the last interval's bounds are kept."""
+        last, bounds = self._bounds
+        if dt != last:
+            bounds = tuple(src.bound(dt) for src in self.sources)
+            self._bounds = (dt, bounds)
+        return bounds
 
     def where(self, k: int) -> tuple[int, int]:
         """(NC counter, physical core) of position ``k`` of the deltas."""
@@ -153,10 +166,11 @@ def _refused(d: list[int], now: tuple[int, ...], before: tuple[int, ...], pick: 
     top); the index of the first reading the rule refuses, or None. One counter's cores at a time: a row whose
     deltas are all within bounds (the usual case) is checked with one ``min`` and two ``max``."""
     cores = pick.cores
+    bounds = pick.bounds(dt)
     for k, src in enumerate(pick.sources[: len(d) // cores]):
         lo, hi = k * cores, (k + 1) * cores
         row = d[lo:hi]
-        if min(row) >= 0 and max(row) <= src.bound(dt) and max(now[lo:hi]) <= src.top:
+        if min(row) >= 0 and max(row) <= bounds[k] and max(now[lo:hi]) <= src.top:
             continue
         for j in range(lo, hi):
             count, _, problem = counter_step(before[j], now[j], dt, src)
@@ -224,7 +238,7 @@ class DeltaTracker:
             cores = n // N
             pick = self._pick_for(cores)
             prev = seen.get(index)
-            if (app.pid, index) in self._rebase:  # its last reading was refused: this one is a new baseline
+            if self._rebase and (app.pid, index) in self._rebase:  # its last reading was refused: a new baseline
                 seen[index] = (cur, reading.time, None)
                 problem = _past_top(cur, pick)
                 if problem is None:

@@ -13,6 +13,7 @@ trn2 "v3d") each entry also carries the physical breakdown as AWS prints it: ``"
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from neuron_monitor.groups.data_block_group import DataBlockGroup
@@ -101,6 +102,12 @@ def cores_native(steps: list[DeviceDelta], shape: _Shape, reuse: dict[str, Any] 
     return cores
 
 
+@lru_cache(maxsize=16)
+def _logical_cores(n: int, lnc: int) -> tuple[range, ...]:
+    """The physical cores of each logical core of a device with ``n`` physical cores, ``lnc`` to a logical one."""
+    return tuple(range(k, k + lnc) for k in range(0, n, lnc))
+
+
 def cores_careful(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any]:
     """``neuroncores_in_use`` from the per-device deltas of TIME_IN_USE and MAC_COUNT: every core the app uses on
     each device (see `cores_in_use`), keyed by its flat logical index as a string, in ascending order."""
@@ -109,9 +116,9 @@ def cores_careful(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any]:
     for device, dd, dt, n, deltas in steps:
         busy, macs = deltas[:n], deltas[n:]  # per physical core: TIME_IN_USE, MAC_COUNT
         if dt > 0:
-            scale = dt * 1e4
+            scale, most = dt * 1e4, MAX_MACS * dt
             utils = [u if (u := b / scale) < 100.0 else 100.0 for b in busy]  # min(100.0, b / scale)
-            flops: list[int | None] = [int(2 * m / dt) if m <= MAX_MACS * dt else None for m in macs]
+            flops: list[int | None] = [int(2 * m / dt) if m <= most else None for m in macs]
         else:
             utils, flops = [0.0] * n, [0] * n
         first = device * per_device
@@ -124,19 +131,26 @@ def cores_careful(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any]:
                 cores[first + phys] = entry
             continue
         if len(used) == n and n % lnc == 0:  # every core in use: logical core k is physical k*lnc..
-            members: Any = [range(k, k + lnc) for k in range(0, n, lnc)]
+            members: Any = _logical_cores(n, lnc)
         else:
             grouped: dict[int, list[int]] = {}
             for phys in used:
                 grouped.setdefault(phys // lnc, []).append(phys)
             members = grouped.values()
-        for physical in members:
-            entry = {B.NEURONCORE_UTILIZATION: sum([utils[p] for p in physical]) / len(physical)}
-            rates = [flops[p] for p in physical]
+        for physical in members:  # one logical core: its physical cores' mean utilization, summed FLOPS, breakdown
+            shares: list[float] = []
+            rates: list[int | None] = []
+            per_core: dict[str, dict[str, float]] = {}
+            for p in physical:  # one plain loop: cheaper than three comprehensions of two items each
+                shares.append(utils[p])
+                rates.append(flops[p])
+                if breakdown:
+                    per_core[phys_names[p % lnc]] = {B.NEURONCORE_UTILIZATION: utils[p]}
+            entry = {B.NEURONCORE_UTILIZATION: sum(shares) / len(shares)}
             if None not in rates:
                 entry[B.FLOPS] = sum(rates)
             if breakdown:
-                entry[group_name] = {phys_names[p % lnc]: {B.NEURONCORE_UTILIZATION: utils[p]} for p in physical}
+                entry[group_name] = per_core
             cores[first + physical[0] // lnc] = entry
     keys = _KEYS if not cores or max(cores) < len(_KEYS) else [str(k) for k in range(max(cores) + 1)]
     return {keys[k]: cores[k] for k in sorted(cores)}
