@@ -194,6 +194,30 @@ def test_a_publication_is_rendered_and_compressed_a_family_at_a_time() -> None:
         assert gzip.decompress(stepped.body([], openmetrics, True)) == stepped.body([], openmetrics, False)
 
 
+def test_a_short_text_is_compressed_by_its_scrape_not_ahead() -> None:
+    """A text of at most COMPRESS_AHEAD_BYTES (a host-only report's) is not compressed by the publisher's steps;
+    its gzip scrapes (the first in one pass with the tail, a second from a head then built) inflate to exactly
+    the uncompressed body, and a text longer than that is compressed ahead."""
+    from neuron_monitor.exporters.prometheus.publish import COMPRESS_AHEAD_BYTES
+
+    state = ExporterState(stale_periods=1e9)
+    state.apply(trn2_report(runtimes=[], vcpus=2, devices=0))
+    collector = ExporterCollector(state)
+    collector.publisher.by_scrapes = False
+    collector.publisher.publish_now()
+    publication = collector.publisher.current
+    assert publication is not None
+    assert 0 < sum(map(len, publication.parts(False))) <= COMPRESS_AHEAD_BYTES
+    assert not publication.compressed(False)
+    plain = collector.body([], False, False).split(b"# HELP neuron_exporter_")[0]
+    for _ in range(2):  # the first scrape of it, then a second
+        assert gzip.decompress(collector.body([], False, True)).split(b"# HELP neuron_exporter_")[0] == plain
+    large = ExporterCollector(_state_with_reports(1))
+    large.publisher.by_scrapes = False
+    large.publisher.publish_now()
+    assert large.publisher.current is not None and large.publisher.current.compressed(False)
+
+
 def test_work_waits_while_a_scrape_is_due() -> None:
     """``Publisher.hold``: from QUIET_BEFORE before the scrape the last gap predicts until it comes (at most
     QUIET_AFTER late), other work on the loop waits; before the first gap, or between scrapes, nothing waits."""
