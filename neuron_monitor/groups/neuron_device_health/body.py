@@ -112,5 +112,13 @@ EXPECTED_DEVICES: Final = "expected_devices"
 INSTANCE_TYPE: Final = "instance_type"
 NODE_FIELDS: Final = (STATE, SINCE, DEVICE_STATES, EXPECTED_DEVICES, INSTANCE_TYPE)
 # the states (a verdict's state; device_states' keys) and the fault kinds (fault_events'/fault_totals' keys)
-STATES: Final = ("healthy", "unhealthy", "unknown")
-FAULT_KINDS: Final = ("ecc_uncorrected", "ecc_repairable", "hw_error", "health_component", "device_lost")
+HEALTHY: Final = "healthy"
+UNHEALTHY: Final = "unhealthy"
+UNKNOWN: Final = "unknown"
+STATES: Final = (HEALTHY, UNHEALTHY, UNKNOWN)
+ECC_UNCORRECTED: Final = "ecc_uncorrected"
+ECC_REPAIRABLE: Final = "ecc_repairable"
+HW_ERROR: Final = "hw_error"
+HEALTH_COMPONENT: Final = "health_component"
+DEVICE_LOST: Final = "device_lost"
+FAULT_KINDS: Final = (ECC_UNCORRECTED, ECC_REPAIRABLE, HW_ERROR, HEALTH_COMPONENT, DEVICE_LOST)

@@ -27,16 +27,19 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
+from neuron_monitor.groups.neuron_device_health.body import (
+    DEVICE_LOST,
+    ECC_REPAIRABLE,
+    ECC_UNCORRECTED,
+    FAULT_KINDS,
+    HEALTH_COMPONENT,
+    HW_ERROR,
+)
 from neuron_monitor.groups.neuron_device_health.rules import DEVICE_UNREACHABLE, DeviceSignals
 from neuron_monitor.neuron.plausible import ECC_SOURCES, HW_ERROR_EVENTS
 from neuron_monitor.util.counters import Source, step
 
-ECC_UNCORRECTED: Final = "ecc_uncorrected"
-ECC_REPAIRABLE: Final = "ecc_repairable"
-HW_ERROR: Final = "hw_error"
-HEALTH_COMPONENT: Final = "health_component"
-DEVICE_LOST: Final = "device_lost"
-KINDS: Final = (ECC_UNCORRECTED, ECC_REPAIRABLE, HW_ERROR, HEALTH_COMPONENT, DEVICE_LOST)
+KINDS: Final = FAULT_KINDS  # the kinds, in report order: defined once in body.py
 STATE_VERSION: Final = 2  # 2: the uncorrected ECC counts kept apart (HBM, SRAM), values checked on load
 MAX_DEVICES: Final = 1024  # a state file naming more is not ours
 MAX_PROBLEMS: Final = 64  # refused readings kept between two collections (the rest are not named)

@@ -17,10 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-HEALTHY: Final = "healthy"
-UNHEALTHY: Final = "unhealthy"
-UNKNOWN: Final = "unknown"
-STATES: Final = (HEALTHY, UNHEALTHY, UNKNOWN)
+from neuron_monitor.groups.neuron_device_health.body import HEALTHY as HEALTHY
+from neuron_monitor.groups.neuron_device_health.body import STATES as STATES
+from neuron_monitor.groups.neuron_device_health.body import UNHEALTHY as UNHEALTHY
+from neuron_monitor.groups.neuron_device_health.body import UNKNOWN as UNKNOWN
+
 WARNING: Final = "warning"  # a finding that leaves the verdict healthy
 
 # instance type -> Neuron devices it has (AWS's instance type pages: https://aws.amazon.com/ec2/instance-types/trn1/,
