@@ -61,6 +61,7 @@ class DriverTree:
                 self._listed = (names, found)
                 for gone in set(self._nodes) - set(found):  # back later: its nodes are looked for again
                     del self._nodes[gone]
+                    self._finds += 1  # what was found changed: the kept summaries (`sources`, `problems`) are old
             if found:
                 return found
         return ()

@@ -179,6 +179,26 @@ def test_nodes_are_looked_for_again_after_forget(tmp_path: Path) -> None:
     assert tree.find(0, N.POWER_UTILIZATION).rel == "sys/class/neuron_device/neuron0/telemetry/power/utilization"
 
 
+def test_sources_are_summed_again_when_a_device_left_and_came_back(tmp_path: Path) -> None:
+    """The kept summary is keyed by the devices and the lookups made: a device that leaves drops its kept nodes,
+    which is a change too, so a summary asked for after it came back (before any new lookup) is not the old one."""
+    build(tmp_path, "trn1.2xlarge", "2.30.2.0")
+    tree = DriverTree(RootFS(tmp_path))
+    assert tree.device_indexes() == (0,)
+    assert tree.find(0, N.POWER_UTILIZATION).how == "known:stats"
+    assert tree.sources((0,))["found"] == {N.POWER_UTILIZATION.family: True}
+    places = [tmp_path / rel / "neuron0" for rel in ("sys/class/neuron_device", DEVICES)]
+    for n, place in enumerate(places):
+        os.rename(place, tmp_path / f"away{n}")
+    tree.forget_listing()
+    assert tree.device_indexes() == ()
+    for n, place in enumerate(places):
+        os.rename(tmp_path / f"away{n}", place)
+    tree.forget_listing()
+    assert tree.device_indexes() == (0,)
+    assert tree.sources((0,)) == {"layout": "none", "found": {}}  # nothing looked up on it since it came back
+
+
 def test_search_counts_the_cores_wherever_they_are(tmp_path: Path) -> None:
     build(tmp_path, "trn2.48xlarge", "2.30.2.0", CORES_MOVED)
     result = search(RootFS(tmp_path), "sys/class/neuron_device/neuron0")
