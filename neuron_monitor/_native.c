@@ -1,4 +1,4 @@
-/* neuron_monitor._native: five hot per-report steps of the daemon in C, each the fast twin of a careful Python
+/* neuron_monitor._native: six hot per-report steps of the daemon in C, each the fast twin of a careful Python
  * function that stays the reference (see docs/performance.md, "The compiled helper").
  *
  *   vcpu_usage(prev: bytes, cur: bytes) -> dict | None
@@ -19,6 +19,10 @@
  *   summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values) -> dict | None
  *       execution_stats' body for one device whose every core completed executions, rare counts changed or not
  *       (groups/execution_stats/collector.py: summary_native, twin summary_careful).
+ *   application(cur, prev, mem_prev, dt, kit, reuse) -> (in_use, summary, busy, memory same) | None
+ *       One application's neuroncore_counters, execution_stats and memory_used step in one call
+ *       (groups/application.py: collect_application_native, twin collect_application_careful): the three delta
+ *       steps (deltas_core), ``cores`` (cores_from) and ``summary`` (summary_from) on the same reading.
  *   pid_usage(data, utime, stime, dt, ticks) -> (body, utime, stime) | None
  *       neuron_runtime_vcpu_usage's body from one raw /proc/PID/stat sample and the previous times
  *       (groups/neuron_runtime_vcpu_usage/collector.py: usage_native, twin usage_careful). round() as Python's: the
@@ -415,6 +419,46 @@ static int get_u64(PyObject *obj, Py_buffer *view) {
     return 0;
 }
 
+#define DELTAS_OK (-1)
+#define DELTAS_DECLINE (-2)
+
+/* The delta step of native_deltas on raw arrays: c and p (n values each), count positions `at`, the first `often`
+ * frequent. Writes the deltas to out[0..*take) and returns DELTAS_OK; with bound and top (rate, burst and top of
+ * each position), the index of the first reading the counter rule refuses instead; DELTAS_DECLINE when a position
+ * is out of range. out has room for count values. */
+static Py_ssize_t deltas_core(const uint64_t *c, const uint64_t *p, Py_ssize_t n, const uint32_t *at,
+                              Py_ssize_t count, Py_ssize_t often, const double *bound, const uint64_t *top, double dt,
+                              uint64_t *out, Py_ssize_t *take) {
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if ((Py_ssize_t)at[k] >= n) return DELTAS_DECLINE;
+    }
+    Py_ssize_t want = often; /* the rare counters' deltas only when one of them changed */
+    for (Py_ssize_t k = often; k < count; k++) {
+        if (c[at[k]] != p[at[k]]) {
+            want = count;
+            break;
+        }
+    }
+    for (Py_ssize_t k = 0; k < want; k++) {
+        uint64_t a = c[at[k]], b = p[at[k]], d = a >= b ? a - b : a;
+        if (bound != NULL) {
+            double most = bound[2 * k] * dt + bound[2 * k + 1], ceiling = (double)top[k];
+            if (most > ceiling) most = ceiling;
+            uint64_t limit = most >= 18446744073709551616.0 ? UINT64_MAX : (most > 0.0 ? (uint64_t)most : 0);
+            int refused = a > top[k];
+            if (!refused && a < b) {
+                uint64_t across = a - b; /* modulo 2^64: the step across the top */
+                if (top[k] == UINT64_MAX && across <= limit && across <= ((uint64_t)1 << 60))
+                    d = across; /* a wrap, proven */
+            }
+            if (refused || d > limit) return k;
+        }
+        out[k] = d;
+    }
+    *take = want;
+    return DELTAS_OK;
+}
+
 /* One device's deltas cur - prev at positions[0..often), and at every position when one of the rare ones
  * (positions[often..]) changed, by the counter rule of util/counters.py: a counter that went back was reset and
  * counts its new value. With limits, dt and tops, the index of the first reading the rule refuses instead: a value
@@ -471,9 +515,8 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
         top = tops.buf;
     }
     PyObject *out = NULL;
-    const uint64_t *c = cur.buf, *p = prev.buf;
-    const uint32_t *at = pos.buf;
-    Py_ssize_t n = cur.len / 8, count = pos.len / 4;
+    uint64_t *d = NULL;
+    Py_ssize_t n = cur.len / 8, count = pos.len / 4, take = 0, rc;
     if (prev.len != cur.len || pos.itemsize != 4 || pos.format == NULL || strcmp(pos.format, "I") != 0 ||
         often < 0 || often > count ||
         (bound != NULL && (lim.itemsize != 8 || lim.format == NULL || strcmp(lim.format, "d") != 0 ||
@@ -481,40 +524,24 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
         out = Py_NewRef(Py_None);
         goto done;
     }
-    for (Py_ssize_t k = 0; k < count; k++) {
-        if ((Py_ssize_t)at[k] >= n) {
-            out = Py_NewRef(Py_None);
-            goto done;
-        }
+    d = PyMem_Malloc((size_t)(count > 0 ? count : 1) * sizeof(uint64_t));
+    if (d == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
-    Py_ssize_t take = often; /* the rare counters' deltas only when one of them changed */
-    for (Py_ssize_t k = often; k < count; k++) {
-        if (c[at[k]] != p[at[k]]) {
-            take = count;
-            break;
-        }
+    rc = deltas_core(cur.buf, prev.buf, n, pos.buf, count, often, bound, top, dt, d, &take);
+    if (rc == DELTAS_DECLINE) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (rc >= 0) {
+        out = PyLong_FromSsize_t(rc);
+        goto done;
     }
     out = PyList_New(take);
     if (out == NULL) goto done;
     for (Py_ssize_t k = 0; k < take; k++) {
-        uint64_t a = c[at[k]], b = p[at[k]], d = a >= b ? a - b : a;
-        if (bound != NULL) {
-            double most = bound[2 * k] * dt + bound[2 * k + 1], ceiling = (double)top[k];
-            if (most > ceiling) most = ceiling;
-            uint64_t limit = most >= 18446744073709551616.0 ? UINT64_MAX : (most > 0.0 ? (uint64_t)most : 0);
-            int refused = a > top[k];
-            if (!refused && a < b) {
-                uint64_t across = a - b; /* modulo 2^64: the step across the top */
-                if (top[k] == UINT64_MAX && across <= limit && across <= ((uint64_t)1 << 60))
-                    d = across; /* a wrap, proven */
-            }
-            if (refused || d > limit) {
-                Py_DECREF(out);
-                out = PyLong_FromSsize_t(k);
-                goto done;
-            }
-        }
-        PyObject *v = PyLong_FromUnsignedLongLong(d);
+        PyObject *v = PyLong_FromUnsignedLongLong(d[k]);
         if (v == NULL) {
             Py_CLEAR(out);
             goto done;
@@ -522,6 +549,7 @@ static PyObject *native_deltas(PyObject *self, PyObject *const *args, Py_ssize_t
         PyList_SET_ITEM(out, k, v);
     }
 done:
+    PyMem_Free(d);
     if (bound != NULL) {
         PyBuffer_Release(&tops);
         PyBuffer_Release(&lim);
@@ -651,6 +679,9 @@ static PyObject *cores1(const double *u, const long long *flops, Py_ssize_t n, P
  * With `reuse` (the dict an earlier call returned for the same application), its values are replaced in
  * place when it has exactly the shape this call would build (the same keys in the same order), and reuse itself
  * is returned: no dict is made or freed. */
+static PyObject *cores_from(const uint64_t *v, Py_ssize_t n, double dt, double limit, PyObject *keys,
+                            Py_ssize_t first, PyObject *group, PyObject *name0, PyObject *name1, PyObject *reuse);
+
 static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 9 && nargs != 10) {
         PyErr_SetString(PyExc_TypeError, "cores(deltas, n, dt, limit, keys, first, group, name0, name1, reuse=None)");
@@ -679,11 +710,24 @@ static PyObject *native_cores(PyObject *self, PyObject *const *args, Py_ssize_t 
         if (!PyLong_CheckExact(item)) Py_RETURN_NONE;
         int overflow;
         long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow || x < 0 || (uint64_t)x > EXACT_MAX) {
+        if (overflow || x < 0) {
             if (x == -1 && PyErr_Occurred()) PyErr_Clear();
             Py_RETURN_NONE;
         }
         v[k] = (uint64_t)x;
+    }
+    return cores_from(v, n, dt, limit, keys, first, group, name0, name1, reuse);
+}
+
+/* native_cores on raw deltas v (2n: TIME_IN_USE of each core, then MAC_COUNT), its other arguments checked by the
+ * caller (n in 1..64, even unless single; keys a tuple with room for the entries from first; dt > 0, limit >= 0):
+ * the dict, or None outside the usual case. */
+static PyObject *cores_from(const uint64_t *v, Py_ssize_t n, double dt, double limit, PyObject *keys,
+                            Py_ssize_t first, PyObject *group, PyObject *name0, PyObject *name1, PyObject *reuse) {
+    int single = group == Py_None && name0 == Py_None && name1 == Py_None; /* LNC=1: no logical cores */
+    Py_ssize_t entries = single ? n : n / 2;
+    for (Py_ssize_t k = 0; k < 2 * n; k++) {
+        if (v[k] > EXACT_MAX) Py_RETURN_NONE;
         if (k < n && v[k] == 0) Py_RETURN_NONE; /* a core not busy: cores_careful decides which cores are in use */
         if (k >= n && (double)v[k] > limit) Py_RETURN_NONE; /* a damaged MAC counter: cores_careful */
     }
@@ -773,77 +817,34 @@ static PyObject *percentile_dict(double *samples, Py_ssize_t m, PyObject *names,
  * the percentiles over the cores of the device and total latencies the counters hold at `positions` (microseconds,
  * given in seconds; a core's 0 is no sample). None unless every core completed executions, every value is at most
  * 2^53 and the arguments have the expected types and sizes: summary_careful then decides. */
-static PyObject *native_summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "summary(deltas, counters, positions, exec_names, err_names, pct_names, "
-                                         "pct_values)");
-        return NULL;
-    }
-    PyObject *deltas = args[0], *exec_names = args[3], *err_names = args[4], *pct_names = args[5];
-    PyObject *pct_values = args[6];
-    if (!PyList_CheckExact(deltas) || !PyTuple_CheckExact(exec_names) || !PyTuple_CheckExact(err_names) ||
-        !PyTuple_CheckExact(pct_names) || !PyTuple_CheckExact(pct_values) || PyTuple_GET_SIZE(exec_names) < 1 ||
-        PyTuple_GET_SIZE(pct_names) != PyTuple_GET_SIZE(pct_values) || PyTuple_GET_SIZE(pct_names) > 16)
-        Py_RETURN_NONE;
-    double pct[16];
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pct_values); i++) {
-        PyObject *p = PyTuple_GET_ITEM(pct_values, i);
-        if (!PyFloat_CheckExact(p) || !(PyFloat_AS_DOUBLE(p) >= 0.0 && PyFloat_AS_DOUBLE(p) <= 100.0))
-            Py_RETURN_NONE;
-        pct[i] = PyFloat_AS_DOUBLE(p);
-    }
-    /* deltas: the ``completed`` of each of the n cores, then (when a rare count changed) every other count's, one
-       row of n per count: rows is 1 or the number of counts. positions: 2n (device, then total latencies). */
+/* native_summary on raw values: d (len: n ``completed`` counts, then when a rare count changed every other count's
+ * row of n), the reading's counters c (clen values) and the latency positions at (2n: device, then total), the
+ * names and percentiles checked by the caller (n_exec in 1..32, n_err <= 32, at most 16 percentiles). */
+static PyObject *summary_from(const uint64_t *d, Py_ssize_t len, Py_ssize_t n, const uint64_t *c, Py_ssize_t clen,
+                              const uint32_t *at, PyObject *exec_names, PyObject *err_names, PyObject *pct_names,
+                              const double *pct) {
     Py_ssize_t n_exec = PyTuple_GET_SIZE(exec_names), n_err = PyTuple_GET_SIZE(err_names);
-    if (n_err > 32 || n_exec > 32) Py_RETURN_NONE;
-    Py_buffer cur, pos;
-    if (get_u64(args[1], &cur) < 0) Py_RETURN_NONE;
-    if (PyObject_GetBuffer(args[2], &pos, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        PyBuffer_Release(&cur);
-        Py_RETURN_NONE;
-    }
     PyObject *out = NULL, *item = NULL;
-    const uint64_t *c = cur.buf;
-    const uint32_t *at = pos.buf;
     double device_lat[64], total_lat[64];
     uint64_t totals[64] = {0};
     Py_ssize_t md = 0, mt = 0;
-    Py_ssize_t n = pos.len / 8, len = PyList_GET_SIZE(deltas);
-    if (pos.itemsize != 4 || pos.format == NULL || strcmp(pos.format, "I") != 0 || pos.len != 8 * n || n < 1 ||
-        n > 64 || (len != n && len != n * (n_exec + n_err))) {
-        out = Py_NewRef(Py_None);
-        goto done;
-    }
+    if (n < 1 || n > 64 || (len != n && len != n * (n_exec + n_err))) Py_RETURN_NONE;
     Py_ssize_t rows = len / n;
     for (Py_ssize_t k = 0; k < len; k++) {
-        PyObject *x_obj = PyList_GET_ITEM(deltas, k);
-        if (!PyLong_CheckExact(x_obj)) {
-            out = Py_NewRef(Py_None);
-            goto done;
-        }
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(x_obj, &overflow);
-        /* a ``completed`` of 0: a core did not execute (summary_careful); no count is negative */
-        if (overflow || x < (k < n ? 1 : 0) || (uint64_t)x > EXACT_MAX) {
-            if (x == -1 && PyErr_Occurred()) PyErr_Clear();
-            out = Py_NewRef(Py_None);
-            goto done;
-        }
-        totals[k / n] += (uint64_t)x; /* at most 64 values up to 2^53 each: no overflow */
+        uint64_t x = d[k];
+        /* a ``completed`` of 0: a core did not execute (summary_careful) */
+        if (x < (k < n ? 1u : 0u) || x > EXACT_MAX) Py_RETURN_NONE;
+        totals[k / n] += x; /* at most 64 values up to 2^53 each: no overflow */
     }
     for (Py_ssize_t k = 0; k < 2 * n; k++) { /* the device latency of each core, then the total latency */
-        if ((Py_ssize_t)at[k] >= cur.len / 8 || c[at[k]] > EXACT_MAX) {
-            out = Py_NewRef(Py_None);
-            goto done;
-        }
+        if ((Py_ssize_t)at[k] >= clen || c[at[k]] > EXACT_MAX) Py_RETURN_NONE;
         uint64_t v = c[at[k]];
         if (v == 0) continue; /* never executed: no sample */
         if (k < n) device_lat[md++] = (double)v / 1e6;
         else total_lat[mt++] = (double)v / 1e6;
     }
     out = PyDict_New();
-    if (out == NULL) goto done;
+    if (out == NULL) return NULL;
     item = PyDict_New();
     if (item == NULL) goto fail;
     for (Py_ssize_t i = 0; i < n_err; i++) {
@@ -863,13 +864,214 @@ static PyObject *native_summary(PyObject *self, PyObject *const *args, Py_ssize_
         set_new(item, key_device_lat, percentile_dict(device_lat, md, pct_names, pct)) < 0 ||
         PyDict_SetItem(out, key_latency, item) < 0)
         goto fail;
-    Py_CLEAR(item);
-    goto done;
+    Py_DECREF(item);
+    return out;
 fail:
     Py_XDECREF(item);
-    Py_CLEAR(out);
-done:
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* The names and percentiles of summary(): 0 with pct filled, -1 when they are not as expected (None then). */
+static int summary_names(PyObject *exec_names, PyObject *err_names, PyObject *pct_names, PyObject *pct_values,
+                         double pct[16]) {
+    if (!PyTuple_CheckExact(exec_names) || !PyTuple_CheckExact(err_names) || !PyTuple_CheckExact(pct_names) ||
+        !PyTuple_CheckExact(pct_values) || PyTuple_GET_SIZE(exec_names) < 1 ||
+        PyTuple_GET_SIZE(pct_names) != PyTuple_GET_SIZE(pct_values) || PyTuple_GET_SIZE(pct_names) > 16 ||
+        PyTuple_GET_SIZE(err_names) > 32 || PyTuple_GET_SIZE(exec_names) > 32)
+        return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pct_values); i++) {
+        PyObject *p = PyTuple_GET_ITEM(pct_values, i);
+        if (!PyFloat_CheckExact(p) || !(PyFloat_AS_DOUBLE(p) >= 0.0 && PyFloat_AS_DOUBLE(p) <= 100.0)) return -1;
+        pct[i] = PyFloat_AS_DOUBLE(p);
+    }
+    return 0;
+}
+
+/* execution_stats' body for one device (summary_native in groups/execution_stats/collector.py): each count of the
+ * execution and error summaries summed over the device's cores (the rare ones 0 when none of them changed), and
+ * the percentiles over the cores of the device and total latencies the counters hold at `positions` (microseconds,
+ * given in seconds; a core's 0 is no sample). None unless every core completed executions, every value is at most
+ * 2^53 and the arguments have the expected types and sizes: summary_careful then decides. */
+static PyObject *native_summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "summary(deltas, counters, positions, exec_names, err_names, pct_names, "
+                                         "pct_values)");
+        return NULL;
+    }
+    PyObject *deltas = args[0];
+    double pct[16];
+    if (!PyList_CheckExact(deltas) || summary_names(args[3], args[4], args[5], args[6], pct) < 0) Py_RETURN_NONE;
+    /* deltas: the ``completed`` of each of the n cores, then (when a rare count changed) every other count's, one
+       row of n per count: rows is 1 or the number of counts. positions: 2n (device, then total latencies). */
+    Py_ssize_t len = PyList_GET_SIZE(deltas);
+    if (len > 64 * 64) Py_RETURN_NONE;
+    uint64_t d[64 * 64];
+    for (Py_ssize_t k = 0; k < len; k++) {
+        PyObject *x_obj = PyList_GET_ITEM(deltas, k);
+        if (!PyLong_CheckExact(x_obj)) Py_RETURN_NONE;
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(x_obj, &overflow);
+        if (overflow || x < 0) {
+            if (x == -1 && PyErr_Occurred()) PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        d[k] = (uint64_t)x;
+    }
+    Py_buffer cur, pos;
+    if (get_u64(args[1], &cur) < 0) Py_RETURN_NONE;
+    if (PyObject_GetBuffer(args[2], &pos, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&cur);
+        Py_RETURN_NONE;
+    }
+    PyObject *out;
+    Py_ssize_t n = pos.len / 8;
+    if (pos.itemsize != 4 || pos.format == NULL || strcmp(pos.format, "I") != 0 || pos.len != 8 * n)
+        out = Py_NewRef(Py_None);
+    else
+        out = summary_from(d, len, n, cur.buf, cur.len / 8, pos.buf, args[3], args[4], args[5], pct);
     PyBuffer_Release(&pos);
+    PyBuffer_Release(&cur);
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------------------------- */
+/* One application's data-block groups in one call (groups/application.py: collect_application_native)         */
+
+/* A bytes object of `count` items of `size` bytes, aligned for them: its data, or NULL. count < 0: any count. */
+static const void *kit_array(PyObject *b, Py_ssize_t size, Py_ssize_t *count) {
+    if (!PyBytes_CheckExact(b)) return NULL;
+    Py_ssize_t len = PyBytes_GET_SIZE(b);
+    const char *p = PyBytes_AS_STRING(b);
+    if (p == NULL || len % size || ((uintptr_t)p % (uintptr_t)size) || (*count >= 0 && len != *count * size))
+        return NULL;
+    *count = len / size;
+    return p;
+}
+
+/* A small int of a kit, or -1. */
+static Py_ssize_t kit_size(PyObject *o, Py_ssize_t most) {
+    if (!PyLong_CheckExact(o)) return -1;
+    Py_ssize_t v = PyLong_AsSsize_t(o);
+    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+    return v >= 0 && v <= most ? v : -1;
+}
+
+#define KIT_ITEMS 23
+#define APP_MAX 4096 /* positions of one group's pick at most (64 cores x 64 counters) */
+
+/* application(cur, prev, mem_prev, dt, kit, reuse) -> (neuroncores_in_use, execution summary, busy flags, memory
+ * same) | None
+ *
+ * The per-application part of neuroncore_counters, execution_stats and memory_used for one device whose three
+ * delta trackers all look back at the same reading ``prev`` (the usual case: the three groups collected together
+ * at the previous report): the three delta steps by the counter rule (as deltas() with limits: any reading the
+ * rule refuses declines), neuroncores_in_use as cores() (``reuse`` updated in place when it has the same shape),
+ * the execution summary as summary(), memory_used's busy flag per core, and whether the device memory counters
+ * equal those of ``mem_prev`` (the reading memory_used's cached body was made from; None: no cached body).
+ * ``kit`` holds what does not change between calls (built by groups/application.py: positions, rates, bursts and
+ * tops as bytes of uint32, double and uint64, the core keys and names). None whenever any of the three would
+ * decline, so that nothing is changed and each group's own path runs; only ``reuse`` is changed, and only when
+ * everything else has succeeded. */
+static PyObject *native_application(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "application(cur, prev, mem_prev, dt, kit, reuse)");
+        return NULL;
+    }
+    PyObject *kit = args[4], *reuse = args[5];
+    if (!PyFloat_CheckExact(args[3]) || !PyTuple_CheckExact(kit) || PyTuple_GET_SIZE(kit) != KIT_ITEMS ||
+        (reuse != Py_None && !PyDict_CheckExact(reuse)))
+        Py_RETURN_NONE;
+    double dt = PyFloat_AS_DOUBLE(args[3]);
+    if (!(dt > 0.0) || !isfinite(dt)) Py_RETURN_NONE; /* no period: the groups' own paths */
+    PyObject *it[KIT_ITEMS];
+    for (Py_ssize_t i = 0; i < KIT_ITEMS; i++) it[i] = PyTuple_GET_ITEM(kit, i);
+    Py_ssize_t n = kit_size(it[12], 64), es_often = kit_size(it[4], APP_MAX), first = kit_size(it[15], PY_SSIZE_T_MAX);
+    if (n < 1 || es_often < 0 || first < 0 || !PyFloat_CheckExact(it[13]) || !PyTuple_CheckExact(it[14])) Py_RETURN_NONE;
+    PyObject *keys = it[14], *group = it[16], *name0 = it[17], *name1 = it[18];
+    int single = group == Py_None && name0 == Py_None && name1 == Py_None;
+    if ((!single && (!PyUnicode_CheckExact(group) || !PyUnicode_CheckExact(name0) || !PyUnicode_CheckExact(name1) ||
+                     n % 2)) ||
+        first > PyTuple_GET_SIZE(keys) - (single ? n : n / 2))
+        Py_RETURN_NONE;
+    double pct[16];
+    if (summary_names(it[19], it[20], it[21], it[22], pct) < 0) Py_RETURN_NONE;
+    Py_ssize_t nc_count = 2 * n, es_count = -1, mu_count = n, lat_count = 2 * n, mem_count = -1;
+    Py_ssize_t nc_lim_count = 2 * nc_count, mu_lim_count = 2 * mu_count;
+    const uint32_t *nc_at = kit_array(it[0], 4, &nc_count), *es_at = kit_array(it[3], 4, &es_count);
+    const uint32_t *mu_at = kit_array(it[7], 4, &mu_count), *lat_at = kit_array(it[10], 4, &lat_count);
+    const uint32_t *mem_at = kit_array(it[11], 4, &mem_count);
+    const double *nc_lim = kit_array(it[1], 8, &nc_lim_count), *mu_lim = kit_array(it[8], 8, &mu_lim_count);
+    const uint64_t *nc_top = kit_array(it[2], 8, &nc_count), *mu_top = kit_array(it[9], 8, &mu_count);
+    if (nc_at == NULL || es_at == NULL || mu_at == NULL || lat_at == NULL || mem_at == NULL || nc_lim == NULL ||
+        mu_lim == NULL || nc_top == NULL || mu_top == NULL || es_count > APP_MAX || es_often > es_count)
+        Py_RETURN_NONE;
+    Py_ssize_t es_lim_count = 2 * es_count;
+    const double *es_lim = kit_array(it[5], 8, &es_lim_count);
+    const uint64_t *es_top = kit_array(it[6], 8, &es_count);
+    if (es_lim == NULL || es_top == NULL) Py_RETURN_NONE;
+
+    Py_buffer cur, prev, mem = {0};
+    PyObject *mem_obj = args[2];
+    int own_mem = mem_obj != Py_None && mem_obj != args[0] && mem_obj != args[1];
+    if (get_u64(args[0], &cur) < 0) Py_RETURN_NONE;
+    if (get_u64(args[1], &prev) < 0) {
+        PyBuffer_Release(&cur);
+        Py_RETURN_NONE;
+    }
+    if (own_mem && get_u64(mem_obj, &mem) < 0) {
+        PyBuffer_Release(&prev);
+        PyBuffer_Release(&cur);
+        Py_RETURN_NONE;
+    }
+    PyObject *out = NULL, *summary = NULL, *busy = NULL, *cores = NULL;
+    const uint64_t *c = cur.buf, *p = prev.buf;
+    Py_ssize_t len = cur.len / 8, take, es_take;
+    uint64_t nc_d[128], mu_d[64], es_d[APP_MAX];
+    int same = 0;
+    if (prev.len != cur.len || len % n) goto decline;
+    /* the three delta steps: anything the rule refuses (or a position out of range) is left to the groups */
+    if (deltas_core(c, p, len, nc_at, nc_count, nc_count, nc_lim, nc_top, dt, nc_d, &take) != DELTAS_OK) goto decline;
+    if (deltas_core(c, p, len, mu_at, mu_count, mu_count, mu_lim, mu_top, dt, mu_d, &take) != DELTAS_OK) goto decline;
+    if (deltas_core(c, p, len, es_at, es_count, es_often, es_lim, es_top, dt, es_d, &es_take) != DELTAS_OK)
+        goto decline;
+    /* memory_used: are the device memory counters those of the cached body's reading? */
+    if (mem_obj != Py_None) {
+        const uint64_t *m = mem_obj == args[0] ? c : mem_obj == args[1] ? p : mem.buf;
+        Py_ssize_t mlen = mem_obj == args[0] || mem_obj == args[1] ? len : mem.len / 8;
+        same = mlen == len;
+        for (Py_ssize_t k = 0; same && k < mem_count; k++) {
+            if ((Py_ssize_t)mem_at[k] >= len) goto decline;
+            same = c[mem_at[k]] == m[mem_at[k]];
+        }
+    }
+    summary = summary_from(es_d, es_take, n, c, len, lat_at, it[19], it[20], it[21], pct);
+    if (summary == NULL) goto done;
+    if (summary == Py_None) goto decline;
+    busy = PyTuple_New(n);
+    if (busy == NULL) goto done;
+    for (Py_ssize_t k = 0; k < n; k++) PyTuple_SetItem(busy, k, PyBool_FromLong(mu_d[k] != 0));
+    /* last: the only step that may change something (reuse, in place) */
+    cores = cores_from(nc_d, n, dt, PyFloat_AS_DOUBLE(it[13]) * dt, keys, first, group, name0, name1, reuse);
+    if (cores == NULL) goto done;
+    if (cores == Py_None) goto decline;
+    out = PyTuple_New(4);
+    if (out == NULL) goto done;
+    PyTuple_SetItem(out, 0, cores);
+    PyTuple_SetItem(out, 1, summary);
+    PyTuple_SetItem(out, 2, busy);
+    PyTuple_SetItem(out, 3, PyBool_FromLong(same));
+    cores = summary = busy = NULL;
+    goto done;
+decline:
+    out = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(cores);
+    Py_XDECREF(summary);
+    Py_XDECREF(busy);
+    if (own_mem) PyBuffer_Release(&mem);
+    PyBuffer_Release(&prev);
     PyBuffer_Release(&cur);
     return out;
 }
@@ -981,6 +1183,9 @@ static PyMethodDef methods[] = {
     {"summary", (PyCFunction)(void (*)(void))native_summary, METH_FASTCALL,
      "summary(deltas, counters, positions, exec_names, err_names, pct_names, pct_values): execution_stats' body "
      "of one device, or None."},
+    {"application", (PyCFunction)(void (*)(void))native_application, METH_FASTCALL,
+     "application(cur, prev, mem_prev, dt, kit, reuse): (neuroncores_in_use, execution summary, busy flags, memory "
+     "same) of one application's device, or None."},
     {"pid_usage", (PyCFunction)(void (*)(void))native_pid_usage, METH_FASTCALL,
      "pid_usage(data, utime, stime, dt, ticks): (neuron_runtime_vcpu_usage body, utime, stime), or None."},
     {NULL, NULL, 0, NULL},

@@ -45,3 +45,12 @@ def summary(
 def pid_usage(
     data: bytes, utime: int, stime: int, dt: float, ticks: int, /
 ) -> tuple[dict[str, Any], int, int] | None: ...
+def application(
+    cur: Sequence[int],
+    prev: Sequence[int],
+    mem_prev: Sequence[int] | None,
+    dt: float,
+    kit: tuple[Any, ...],
+    reuse: dict[str, Any] | None,
+    /,
+) -> tuple[dict[str, Any], dict[str, Any], tuple[bool, ...], bool] | None: ...

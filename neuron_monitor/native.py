@@ -13,7 +13,12 @@ beside its careful twin and falls back to it when the helper is missing or decli
 - ``cores``: `neuron_monitor.groups.neuroncore_counters.collector.cores_native` (twin: ``cores_careful``);
 - ``summary``: `neuron_monitor.groups.execution_stats.collector.summary_native` (twin: ``summary_careful``);
 - ``pid_usage``: `neuron_monitor.groups.neuron_runtime_vcpu_usage.collector.usage_native` (twin:
-  ``usage_careful``).
+  ``usage_careful``);
+- ``application``: `neuron_monitor.groups.application.collect_application_native` (twin:
+  ``collect_application_careful``, the three groups' own ``collect`` composed): one application's
+  neuroncore_counters, execution_stats and memory_used in one call (the three delta steps, ``cores``, ``summary``
+  and memory_used's busy flags and memory comparison), when the three are due together and their trackers look back
+  at the same reading. Its C shares the delta rule, ``cores`` and ``summary`` with the functions above.
 
 Types: the helper's functions are typed by ``neuron_monitor/_native.pyi``. For mypy ``NATIVE`` is that module, so
 every call's arguments and result are checked against the stub; at run time it may be None, and every caller

@@ -30,6 +30,7 @@ from neuron_monitor.daemon.collection.apps import AppTracker
 from neuron_monitor.daemon.collection.assembly import ReportAssembly
 from neuron_monitor.daemon.collection.groups import GroupSet, error_text
 from neuron_monitor.daemon.config import Plan
+from neuron_monitor.groups.registry import DATA_BLOCK_GROUPS, load_collect_applications
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.app import AppSource
 
@@ -179,7 +180,11 @@ class Collector:
             obj = rpt.group_object(body, period, body.get("error", ""), True)
         self.assembly.put_system(unit.type_name, obj)
 
-    def _collect_runtime(self, unit: _Unit, index: int, snapshot_error: str) -> None:
+    def _collect_runtime(
+        self, unit: _Unit, index: int, snapshot_error: str, taken: dict[int, dict[str, Any]] | None = None
+    ) -> None:
+        """Collect one runtime unit; ``taken``: the bodies the compiled call already made for some of its present
+        applications (groups/application.py), which the group's own ``collect`` then leaves to it."""
         t = self.clock()
         window = round(t - unit.last, 9)
         unit.last = t
@@ -189,11 +194,17 @@ class Collector:
         if snapshot_error:
             results: dict[int, dict[str, Any]] = {pid: {"error": snapshot_error} for pid in scope.apps}
         else:
+            apps = list(scope.apps.values())
+            if taken:
+                apps = [app for app in apps if app.pid not in taken]
             try:
-                results = self.groups.runtime[index][name].collect(list(scope.apps.values()), gone)
+                results = self.groups.runtime[index][name].collect(apps, gone)
             except Exception as e:
                 log.debug("runtime group %s failed", name, exc_info=True)
                 results = {pid: {"error": error_text(e)} for pid in scope.apps}
+            else:
+                if taken:
+                    results = {**taken, **results}
         self.assembly.put_runtime_group(index, name, results, window, scope)
         self.apps.reported(index, name, gone)
 
@@ -307,9 +318,26 @@ class Collector:
             snapshot_error = f"listing Neuron applications failed: {error_text(e)}"
         else:
             self.apps.update(snapshot, self.app_source.version)
+        taken = {} if snapshot_error else self._collected_together(units)
         for u in units:
             assert u.scope_index is not None
-            self._collect_runtime(u, u.scope_index, snapshot_error)
+            self._collect_runtime(u, u.scope_index, snapshot_error, taken.get((u.scope_index, u.type_name)))
+
+    def _collected_together(self, units: list[_Unit]) -> dict[tuple[int, str], dict[int, dict[str, Any]]]:
+        """For each scope whose three data-block groups are all due now: the bodies one compiled call per
+        application made for them (groups/application.py), by (scope, group name); each group's own ``collect``
+        runs for the applications it declined."""
+        due: dict[int, set[str]] = {}
+        for u in units:
+            if u.scope_index is not None:
+                due.setdefault(u.scope_index, set()).add(u.type_name)
+        out: dict[tuple[int, str], dict[int, dict[str, Any]]] = {}
+        for index, names in due.items():
+            if names.issuperset(DATA_BLOCK_GROUPS):
+                apps = self.apps.scopes[index].apps.values()
+                for name, bodies in load_collect_applications()(self.groups.runtime[index], apps).items():
+                    out[(index, name)] = bodies
+        return out
 
     def _refresh_hardware_info(self) -> None:
         try:

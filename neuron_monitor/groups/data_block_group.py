@@ -36,6 +36,15 @@ class DataBlockGroup(RuntimeGroup):
         nanosecond; None when no device has an interval. The applications of one collection usually share the
         interval (their blocks are read at one time), so the last rounding is kept and reused for an equal one."""
         dt = steps[0][2] if len(steps) == 1 else max([step[2] for step in steps], default=0.0)
+        return self.period_of(dt)
+
+    @property
+    def tracker(self) -> DeltaTracker:
+        """This group's delta tracker (its per-pid baselines)."""
+        return self._tracker
+
+    def period_of(self, dt: float) -> float | None:
+        """`_period` of an interval of ``dt`` seconds."""
         if dt <= 0:
             return None
         last, rounded = self._rounded

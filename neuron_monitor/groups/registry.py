@@ -8,9 +8,13 @@ group's ``collector.py`` defines ``GROUP``, the group class.
 
 from __future__ import annotations
 
+import functools
 import importlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from neuron_monitor.groups.base import RuntimeGroup, SystemGroup
+from neuron_monitor.neuron.app import App
 from neuron_monitor.schema.spec import registry
 
 SYSTEM_GROUPS: tuple[str, ...] = tuple(registry().system)
@@ -29,3 +33,17 @@ def load_runtime_group(type_name: str) -> type[RuntimeGroup]:
         raise KeyError(type_name)
     group: type[RuntimeGroup] = importlib.import_module(f"neuron_monitor.groups.{type_name}.collector").GROUP
     return group
+
+
+# The runtime groups computed from an application's data block that groups/application.py collects in one compiled
+# call per application when all three are due together.
+DATA_BLOCK_GROUPS = ("neuroncore_counters", "execution_stats", "memory_used")
+CollectApplications = Callable[[Mapping[str, RuntimeGroup], Iterable[App]], dict[str, dict[int, dict[str, Any]]]]
+
+
+@functools.cache
+def load_collect_applications() -> CollectApplications:
+    """groups/application.py's ``collect_applications``, imported lazily as the collectors are (it imports the
+    three groups' collectors and the Neuron device code)."""
+    collect: CollectApplications = importlib.import_module("neuron_monitor.groups.application").collect_applications
+    return collect

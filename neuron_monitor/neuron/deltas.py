@@ -33,6 +33,7 @@ from neuron_monitor.util.counters import step as counter_step
 from neuron_monitor.util.errors import GroupError
 
 _MEM = tuple(sorted(c for _, c in L.DEVICE_MEM_COUNTERS))
+MEM_COUNTERS = _MEM  # the device memory counters of a core (NC counter indices), in order
 _MEM_LO, _MEM_HI = _MEM[0], _MEM[-1] + 1
 assert tuple(range(_MEM_LO, _MEM_HI)) == _MEM, "device memory counters are expected to be contiguous"
 
@@ -93,9 +94,12 @@ def _nothing(counters: Sequence[int]) -> tuple[int, ...]:
     return ()
 
 
-def _positions(indices: tuple[int, ...], cores: int) -> list[int]:
+def positions_of(indices: tuple[int, ...], cores: int) -> list[int]:
     """Where `picker` picks: ``positions[k * cores + core]`` is counter ``indices[k]`` of ``core``."""
     return [core * N + i for i in indices for core in range(cores)]
+
+
+_positions = positions_of
 
 
 class Pick:
@@ -211,7 +215,8 @@ class DeltaTracker:
         # twin picked from them if it ran)
         self._prev: dict[int, dict[int, tuple[Sequence[int], float, Picks | None]]] = {}
 
-    def _pick_for(self, cores: int) -> Pick:
+    def pick_for(self, cores: int) -> Pick:
+        """How this tracker picks from a device with ``cores`` physical cores (made once per core count)."""
         pick = self._picks.get(cores)
         if pick is None:
             pick = self._picks[cores] = Pick(self.indices, self.often, cores)
@@ -236,7 +241,7 @@ class DeltaTracker:
             cur = reading.counters
             n = len(cur)
             cores = n // N
-            pick = self._pick_for(cores)
+            pick = self.pick_for(cores)
             prev = seen.get(index)
             if self._rebase and (app.pid, index) in self._rebase:  # its last reading was refused: a new baseline
                 seen[index] = (cur, reading.time, None)
@@ -269,6 +274,16 @@ class DeltaTracker:
         if bad:
             raise ImplausibleDelta("; ".join(bad))
         return out
+
+    def looks(self, pid: int) -> dict[int, tuple[Sequence[int], float, Picks | None]] | None:
+        """The previous look at each device of ``pid`` (the flat counters as read, the reading's time, what the
+        careful twin picked from them), as `step` keeps it and replaces it: for groups/application.py, which steps
+        the same way in one compiled call."""
+        return self._prev.get(pid)
+
+    def rebasing(self, pid: int, device: int) -> bool:
+        """True when the next reading of ``pid`` on ``device`` is a new baseline (its last one was refused)."""
+        return bool(self._rebase) and (pid, device) in self._rebase
 
     def forget(self, pid: int) -> None:
         self._prev.pop(pid, None)

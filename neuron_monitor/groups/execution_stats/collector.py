@@ -41,6 +41,8 @@ PERCENTILES: tuple[tuple[str, float], ...] = (
 )  # fmt: skip
 _PERCENTILE_NAMES = tuple(name for name, _ in PERCENTILES)
 _PERCENTILE_VALUES = tuple(p for _, p in PERCENTILES)
+# the names summary_native hands the helper: execution and error counts, percentile names and values
+SUMMARY_NAMES = (_EXEC_NAMES, _ERR_NAMES, _PERCENTILE_NAMES, _PERCENTILE_VALUES)
 
 
 @lru_cache(maxsize=256)

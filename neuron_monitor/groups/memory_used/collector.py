@@ -165,11 +165,19 @@ class MemoryUsed(DataBlockGroup):
         steps = self._tracker.step(app)
         # which cores were busy since the last collection: (device, flag per core), finished devices left out
         busy_flags = tuple((device, tuple(map(bool, deltas))) for device, dd, _dt, _n, deltas in steps if not dd.final)
-        cached = self._cache.get(app.pid)
+        return self.body_after_step(app.pid, data, busy_flags)
+
+    def body_after_step(
+        self, pid: int, data: AppData, busy_flags: tuple[tuple[int, tuple[bool, ...]], ...], same: bool | None = None
+    ) -> dict[str, Any]:
+        """`_body` once the delta step gave ``busy_flags``: the cached body while nothing it was made from changed,
+        else a new one (cached). ``same``: whether the device memory counters of a one-device application equal
+        those of the cached body's reading, when the caller has compared them already (groups/application.py)."""
+        cached = self._cache.get(pid)
         if cached is not None:
             topology, flags, inputs, body = cached
             same_topology = topology is data.topology or topology == data.topology
-            if same_topology and flags == busy_flags and _same_inputs(inputs, data):
+            if same_topology and flags == busy_flags and _same_inputs(inputs, data, same):
                 return body  # unchanged: the same (never mutated) body
         busy = {(device, core) for device, flags in busy_flags for core, flag in enumerate(flags) if flag}
         body = dict(memory_body(data, busy))  # a MemoryUsedBody (body.py)
@@ -177,17 +185,26 @@ class MemoryUsed(DataBlockGroup):
             (i, dd.final, dd.reading.nd_values, dd.reading.models, dd.info.locked_uuids, dd.reading.counters)
             for i, dd in data.devices.items()
         )
-        self._cache[app.pid] = (data.topology, busy_flags, inputs, body)
+        self._cache[pid] = (data.topology, busy_flags, inputs, body)
         return body
+
+    def cached_counters(self, pid: int, device: int) -> Sequence[int] | None:
+        """The flat counters of the reading this application's cached body was made from, when it was made from
+        that one device alone (what `body_after_step`'s ``same`` compares with); else None."""
+        cached = self._cache.get(pid)
+        if cached is None or len(cached[2]) != 1 or cached[2][0][0] != device:
+            return None
+        return cached[2][0][5]
 
     def _forget(self, pid: int) -> None:
         super()._forget(pid)
         self._cache.pop(pid, None)
 
 
-def _same_inputs(inputs: tuple[_DeviceInputs, ...], data: AppData) -> bool:
+def _same_inputs(inputs: tuple[_DeviceInputs, ...], data: AppData, same: bool | None = None) -> bool:
     """True when every device of ``data`` holds what ``inputs`` recorded (the same devices in the same order, and
-    for each the same final flag, host-memory counters, models, locked uuids and device memory counters)."""
+    for each the same final flag, host-memory counters, models, locked uuids and device memory counters; ``same``,
+    when given for a one-device application, is the comparison of the last)."""
     devices = data.devices
     if len(inputs) != len(devices):
         return False
@@ -195,7 +212,9 @@ def _same_inputs(inputs: tuple[_DeviceInputs, ...], data: AppData) -> bool:
         reading = dd.reading
         if index != i or final != dd.final or nd != reading.nd_values or models != reading.models:
             return False
-        if locked != dd.info.locked_uuids or not memory_same(reading.counters, counters):
+        if locked != dd.info.locked_uuids:
+            return False
+        if not (same if same is not None and len(inputs) == 1 else memory_same(reading.counters, counters)):
             return False
     return True
 

@@ -30,6 +30,7 @@ from neuron_monitor.schema.spec import MAX_FLOPS
 _INDICES = (L.NC_TIME_IN_USE, L.NC_MAC_COUNT)
 _Shape = tuple[int, int, bool, str, tuple[str, ...]]
 _KEYS = tuple(str(k) for k in range(L.MAX_CORES * 64))  # flat core index -> key string (64 devices' worth)
+CORE_KEYS = _KEYS
 MAX_MACS = MAX_FLOPS / 2  # MACs per second of one physical core beyond which its counter is taken as damaged
 
 
@@ -55,6 +56,14 @@ class NeuroncoreCounters(DataBlockGroup):
         super()._forget(pid)
         self._in_use.pop(pid, None)
 
+    def in_use(self, pid: int) -> dict[str, Any] | None:
+        """This application's last ``neuroncores_in_use`` (the next one of the same shape is written into it)."""
+        return self._in_use.get(pid)
+
+    def keep_in_use(self, pid: int, in_use: dict[str, Any]) -> None:
+        """Keep ``in_use`` as this application's last ``neuroncores_in_use`` (as `_body` does)."""
+        self._in_use[pid] = in_use
+
     def _body(self, app: App) -> dict[str, Any]:
         data = app.data
         if not isinstance(data, AppData):
@@ -66,7 +75,7 @@ class NeuroncoreCounters(DataBlockGroup):
             in_use = cores_native(steps, shape, self._in_use.get(app.pid))
         if in_use is None:
             in_use = cores_careful(steps, shape)
-        self._in_use[app.pid] = in_use
+        self.keep_in_use(app.pid, in_use)
         body: dict[str, Any] = {B.NEURONCORES_IN_USE: in_use}  # NeuroncoreCountersBody (body.py)
         period = self._period(steps)
         if period is not None:
