@@ -12,6 +12,9 @@ AWS-style baseline as processes, fed the same stream at 10 reports/s and scraped
 
     python3 bench/bench_prometheus.py [--reports 200] [--scrapes 200] [--only micro|node|aws] [--seconds 20]
 
+``--only node --against TREE [--rounds 5]``: (a) as an interleaved A/B: node_exporter, this checkout's daemon +
+exporter and TREE's, all scraped at once, the start order alternating by round; the ratios per round and medians.
+
 ``--only stages [--against TREE]``: where the CPU goes inside the running exporter (this checkout's, and TREE's at
 the same time), fed the same stream at 10 reports/s and scraped twice a second with gzip: each stage's CPU on the
 exporter's own thread clock (decode and counting per report; a publication -- shaping, rendering, gzip -- per
@@ -53,6 +56,7 @@ from bench.prometheus_load import (  # noqa: E402
     _cpu_s,
     _feed,
     ab_vs_aws_style,
+    ab_vs_node_exporter,
     stop,
     vs_aws_style,
     vs_node_exporter,
@@ -133,6 +137,36 @@ def against(lines: list[bytes], tree: Path, rounds: int, seconds: float) -> int:
         print(f"{i + 1:>5} " + " ".join(f"{v:{w}.3f}" for v, w in zip(row, (8, 7, 7, 7, 7, 7, 7), strict=True)))
     medians = [statistics.median(col) for col in zip(*rows, strict=True)]
     print("median " + " ".join(f"{v:7.3f}" for v in medians) + "   (latencies in ms)")
+    return 0
+
+
+def against_node(tree: Path, rounds: int, seconds: float) -> int:
+    """``--only node --against TREE``: rounds of (a) with node_exporter, this checkout's daemon + exporter (A) and
+    TREE's (B) at the same time, the start order of A and B alternating; per round and as medians: each pipeline /
+    node_exporter, each exporter alone / node_exporter, exporter A / B, scrape p50/p99 of A and B."""
+    print(f"A: {REPO}  B: {tree}  ({rounds} rounds of {seconds:g} s, 10 gzip scrapes/s each, all at once)")
+    heads = ("A/node", "B/node", "Aexp/nd", "Bexp/nd", "Aexp/B", "node ms", "A p50", "A p99", "B p50", "B p99")
+    print("round " + " ".join(f"{h:>8}" for h in heads))
+    rows = []
+    for i in range(rounds):
+        r = ab_vs_node_exporter(tree, seconds, b_first=i % 2 == 1)
+        node = r["node"]
+        row = [
+            (r["a_daemon"] + r["a_exporter"]) / node,
+            (r["b_daemon"] + r["b_exporter"]) / node,
+            r["a_exporter"] / node,
+            r["b_exporter"] / node,
+            r["a_exporter"] / r["b_exporter"],
+            node / seconds * 1e3,
+            r["a_p50"],
+            r["a_p99"],
+            r["b_p50"],
+            r["b_p99"],
+        ]
+        rows.append(row)
+        print(f"{i + 1:>5} " + " ".join(f"{v:8.3f}" for v in row), f" load {os.getloadavg()[0]:.1f}")
+    medians = [statistics.median(col) for col in zip(*rows, strict=True)]
+    print("median " + " ".join(f"{v:8.3f}" for v in medians) + "   (node ms: its CPU ms/s; latencies in ms)")
     return 0
 
 
@@ -261,7 +295,12 @@ def main() -> int:
     ap.add_argument("--scrapes", type=int, default=200)
     ap.add_argument("--only", choices=["micro", "node", "aws", "stages"], help="run one part only")
     ap.add_argument("--seconds", type=float, default=20.0, help="length of each process-level comparison (20)")
-    ap.add_argument("--against", metavar="TREE", type=Path, help="A/B of (b) against the exporter of this checkout")
+    ap.add_argument(
+        "--against",
+        metavar="TREE",
+        type=Path,
+        help="A/B of (b), or with --only node of (a), against the exporter of this checkout",
+    )
     ap.add_argument("--rounds", type=int, default=5, help="rounds of the A/B (with --against)")
     args = ap.parse_args()
     # this process's scraper and feeder threads hand the interpreter lock to one another: at the default 5 ms
@@ -271,6 +310,8 @@ def main() -> int:
     lines = report_lines(args.reports)
     if args.only == "stages":
         return stages(lines, [REPO] + ([args.against] if args.against is not None else []), args.seconds)
+    if args.against is not None and args.only == "node":
+        return against_node(args.against, args.rounds, args.seconds)
     if args.against is not None:
         return against(lines, args.against, args.rounds, args.seconds)
     if args.only != "micro":

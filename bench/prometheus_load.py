@@ -204,6 +204,63 @@ def vs_node_exporter(seconds: float = 20.0, rate: float = 10.0) -> dict[str, flo
     return {"ratio": ours / cpu["node"], "exporter_ratio": cpu["exporter"] / cpu["node"]}
 
 
+HOST_CONF = '{"period": "0.1s", "system_metrics": [{"type": "vcpu_usage"}, {"type": "memory_info"}]}'
+
+
+def _host_pipeline(tree: Path, conf: Path) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], int]:
+    """``tree``'s daemon (vcpu_usage + memory_info at 0.1 s) piped into ``tree``'s exporter."""
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf)],
+        cwd=tree,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    exporter, port = start_ours(daemon.stdout, tree)
+    return daemon, exporter, port
+
+
+def ab_vs_node_exporter(
+    tree: Path, seconds: float = 20.0, rate: float = 10.0, b_first: bool = False
+) -> dict[str, float]:
+    """One round of an A/B of ``vs_node_exporter``: node_exporter, this checkout's daemon + exporter (A) and
+    ``tree``'s (B), all scraped ``rate``/s at the same time (B started first when ``b_first``); each one's CPU
+    seconds and scrape p50/p99 (ms)."""
+    node_port = free_port()
+    node = subprocess.Popen(
+        [
+            NODE_EXPORTER,
+            "--collector.disable-defaults",
+            "--collector.cpu",
+            "--collector.meminfo",
+            f"--web.listen-address=127.0.0.1:{node_port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    conf = Path(tempfile.mkdtemp()) / "host.conf"
+    conf.write_text(HOST_CONF)
+    order = [("b", tree), ("a", REPO)] if b_first else [("a", REPO), ("b", tree)]
+    pipes = {side: _host_pipeline(where, conf) for side, where in order}
+    try:
+        wait_for(node_port, "node_memory_MemTotal_bytes")
+        for _, _, port in pipes.values():
+            wait_for(port, "system_memory_total_bytes")
+        time.sleep(2.0)
+        scrapers = {"node": Scraper(node_port, rate)} | {side: Scraper(pipes[side][2], rate) for side, _ in order}
+        pids = {"node": node.pid} | {
+            f"{side}_{part}": proc.pid
+            for side, (daemon, exporter, _) in pipes.items()
+            for part, proc in (("daemon", daemon), ("exporter", exporter))
+        }
+        cpu = _window(pids, list(scrapers.values()), seconds)
+    finally:
+        stop(*(p for daemon, exporter, _ in pipes.values() for p in (exporter, daemon)), node)
+    out = dict(cpu)
+    for name, scraper in scrapers.items():
+        out[f"{name}_p50"], out[f"{name}_p99"] = scraper.pct(50) * 1e3, scraper.pct(99) * 1e3
+    return out
+
+
 def _feed(lines: list[bytes], pipes: list[IO[bytes]], rate: float, stop_event: threading.Event) -> None:
     due = time.monotonic()
     i = 0

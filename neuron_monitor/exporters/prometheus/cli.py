@@ -289,7 +289,7 @@ def _main(argv: list[str] | None) -> int:
     def applied(report: dict[str, Any]) -> None:
         state.apply(report)
         if ingest.polled:
-            publisher.report_applied()
+            publisher.report_applied(more=ingest.lines_waiting)  # a read's reports: one publication, the newest
         elif (loop := publisher.loop) is not None:  # the thread that reads a regular file
             loop.call_soon_threadsafe(publisher.report_applied)
 

@@ -107,6 +107,11 @@ class StdinIngest:
         return None if self._timer is None else self._timer.when()
 
     @property
+    def lines_waiting(self) -> bool:
+        """Lines read are still waiting to be decoded or applied (the step under way's line not counted)."""
+        return bool(self._queue) or self._report is not None
+
+    @property
     def busy(self) -> bool:
         """Lines read are still being decoded and applied."""
         return self._stepping

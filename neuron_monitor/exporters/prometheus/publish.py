@@ -65,6 +65,9 @@ STEP_SECONDS = 0.00025  # parts of a publication run in one turn of the loop unt
 MIN_GAP = 0.05  # gaps between scrapes shorter than this (retries, a second client) do not change the prediction
 QUIET_BEFORE = 0.003  # seconds before a predicted scrape from which other work on the loop waits (``hold``)
 QUIET_AFTER = 0.005  # seconds after the predicted time until which it waits for a late scrape
+# While more lines of the same read wait to be applied, the start of a publication waits this long at most for the
+# newest of them (``report_applied(more=True)``): a read of several short reports is published once, not per line
+LINES_WAIT = 0.01
 DEFAULT_FORMATS = frozenset({(False, True)})  # (OpenMetrics, gzip): Prometheus text, compressed
 GZIP_LEVEL = 1  # the text compresses ~15x at level 1; higher levels cost 3-5x the CPU for a few percent
 # The rendered Neuron text kept per report and format: every real host's fits (a trn2.48xlarge report renders
@@ -325,6 +328,7 @@ class Publisher:
         self._arrived = 0.0  # loop time the oldest unpublished report was applied
         self.formats: set[tuple[bool, bool]] = set()  # (OpenMetrics, gzip) that scrapes asked for
         self._hurry = False  # publish without waiting for a scrape to be due (``hurry``)
+        self._waiting_lines = False  # the timer is the start put off while a read's lines are applied
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -337,12 +341,28 @@ class Publisher:
         if self._pending:
             self._schedule()
 
-    def report_applied(self) -> None:
-        """A report was counted (call on the loop's thread): publish it when a scrape is due."""
+    def report_applied(self, more: bool = False) -> None:
+        """A report was counted (call on the loop's thread): publish it when a scrape is due. ``more``: further
+        lines of the same read wait to be applied; then the start waits for the newest of them (at most
+        ``LINES_WAIT``), so the reports of one read make one publication, not one each (the first one's would be
+        superseded at once: about half of a host-only stream's publications, read four times a second)."""
+        loop = self._loop
         if not self._pending:
             self._pending = True
-            self._arrived = self._loop.time() if self._loop is not None else 0.0
-        if self._loop is not None and self._work is None and self._timer is None:
+            self._arrived = loop.time() if loop is not None else 0.0
+        if loop is None or self._work is not None:
+            return
+        timer = self._timer
+        if more:
+            if timer is None:
+                now = loop.time()
+                self._timer = loop.call_at(max(self.due(now), now + LINES_WAIT), self._start)
+                self._waiting_lines = True
+            return
+        if timer is not None and self._waiting_lines:
+            timer.cancel()
+            timer = self._timer = None
+        if timer is None:
             self._schedule()
 
     def scraped(self, openmetrics: bool, gzipped: bool) -> None:
@@ -357,7 +377,7 @@ class Publisher:
         if self._last_scrape is None or now - self._last_scrape >= MIN_GAP:
             self._last_scrape = now
         timer = self._timer
-        if self._pending and self._work is None and (timer is None or timer.when() > now):
+        if self._pending and self._work is None and not self._waiting_lines and (timer is None or timer.when() > now):
             # the next scrape's publication: reschedule by the new prediction. A start that is due is kept: a
             # scrape in every turn of the loop would otherwise put it off again each turn, forever
             if timer is not None:
@@ -391,9 +411,11 @@ class Publisher:
         assert self._loop is not None
         when = self.due(self._loop.time())
         self._timer = self._loop.call_at(when, self._start)
+        self._waiting_lines = False
 
     def _start(self) -> None:
         self._timer = None
+        self._waiting_lines = False
         self._pending = False
         self._work = self._steps()
         self._step()

@@ -261,3 +261,43 @@ def test_scrapes_in_every_turn_of_the_loop_do_not_put_a_due_publication_off() ->
     assert loop.run_until_complete(published) == 1
     assert _which_reports(gzip.decompress(collector.body([], False, True)).decode()) == {0.0}
     loop.close()
+
+
+def test_the_reports_of_one_read_make_one_publication_of_the_newest() -> None:
+    """``report_applied(more=True)`` (more lines of the same read wait to be applied) puts the start off until the
+    read's last report is counted: three reports of one read, one publication, of the third."""
+    loop = asyncio.new_event_loop()
+    state = _state_with_reports(1)
+    collector = ExporterCollector(state)
+    publisher = collector.publisher
+    publisher.attach(loop)
+    publisher.report_applied(more=True)  # nothing published yet, but two more lines of this read wait
+    for i in (1, 2):
+        loop.run_until_complete(asyncio.sleep(0))  # a turn of the loop per line, as ingest's steps take
+        state.apply(orjson.loads(_report(i)))
+        publisher.report_applied(more=i < 2)
+    deadline = time.monotonic() + DEADLINE
+    while publisher.current is None:
+        assert time.monotonic() < deadline
+        loop.run_until_complete(asyncio.sleep(0.01))
+    loop.run_until_complete(asyncio.sleep(0.05))
+    assert publisher.publications == 1
+    assert _which_reports(gzip.decompress(collector.body([], False, True)).decode()) == {2.0}
+    loop.close()
+
+
+def test_a_start_put_off_for_more_lines_still_comes_when_none_is_counted() -> None:
+    """When the lines that were waiting count nothing (bad lines), the put-off start comes anyway (after
+    ``LINES_WAIT``): the report counted last is published."""
+    loop = asyncio.new_event_loop()
+    state = _state_with_reports(1)
+    collector = ExporterCollector(state)
+    publisher = collector.publisher
+    publisher.attach(loop)
+    publisher.report_applied(more=True)  # the lines after it turn out bad: no report_applied follows
+    deadline = time.monotonic() + DEADLINE
+    while publisher.current is None:
+        assert time.monotonic() < deadline
+        loop.run_until_complete(asyncio.sleep(0.01))
+    assert _which_reports(gzip.decompress(collector.body([], False, True)).decode()) == {0.0}
+    loop.close()
