@@ -34,6 +34,7 @@ log = logging.getLogger("neuron_monitor.exporters.prometheus")
 CHUNK = 256 * 1024  # one read: four trn2.48xlarge reports; the daemon's pipe holds up to 1 MiB
 READ_EVERY = 0.25  # seconds between reads of stdin while small reports keep coming (see StdinIngest)
 LARGE_REPORT = 16 * 1024  # reports this long or longer are read as they arrive; shorter ones coalesce
+SHORT_LINES_PER_TURN = 4  # short lines of a read decoded and applied in one turn of the loop (a tick's: 2-3)
 _END = object()  # end of input, queued behind the lines read before it
 
 
@@ -148,7 +149,10 @@ class StdinIngest:
             if not self._stepping:
                 self._stepping = True
                 assert self._loop is not None
-                self._loop.call_later(0.0, self._step)  # a timer: runs after the requests that came meanwhile
+                if self.large:
+                    self._loop.call_later(0.0, self._step)  # a timer: runs after the requests that came meanwhile
+                else:
+                    self._step()  # short reports: their first step in this turn (a turn of the loop saved)
         else:
             self._wait()
 
@@ -191,11 +195,23 @@ class StdinIngest:
             else:
                 assert isinstance(line, bytes)
                 self._report = self.stream.decode(line)
-                if len(line) < LARGE_REPORT and self._report is not None:
+                short = 0
+                while len(line) < LARGE_REPORT:
                     # a short report (a host-only one: tens of microseconds to decode and apply) is applied in
-                    # the same turn: a turn of the loop per report saved, and no request waits long for it
-                    report, self._report = self._report, None
-                    self.apply(report)
+                    # the same turn, and so are the next short lines of the read (up to SHORT_LINES_PER_TURN):
+                    # a turn of the loop per report saved, and no request waits long for them
+                    if self._report is not None:
+                        report, self._report = self._report, None
+                        self.apply(report)
+                    short += 1
+                    following = self._queue[0] if self._queue else None
+                    if short >= SHORT_LINES_PER_TURN or not isinstance(following, bytes):
+                        break
+                    if len(following) >= LARGE_REPORT:
+                        break
+                    line = self._queue.popleft()
+                    self._queued -= len(line)
+                    self._report = self.stream.decode(line)
             line = None  # a long line is let go once parsed, before its report is applied
         if self._queue or self._report is not None:
             self._loop.call_later(0.0, self._step)  # a timer: runs after the requests that came meanwhile
