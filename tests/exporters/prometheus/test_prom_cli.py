@@ -11,7 +11,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from tests.exporters.prometheus.prom_helpers import one, parse
+from tests.exporters.prometheus.prom_helpers import one, parse, select
 from tests.exporters.prometheus.prom_process import ExporterProcess, client_context, exporter_cmd, make_certificate
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report
 
@@ -94,8 +94,14 @@ def test_stdin_bad_lines_are_counted_and_eof_fails_health() -> None:
             bad_types,
             good,
         )
-        body = exporter.wait_for(
-            "/metrics", lambda s, b: 'reason="malformed_report"} 1.0' in b and "reports_total 2.0" in b
+        body = exporter.wait_for(  # the counts, and the second good report published (a publication follows them)
+            "/metrics",
+            lambda s, b: (
+                'reason="malformed_report"} 1.0' in b
+                and "reports_total 2.0" in b
+                and set(select(parse(b), "execution_status_total", runtime_tag="a", status_type="completed").values())
+                == {6.0}
+            ),
         )
         series = parse(body)
         assert one(series, "neuron_exporter_bad_lines_total", reason="invalid") == 4

@@ -8,6 +8,7 @@ import asyncio
 import io
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import orjson
 
 from neuron_monitor.exporters.prometheus.families import GAUGE, Family
-from neuron_monitor.exporters.prometheus.ingest import StdinIngest
+from neuron_monitor.exporters.prometheus.ingest import LARGE_REPORT, SHORT_LINES_PER_TURN, StdinIngest
 from neuron_monitor.exporters.prometheus.labelcap import LabelGuard
 from neuron_monitor.schema.stream import ReportStream
 
@@ -71,9 +72,8 @@ def test_a_pipe_is_read_on_the_loop_and_small_reports_coalesce_by_tick() -> None
     loop.close()
 
 
-def test_each_line_is_decoded_and_applied_in_its_own_turn_of_the_loop() -> None:
-    """A read of several reports never holds the loop for all of them: a callback scheduled meanwhile runs
-    between two steps (issue 41: a scrape waits for one step at most)."""
+def _turns(lines: list[bytes]) -> list[object]:
+    """The reports' times as applied, with "request" where a callback queued at the first apply ran."""
     r, w = os.pipe()
     loop = asyncio.new_event_loop()
     events: list[object] = []
@@ -87,11 +87,28 @@ def test_each_line_is_decoded_and_applied_in_its_own_turn_of_the_loop() -> None:
 
         ingest = StdinIngest(reader, stream, apply, lambda: events.append("eof"))
         ingest.attach(loop)
-        os.write(w, b"".join(_line(i) for i in range(3)))
-        os.close(w)
+        writer = threading.Thread(target=lambda: (os.write(w, b"".join(lines)), os.close(w)))
+        writer.start()
         _run_until(loop, lambda: "eof" in events)
-        assert events == [1.7e9, "request", 1.7e9 + 1, 1.7e9 + 2, "eof"]
+        writer.join()
     loop.close()
+    return events
+
+
+def test_each_long_line_is_decoded_and_applied_in_its_own_turn_of_the_loop() -> None:
+    """A read of several long reports never holds the loop for all of them: a callback scheduled meanwhile runs
+    between two steps (issue 41: a scrape waits for one step at most)."""
+    pad = "x" * LARGE_REPORT
+    lines = [orjson.dumps({"system_data": None, "report_time": 1.7e9 + i, "pad": pad}) + b"\n" for i in range(3)]
+    assert _turns(lines) == [1.7e9, "request", 1.7e9 + 1, 1.7e9 + 2, "eof"]
+
+
+def test_short_lines_of_a_read_are_applied_a_few_per_turn_of_the_loop() -> None:
+    """Short reports (host-only ones, tens of microseconds each) are applied up to ``SHORT_LINES_PER_TURN`` in one
+    turn: a callback scheduled at the first runs after them, before the rest."""
+    times = [1.7e9 + i for i in range(SHORT_LINES_PER_TURN + 2)]
+    events = _turns([_line(i) for i in range(len(times))])
+    assert events == [*times[:SHORT_LINES_PER_TURN], "request", *times[SHORT_LINES_PER_TURN:], "eof"]
 
 
 def test_large_reports_are_applied_as_they_arrive() -> None:
