@@ -5,7 +5,8 @@ never waits for the interpreter lock behind an ingest (a thread switch can take 
 readable event reads what the pipe holds (up to ``CHUNK`` bytes) and splits it into lines (``LineBuffer``: an
 oversize line is dropped while it streams in); then each line is decoded in one turn of the loop and its report
 counted (``apply``) in the next (``ReportStream.decode`` counts and skips bad lines; a report shorter than
-``LARGE_REPORT``, a host-only one, is decoded and counted in one turn), so a request waits for one of these
+``LARGE_REPORT``, a host-only one, is decoded and counted in one turn, with up to ``SHORT_LINES_PER_TURN`` - 1
+more such lines of the same read), so a request waits for one of these
 steps at most, never for a whole read's reports (issue 41). Reading pauses while more than ``CHUNK``
 bytes of lines wait to be applied, so about one read's lines are held at most. Requests never ingest: they
 serve the last complete rendering (``publish``). Each next step is a timer, which the loop runs after the requests
@@ -48,7 +49,7 @@ class StdinIngest:
     reports, more than a tick's worth at 0.1 s). Larger reports are read as they arrive; a line that is already
     ``LARGE_REPORT`` bytes long while it streams in (the first large report) is read as it arrives too, at the
     pipe's speed (before issue 32: 64 KiB per tick, 30 MiB in 111 s). The lines of one read are decoded and
-    applied one step per turn of the loop, a short report's in one (the module docstring)."""
+    applied one step per turn of the loop, a few short reports' in one (the module docstring)."""
 
     def __init__(
         self,
@@ -194,9 +195,10 @@ class StdinIngest:
                 self.stream.oversize()
             else:
                 assert isinstance(line, bytes)
-                self._report = self.stream.decode(line)
+                text: bytes = line
+                self._report = self.stream.decode(text)
                 short = 0
-                while len(line) < LARGE_REPORT:
+                while len(text) < LARGE_REPORT:
                     # a short report (a host-only one: tens of microseconds to decode and apply) is applied in
                     # the same turn, and so are the next short lines of the read (up to SHORT_LINES_PER_TURN):
                     # a turn of the loop per report saved, and no request waits long for them
@@ -209,9 +211,11 @@ class StdinIngest:
                         break
                     if len(following) >= LARGE_REPORT:
                         break
-                    line = self._queue.popleft()
-                    self._queued -= len(line)
-                    self._report = self.stream.decode(line)
+                    text = following
+                    self._queue.popleft()
+                    self._queued -= len(text)
+                    self._report = self.stream.decode(text)
+                del text
             line = None  # a long line is let go once parsed, before its report is applied
         if self._queue or self._report is not None:
             self._loop.call_later(0.0, self._step)  # a timer: runs after the requests that came meanwhile
