@@ -142,6 +142,8 @@ class LineWriter:
     def _slots_unread(self, unread: int) -> int:
         """At most how many pipe slots ``unread`` bytes occupy: those of the newest lines that hold them (a line
         partly read still holds its slots). More unread bytes than the tracked lines hold: assume all slots."""
+        if unread <= 0:  # the reader kept up (the usual case)
+            return 0
         covered = slots = 0
         for size in reversed(self._sent):
             if covered >= unread:

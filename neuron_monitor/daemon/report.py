@@ -114,7 +114,7 @@ def build_report(
 ) -> dict[str, Any]:
     return {
         "neuron_runtime_data": runtime_entries,
-        "system_data": {name: system_data[name] for name in sorted(system_data)},
+        "system_data": dict(sorted(system_data.items())),  # by name (names are unique: no value is compared)
         "instance_info": instance_info,
         "neuron_hardware_info": hardware_info,
         "report_time": round(report_time, 6),

@@ -210,6 +210,9 @@ class Collector:
 
     def due_units(self, now: float) -> list[_Unit]:
         """The units due at ``now``: on their grid, or asked for by their fast watch (run here when it is due)."""
+        if not self.watches:  # the usual plan: only the grid (a unit is ``early`` only by its watch)
+            limit = now + DUE_SLACK
+            return [u for u in self.units if u.next_due <= limit]
         for w in self.watches:
             # a watch rides on a wake-up up to WATCH_RIDE before it is due (no wake-up of its own while reports
             # come that often), so two watches are never more than one interval apart
@@ -230,9 +233,16 @@ class Collector:
         return [u for u in self.units if u.next_due <= now + DUE_SLACK]
 
     def next_due(self) -> float:
-        due = min((u.next_due for u in self.units), default=self.clock() + 5.0)
+        units = self.units
+        if not units:
+            return self.clock() + 5.0
+        due = units[0].next_due
+        for u in units:
+            if u.next_due < due:
+                due = u.next_due
         for w in self.watches:
-            due = min(due, w.next_at)
+            if w.next_at < due:
+                due = w.next_at
         return due
 
     def start_watches(self, start: float) -> None:
@@ -287,8 +297,13 @@ class Collector:
     def _work(self, due: list[_Unit]) -> tuple[list[_Unit], bool, list[_Unit]] | None:
         """What a collection of ``due`` does (system units, whether hardware info is refreshed, runtime units), or
         None when there is nothing to do."""
-        system_due = [u for u in due if u.scope_index is None and u.type_name != HEARTBEAT]
-        runtime_due = [u for u in due if u.scope_index is not None]
+        system_due: list[_Unit] = []
+        runtime_due: list[_Unit] = []
+        for u in due:
+            if u.scope_index is not None:
+                runtime_due.append(u)
+            elif u.type_name != HEARTBEAT:
+                system_due.append(u)
         now = self.clock()
         refresh_hw = self._hardware_info is None or now - self._hardware_info_at >= HARDWARE_INFO_REFRESH
         if refresh_hw:
@@ -500,8 +515,13 @@ class Scheduler:
         return out
 
     def _count_late(self, due: list[_Unit]) -> None:
-        late = self.clock() - min(u.next_due for u in due)
-        if late > max(LATE_AFTER, LATE_FRACTION * min(u.period for u in due)):
+        first, shortest = due[0].next_due, due[0].period
+        for u in due:
+            if u.next_due < first:
+                first = u.next_due
+            if u.period < shortest:
+                shortest = u.period
+        if self.clock() - first > max(LATE_AFTER, LATE_FRACTION * shortest):
             self.late_collections += 1
 
     def _reported(self) -> None:
