@@ -37,12 +37,14 @@ from neuron_monitor.neuron.app import App
 from neuron_monitor.neuron.apps import AppData
 from neuron_monitor.neuron.datablock import N
 from neuron_monitor.neuron.deltas import MEM_COUNTERS, Pick, positions_of
+from neuron_monitor.neuron.hardware import Topology
 
 NAMES = (NeuroncoreCounters.type_name, ExecutionStats.type_name, MemoryUsed.type_name)
 assert NAMES == DATA_BLOCK_GROUPS
 Bodies = tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]  # in NAMES' order; None: left out
 
-_KITS: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}  # (core shape, cores, device) -> the helper's kit
+# (id of a topology, physical cores, device) -> (that topology, the helper's kit for it, or None: not built)
+_KITS: dict[tuple[int, int, int], tuple[Topology, tuple[Any, ...] | None]] = {}
 _MAX_KITS = 256
 
 
@@ -50,15 +52,10 @@ def _pick_bytes(pick: Pick) -> tuple[bytes, bytes, bytes]:
     return pick.positions.tobytes(), pick.limits.tobytes(), pick.tops.tobytes()
 
 
-def _kit(nc: NeuroncoreCounters, es: ExecutionStats, mu: MemoryUsed, data: AppData, n: int, device: int) -> Any:
+def _kit(nc: NeuroncoreCounters, es: ExecutionStats, mu: MemoryUsed, topology: Topology, n: int, device: int) -> Any:
     """What the helper's ``application`` takes that does not change from call to call (see _native.c), for an
     application with ``n`` physical cores on ``device``; None for a core shape the helper does not build."""
-    shape = nc._shape_of(data.topology)
-    key = (shape, n, device)
-    kit = _KITS.get(key, ())
-    if kit != ():
-        return kit
-    lnc, per_device, breakdown, group_name, phys_names = shape
+    lnc, per_device, breakdown, group_name, phys_names = nc._shape_of(topology)
     if lnc == 2 and breakdown:
         names: tuple[str | None, ...] = (group_name, phys_names[0], phys_names[1])
     elif lnc == 1:
@@ -68,14 +65,14 @@ def _kit(nc: NeuroncoreCounters, es: ExecutionStats, mu: MemoryUsed, data: AppDa
     if not names:
         kit = None
     else:
-        es_pick = es.tracker.pick_for(n)
+        es_pick = es._tracker.pick_for(n)
         kit = (
-            *_pick_bytes(nc.tracker.pick_for(n)),
+            *_pick_bytes(nc._tracker.pick_for(n)),
             es_pick.positions.tobytes(),
             es_pick.often,
             es_pick.limits.tobytes(),
             es_pick.tops.tobytes(),
-            *_pick_bytes(mu.tracker.pick_for(n)),
+            *_pick_bytes(mu._tracker.pick_for(n)),
             es_collector.latency_positions(n).tobytes(),
             array("I", positions_of(MEM_COUNTERS, n)).tobytes(),
             n,
@@ -87,7 +84,7 @@ def _kit(nc: NeuroncoreCounters, es: ExecutionStats, mu: MemoryUsed, data: AppDa
         )
     if len(_KITS) >= _MAX_KITS:
         _KITS.clear()
-    _KITS[key] = kit
+    _KITS[(id(topology), n, device)] = (topology, kit)  # the topology kept: its id is not reused while it is here
     return kit
 
 
@@ -104,12 +101,10 @@ def collect_application_native(nc: NeuroncoreCounters, es: ExecutionStats, mu: M
     if dd.final:
         return None
     pid = app.pid
-    t1, t2, t3 = nc.tracker, es.tracker, mu.tracker
-    s1, s2, s3 = t1.looks(pid), t2.looks(pid), t3.looks(pid)
-    if s1 is None or s2 is None or s3 is None:
-        return None
-    if t1.rebasing(pid, index) or t2.rebasing(pid, index) or t3.rebasing(pid, index):
-        return None
+    t1, t2, t3 = nc._tracker, es._tracker, mu._tracker  # the trackers' state, read and kept as `step` does
+    s1, s2, s3 = t1._prev.get(pid), t2._prev.get(pid), t3._prev.get(pid)
+    if s1 is None or s2 is None or s3 is None or t1._rebase or t2._rebase or t3._rebase:
+        return None  # a first look, or a rebase pending somewhere: the groups' own paths
     p1, p2, p3 = s1.get(index), s2.get(index), s3.get(index)
     if p1 is None or p2 is None or p3 is None:
         return None
@@ -121,22 +116,30 @@ def collect_application_native(nc: NeuroncoreCounters, es: ExecutionStats, mu: M
     n = len(cur) // N
     if n == 0 or len(base) != len(cur) or len(cur) % N:
         return None
-    kit = _kit(nc, es, mu, data, n, index)
+    topology = data.topology
+    kept = _KITS.get((id(topology), n, index))
+    kit = kept[1] if kept is not None and kept[0] is topology else _kit(nc, es, mu, topology, n, index)
     if kit is None:
         return None
     now = reading.time
     dt = max(0.0, now - prev_t)
-    got = NATIVE.application(cur, base, mu.cached_counters(pid, index), dt, kit, nc.in_use(pid))
+    cached = mu._cache.get(pid)
+    mem_prev = None
+    if cached is not None and len(cached[2]) == 1 and cached[2][0][0] == index:
+        mem_prev = cached[2][0][5]  # the reading memory_used's cached body was made from
+    got = NATIVE.application(cur, base, mem_prev, dt, kit, nc._in_use.get(pid))
     if got is None:
         return None
     in_use, summary, busy, same = got
     look = (cur, now, None)  # each tracker's step keeps the reading it looked at (nothing picked: the helper ran)
     s1[index] = s2[index] = s3[index] = look
-    nc.keep_in_use(pid, in_use)
-    nc_body: dict[str, Any] = {NC.NEURONCORES_IN_USE: in_use, NC.PERIOD: nc.period_of(dt)}
-    summary[ES.PERIOD] = es.period_of(dt)
+    nc._in_use[pid] = in_use
+    period = nc.period_of(dt)
+    es._rounded = nc._rounded  # what es.period_of(dt) would keep: the same interval, the same rounding
+    nc_body: dict[str, Any] = {NC.NEURONCORES_IN_USE: in_use, NC.PERIOD: period}
+    summary[ES.PERIOD] = period
     try:
-        mu_body: dict[str, Any] | None = mu.body_after_step(pid, data, ((index, busy),), same)
+        mu_body: dict[str, Any] = mu.body_after_step(pid, data, ((index, busy),), same)
     except ImplausibleValue as e:  # as DataBlockGroup.collect words it
         mu_body = {"error": str(e)}
     return nc_body, summary, mu_body

@@ -281,10 +281,6 @@ class DeltaTracker:
         the same way in one compiled call."""
         return self._prev.get(pid)
 
-    def rebasing(self, pid: int, device: int) -> bool:
-        """True when the next reading of ``pid`` on ``device`` is a new baseline (its last one was refused)."""
-        return bool(self._rebase) and (pid, device) in self._rebase
-
     def forget(self, pid: int) -> None:
         self._prev.pop(pid, None)
         if self._rebase:

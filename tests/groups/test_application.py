@@ -143,7 +143,7 @@ def _same(a: list[Any], b: list[Any]) -> None:
     assert repr(a) == repr(b)  # the same types and floats, key order included
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(series())
 def test_one_compiled_call_per_application_equals_the_groups_own_paths(tmp_path_factory: Any, case: Any) -> None:
     topology, device, steps, seed = case

@@ -188,14 +188,6 @@ class MemoryUsed(DataBlockGroup):
         self._cache[pid] = (data.topology, busy_flags, inputs, body)
         return body
 
-    def cached_counters(self, pid: int, device: int) -> Sequence[int] | None:
-        """The flat counters of the reading this application's cached body was made from, when it was made from
-        that one device alone (what `body_after_step`'s ``same`` compares with); else None."""
-        cached = self._cache.get(pid)
-        if cached is None or len(cached[2]) != 1 or cached[2][0][0] != device:
-            return None
-        return cached[2][0][5]
-
     def _forget(self, pid: int) -> None:
         super()._forget(pid)
         self._cache.pop(pid, None)

@@ -60,10 +60,6 @@ class NeuroncoreCounters(DataBlockGroup):
         """This application's last ``neuroncores_in_use`` (the next one of the same shape is written into it)."""
         return self._in_use.get(pid)
 
-    def keep_in_use(self, pid: int, in_use: dict[str, Any]) -> None:
-        """Keep ``in_use`` as this application's last ``neuroncores_in_use`` (as `_body` does)."""
-        self._in_use[pid] = in_use
-
     def _body(self, app: App) -> dict[str, Any]:
         data = app.data
         if not isinstance(data, AppData):
@@ -75,7 +71,7 @@ class NeuroncoreCounters(DataBlockGroup):
             in_use = cores_native(steps, shape, self._in_use.get(app.pid))
         if in_use is None:
             in_use = cores_careful(steps, shape)
-        self.keep_in_use(app.pid, in_use)
+        self._in_use[app.pid] = in_use
         body: dict[str, Any] = {B.NEURONCORES_IN_USE: in_use}  # NeuroncoreCountersBody (body.py)
         period = self._period(steps)
         if period is not None:
