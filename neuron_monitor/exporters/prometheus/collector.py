@@ -19,6 +19,7 @@ Adding a self-metric is adding one row to ``SELF_METRICS`` (name, kind, help, ho
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
@@ -180,6 +181,7 @@ class ExporterCollector(Collector):
         self.stream_stats = stream_stats or StreamStats()
         self.front: HTTPFront | None = None  # the HTTP front serving this collector (its connection counts)
         self.publisher = Publisher(state)  # what scrapes serve (attached to the event loop by the CLI)
+        self._last_tail: tuple[list[str], bytes] | None = None  # the last tail's texts and its bytes
 
     def collect(self) -> Iterator[Metric]:
         """client_python's collector interface: the same metrics as ``scrape``, from one view of the state."""
@@ -203,7 +205,12 @@ class ExporterCollector(Collector):
                 parts.append(render_metrics(list(collector.collect()), openmetrics))
         if openmetrics:
             parts.append(OPENMETRICS_EOF)
-        return "".join(parts).encode("utf-8")
+        last = self._last_tail
+        if last is not None and len(last[0]) == len(parts) and all(map(operator.is_, last[0], parts)):
+            return last[1]  # the tables gave their last texts again: the same tail object (its gzip is kept too)
+        tail = "".join(parts).encode("utf-8")
+        self._last_tail = (parts, tail)
+        return tail
 
     def body(self, others: Sequence[Collector], openmetrics: bool, gzipped: bool) -> bytes:
         """One /metrics body, gzip-compressed (one gzip member) when ``gzipped``."""

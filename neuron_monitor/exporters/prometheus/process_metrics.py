@@ -1,10 +1,11 @@
-"""The exporter's own ``process_*``, ``python_info`` and ``python_gc_*`` metrics, read cheaply on every scrape.
+"""The exporter's own ``process_*``, ``python_info`` and ``python_gc_*`` metrics, read cheaply, at most once a second.
 
 The same families, names, help texts, labels and values as client_python's process, platform and GC collectors
 (AWS's exporter serves those). ``/proc/self/stat`` is read with one ``pread`` on a descriptor kept open
 (client_python opens, reads and closes it and ``/proc/self/limits`` on every scrape), the descriptor limit comes
 from ``getrlimit`` (the soft limit, the figure ``/proc/self/limits`` shows), the open descriptors from the size of
-a kept ``/proc/self/fd`` (Linux 6.2+; listed on older kernels), and ``python_info`` is built once. The
+a kept ``/proc/self/fd`` (Linux 6.2+; listed on older kernels), and ``python_info`` is built once. Scrapes less
+than ``READ_EVERY`` (1 s) apart share one reading (``text``): at Prometheus's usual intervals every scrape reads. The
 families are one table (``ROWS``: name, kind, help, how to read it); ``text`` formats only the values into a
 template of the lines (``exposition.MetricTable``), ``families`` is its careful twin. Where ``/proc`` cannot
 be read, the process families are left out, as client_python leaves them out.
@@ -17,6 +18,7 @@ import gc
 import os
 import platform
 import resource
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -27,6 +29,10 @@ from neuron_monitor.exporters.prometheus.exposition import MetricTable, Reading,
 from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, Family
 
 PROC = "/proc"
+# Seconds one reading of the process serves scrapes in ``text``: scrapes less than this apart share it, so at 10
+# scrapes a second the figures are at most this old (node_exporter and client_python read on every scrape; at
+# Prometheus's usual 15-60 s interval every scrape reads here too). ``families()`` always reads.
+READ_EVERY = 1.0
 
 
 class ProcessReading(NamedTuple):
@@ -93,8 +99,11 @@ class ProcessMetrics:
     """``text()`` (or ``families()``) per scrape; ``collect()`` offers them through client_python's collector
     interface."""
 
-    def __init__(self, proc: str = PROC) -> None:
+    def __init__(self, proc: str = PROC, read_every: float = READ_EVERY) -> None:
         self._proc = proc
+        self.read_every = read_every
+        self._kept: tuple[float, ProcessReading] | None = None  # (monotonic time, the reading ``text`` serves)
+        self._last_text: tuple[ProcessReading, bool, str] | None = None  # the text of the kept reading
         self._ticks = float(os.sysconf("SC_CLK_TCK"))
         self._pagesize = float(resource.getpagesize())
         self._stat_fd = -1
@@ -114,9 +123,19 @@ class ProcessMetrics:
         return self.table.families(self._readings())
 
     def text(self, openmetrics: bool) -> str:
-        """The families of this moment as exposition text: what ``families()`` renders to, from a template of
-        their lines (only the values are formatted per scrape)."""
-        return self.table.text(self._readings(), openmetrics)
+        """The families as exposition text: what ``families()`` renders to, from a template of their lines (only
+        the values are formatted), read at most ``read_every`` seconds ago. While the reading is kept the same
+        text object is given again (the table's last text), which lets a scrape reuse its whole tail."""
+        now = time.monotonic()
+        kept = self._kept
+        if kept is None or not 0.0 <= now - kept[0] < self.read_every:
+            kept = self._kept = (now, self._readings())
+        last = self._last_text
+        if last is not None and last[0] is kept[1] and last[1] == openmetrics:
+            return last[2]
+        text = self.table.text(kept[1], openmetrics)
+        self._last_text = (kept[1], openmetrics, text)
+        return text
 
     def collect(self) -> Iterator[Metric]:
         for family in self.families():

@@ -159,6 +159,7 @@ class Publication:
         self.renders = 0
         self._scrapes: set[bool] = set()  # the formats (OpenMetrics or not) served gzip-compressed at least once
         self._large: set[bool] = set()  # the formats whose text is longer than ``keep_bytes`` (not kept)
+        self._last_gzip: dict[bool, tuple[bytes, list[bytes]]] = {}  # format -> (tail, the gzip body made with it)
 
     def matches(self, view: View) -> bool:
         return self.shaped is view.shaped and self.serving == view.serving
@@ -298,6 +299,16 @@ class Publication:
             if kept is not None:
                 return [*kept, tail]
             return InflatingBody(self.gzip(openmetrics), tail)
+        last = self._last_gzip.get(openmetrics)
+        if last is not None and last[0] is tail:  # the same tail object as the last gzip scrape's: its body again
+            self.scraped(openmetrics)
+            return list(last[1])
+        body = self._gzip_body(openmetrics, tail)
+        self._last_gzip[openmetrics] = (tail, body)
+        return list(body)
+
+    def _gzip_body(self, openmetrics: bool, tail: bytes) -> list[bytes]:
+        """``body`` gzip-compressed: this rendering, then ``tail``, as one gzip member."""
         if (
             not self.scraped(openmetrics)
             and not self.compressed(openmetrics)

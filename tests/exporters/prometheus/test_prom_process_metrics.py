@@ -84,3 +84,33 @@ def test_open_descriptors_from_the_directory_size_or_by_listing() -> None:
     listed._fd_dir = -1  # as on a kernel whose /proc/self/fd has no size: the entries are counted
     counts = sized._open_fds(), listed._open_fds()
     assert min(counts) > 0 and abs(counts[0] - counts[1]) <= 2
+
+
+def test_scrapes_within_read_every_share_one_reading() -> None:
+    """``text`` reads the process at most every ``read_every`` seconds (the same text object meanwhile, which a
+    scrape's tail reuses whole); with ``read_every=0`` each call reads again. Both render what ``families()``
+    renders for the reading they serve."""
+    reads: list[int] = []
+    metrics = ProcessMetrics(read_every=3600.0)
+    real = metrics._readings
+
+    def counted() -> ProcessReading:
+        reads.append(1)
+        return real()
+
+    metrics._readings = counted  # type: ignore[method-assign]
+    first = metrics.text(False)
+    assert metrics.text(False) is first and len(reads) == 1
+    assert metrics.text(True) != first and len(reads) == 1  # the other format, from the same reading
+    metrics.read_every = 0.0
+    metrics.text(False)
+    assert len(reads) == 2
+    gc.disable()  # the GC figures must not move between the two reads
+    try:
+        metrics.read_every = 3600.0
+        metrics._readings = lambda: ProcessReading(1e9, 3e7, 1.7e9, 12.25, 9.0, 1024.0, gc.get_stats())  # type: ignore[method-assign]
+        metrics._kept = None
+        for openmetrics in (False, True):
+            assert metrics.text(openmetrics) == render_families(metrics.families(), openmetrics)
+    finally:
+        gc.enable()

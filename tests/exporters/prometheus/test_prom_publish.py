@@ -301,3 +301,30 @@ def test_a_start_put_off_for_more_lines_still_comes_when_none_is_counted() -> No
         loop.run_until_complete(asyncio.sleep(0.01))
     assert _which_reports(gzip.decompress(collector.body([], False, True)).decode()) == {0.0}
     loop.close()
+
+
+def test_a_scrape_tail_and_its_gzip_body_are_reused_only_while_nothing_changed() -> None:
+    """While the self-metrics and the process reading stay the same, a scrape's tail is the same object and a
+    gzip scrape of the same publication gets the body made for it; a change makes both anew. Every body is the
+    publication's text then the tail, whole."""
+    from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics, ProcessReading
+
+    state = _state_with_reports(1)
+    collector = ExporterCollector(state)
+    process = ProcessMetrics(read_every=3600.0)
+    collector.publisher.publish_now()
+    view, publication = collector.publisher.serving()
+    tail = collector.tail(view, [process], False)
+    assert collector.tail(view, [process], False) is tail
+    bodies = [gzip.decompress(collector.body([process], False, True)) for _ in range(3)]
+    text = publication.text(False)
+    assert bodies == [text + tail] * 3
+    state.apply(orjson.loads(_report(1)))  # a change the self-metrics show (reports counted)
+    view, publication = collector.publisher.serving()  # not attached to a loop: the newest report, published
+    changed = collector.tail(view, [process], False)
+    assert changed is not tail and changed != tail
+    assert gzip.decompress(collector.body([process], False, True)) == publication.text(False) + changed
+    process.read_every = 0.0  # a new reading per scrape, and one whose figures moved: a new tail
+    process._readings = lambda: ProcessReading(1e9, 3e7, 1.7e9, 12.25, 9.0, 1024.0)  # type: ignore[method-assign]
+    moved = collector.tail(view, [process], False)
+    assert moved is not changed and b"process_cpu_seconds_total 12.25\n" in moved
