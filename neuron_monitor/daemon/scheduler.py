@@ -471,6 +471,7 @@ class Scheduler:
         self.skipped_slots = 0
         self.late_collections = 0  # collections that started over LATE_AFTER behind their due time
         self.started = time.time()
+        self._start_time = round(self.started, 3)  # the neuron_monitor object's start_time (rounded once)
         self.last_collection_seconds = 0.0
         self.lock = asyncio.Lock()  # held while collecting and writing; a reload waits for it
         self.after_report: Callable[[], None] | None = None  # housekeeping that rides on report wake-ups
@@ -480,7 +481,7 @@ class Scheduler:
         """The daemon's own health, as the additive top-level ``neuron_monitor`` object of each report."""
         return {
             "version": __version__,
-            "start_time": round(self.started, 3),
+            "start_time": self._start_time,
             "reports": self.reports,
             "skipped_collections": self.skipped_slots,
             "late_collections": self.late_collections,

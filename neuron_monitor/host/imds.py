@@ -213,9 +213,9 @@ class InstanceInfoSource:
             self._stop.wait(self.retry)
 
     def get(self) -> dict[str, Any]:
-        """The newest ``instance_info`` object (never blocks)."""
-        with self._lock:
-            return self._report
+        """The newest ``instance_info`` object (never blocks). One attribute read, which is atomic: the fetch thread
+        replaces the whole object (under its lock, with ``_info``), so no lock is taken per report here."""
+        return self._report
 
     def close(self) -> None:
         self._stop.set()
