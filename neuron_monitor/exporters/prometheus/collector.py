@@ -38,7 +38,7 @@ from neuron_monitor.exporters.prometheus.families import COUNTER, GAUGE, INFO, F
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
 from neuron_monitor.exporters.prometheus.publish import InflatingBody, Publisher, served_families
 from neuron_monitor.exporters.prometheus.server import CLOSE_REASONS, HTTPFront
-from neuron_monitor.exporters.prometheus.snapshot import Snapshot
+from neuron_monitor.exporters.prometheus.snapshot import Shaped, Snapshot
 from neuron_monitor.exporters.prometheus.state import ExporterState, View
 from neuron_monitor.schema.stream import StreamStats
 
@@ -182,6 +182,8 @@ class ExporterCollector(Collector):
         self.front: HTTPFront | None = None  # the HTTP front serving this collector (its connection counts)
         self.publisher = Publisher(state)  # what scrapes serve (attached to the event loop by the CLI)
         self._last_tail: tuple[list[str], bytes] | None = None  # the last tail's texts and its bytes
+        # the served report, its shaping and the other figures the self-metrics read, and their text (``self_text``)
+        self._last_self: tuple[Snapshot | None, Shaped | None, tuple[object, ...], str] | None = None
 
     def collect(self) -> Iterator[Metric]:
         """client_python's collector interface: the same metrics as ``scrape``, from one view of the state."""
@@ -197,7 +199,7 @@ class ExporterCollector(Collector):
         """The per-scrape part: self-metrics, then ``others``' metrics, then OpenMetrics' EOF. A
         ``ProcessMetrics`` writes its own text (from a template); other collectors go through
         ``render_metrics``."""
-        parts: list[str] = [SELF_METRICS.text(self._seen(view), openmetrics)]
+        parts: list[str] = [self.self_text(view, openmetrics)]
         for collector in others:
             if isinstance(collector, ProcessMetrics):
                 parts.append(collector.text(openmetrics))
@@ -232,6 +234,36 @@ class ExporterCollector(Collector):
     def scrape(self, others: Sequence[Collector], openmetrics: bool) -> bytes:
         """The uncompressed /metrics body."""
         return self.body(others, openmetrics, False)
+
+    def self_text(self, view: View, openmetrics: bool) -> str:
+        """``SELF_METRICS.text`` of this view (its plain twin), given again without reading the rows while nothing
+        they read has changed: the served report and its view's figures, the state's change count (every count
+        the rows show moves it), the input's line counts, stdin's end and the connections closed. The same text
+        object as last time then, which lets the scrape reuse its whole tail."""
+        stats, front = self.stream_stats, self.front
+        key = (  # plain values (the served report and its shaping are compared by identity below)
+            openmetrics,
+            id(self.state),
+            id(stats),
+            view.serving,
+            view.healthy,
+            view.received_wall,
+            view.interval,
+            view.window,
+            view.changes,
+            self.state.changes,
+            self.state.input_closed,
+            stats.lines,
+            stats.bad_lines,
+            stats.oversize_lines,
+            None if front is None else tuple(front.closes.items()),
+        )
+        last = self._last_self
+        if last is not None and last[0] is view.snapshot and last[1] is view.shaped and last[2] == key:
+            return last[3]
+        text = SELF_METRICS.text(self._seen(view), openmetrics)
+        self._last_self = (view.snapshot, view.shaped, key, text)
+        return text
 
     def self_families(self, view: View) -> list[Family]:
         """The ``neuron_exporter_*`` metrics of this view (the careful twin of the text ``tail`` writes)."""

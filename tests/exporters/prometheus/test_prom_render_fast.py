@@ -196,3 +196,28 @@ def test_connection_counts_are_served_once_there_is_a_front() -> None:
     for openmetrics in (False, True):
         careful = render_families(collector.self_families(view), openmetrics)
         assert SELF_METRICS.text(collector._seen(view), openmetrics) == careful
+
+
+def test_self_text_gives_what_the_table_gives_and_again_only_while_nothing_changed() -> None:
+    """``ExporterCollector.self_text`` (the self-metrics given again while nothing they read changed) against its
+    plain twin ``SELF_METRICS.text``: equal text at every step of a stream that touches every self-metric, before
+    and after lines are read, connections close and stdin ends; the same object only while nothing moved."""
+    collector = ExporterCollector(ExporterState())
+    collector.front = SimpleNamespace(closes={"write_timeout": 0, "evicted": 0})  # type: ignore[assignment]
+    for state, stats in _states_of_a_stream():
+        collector.state, collector.stream_stats = state, stats
+        for openmetrics in (False, True):
+            view = state.view()
+            first = collector.self_text(view, openmetrics)
+            assert first == SELF_METRICS.text(collector._seen(view), openmetrics)
+            assert collector.self_text(view, openmetrics) is first  # nothing moved
+            closes = collector.front.closes  # type: ignore[union-attr]
+            for change in ("lines", "bad_lines", "oversize_lines", "closes", "input"):
+                if change == "closes":
+                    closes["evicted"] += 1
+                elif change == "input":
+                    state.close_input()
+                else:
+                    setattr(stats, change, getattr(stats, change) + 1)
+                view = state.view()
+                assert collector.self_text(view, openmetrics) == SELF_METRICS.text(collector._seen(view), openmetrics)
