@@ -27,6 +27,11 @@
  *       neuron_runtime_vcpu_usage's body from one raw /proc/PID/stat sample and the previous times
  *       (groups/neuron_runtime_vcpu_usage/collector.py: usage_native, twin usage_careful). round() as Python's: the
  *       correctly rounded decimal string of the value, read back (what float.__round__ does).
+
+ *   add_counts(totals, head, values, scale, most, limit, keyed) -> True | None
+ *       The Prometheus exporter's ledger additions of one count (exporters/prometheus/counting.py:
+ *       add_counts_native, twin add_counts_plain): every value a plain amount within its family's limit and every
+ *       key short enough, or nothing is added.
  *
  * Every input is hostile. Nothing is read outside the buffers given; every number is bounds-checked; anything
  * this code does not fully understand returns None, and the caller then runs the careful Python twin, which
@@ -1169,6 +1174,103 @@ decline:
     Py_RETURN_NONE;
 }
 
+/* ---- the Prometheus exporter's counting (exporters/prometheus/counting.py) --------------------------------- */
+
+/* A number the ledger adds as it is: an exact float, or an exact int (not a bool) of at most 2^53 in size, which
+ * Python compares and multiplies as the same double. 0 and the value in *out, or -1 (anything else). */
+static int plain_amount(PyObject *o, double *out) {
+    if (PyFloat_CheckExact(o)) {
+        *out = PyFloat_AsDouble(o);
+        return 0;
+    }
+    if (PyLong_CheckExact(o)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow || x == -1) { /* -1: maybe an error; either way the twin decides */
+            if (PyErr_Occurred()) PyErr_Clear();
+            return -1;
+        }
+        if (x > (long long)EXACT_MAX || x < -(long long)EXACT_MAX) return -1;
+        *out = (double)x;
+        return 0;
+    }
+    return -1;
+}
+
+/* totals[counter] = totals.get(counter, 0.0) + value * scale, the product rounded on its own (never fused). */
+static int add_total(PyObject *totals, PyObject *counter, double value, double scale) {
+    volatile double product = value * scale; /* volatile: no fused multiply-add, Python rounds twice */
+    PyObject *old = PyDict_GetItemWithError(totals, counter), *sum;
+    if (old == NULL) {
+        if (PyErr_Occurred()) return -1;
+        sum = PyFloat_FromDouble(0.0 + product);
+    } else if (PyFloat_CheckExact(old)) {
+        sum = PyFloat_FromDouble(PyFloat_AsDouble(old) + product);
+    } else { /* never put there by the ledger; added as Python adds */
+        PyObject *p = PyFloat_FromDouble(product);
+        sum = p != NULL ? PyNumber_Add(old, p) : NULL;
+        Py_XDECREF(p);
+    }
+    if (sum == NULL) return -1;
+    int rc = PyDict_SetItem(totals, counter, sum);
+    Py_DECREF(sum);
+    return rc;
+}
+
+/* add_counts(totals, head, values, scale, most, limit, keyed) -> True | None: one PromCount's values added to a
+ * subject's totals (counting.py: add_counts_native, twin add_counts_plain), each under head + (key,) when keyed,
+ * else all under head. None, with totals untouched, unless every value is a plain amount in 0..most and, when
+ * keyed and limit > 0, every key a str of at most limit characters: the twin counts the bad values and cuts the
+ * long keys. */
+static PyObject *native_add_counts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "add_counts(totals, head, values, scale, most, limit, keyed)");
+        return NULL;
+    }
+    PyObject *totals = args[0], *head = args[1], *values = args[2];
+    if (!PyDict_CheckExact(totals) || !PyTuple_CheckExact(head) || !PyDict_CheckExact(values) ||
+        !PyFloat_CheckExact(args[3]) || !PyLong_CheckExact(args[5]))
+        Py_RETURN_NONE;
+    double scale = PyFloat_AsDouble(args[3]), most;
+    if (plain_amount(args[4], &most) < 0 || !isfinite(scale)) Py_RETURN_NONE;
+    int overflow;
+    long long limit = PyLong_AsLongLongAndOverflow(args[5], &overflow);
+    if (overflow || (limit == -1 && PyErr_Occurred())) goto decline;
+    int keyed = PyObject_IsTrue(args[6]);
+    if (keyed < 0) goto decline;
+    Py_ssize_t pos = 0, n = PyTuple_Size(head);
+    PyObject *key, *value;
+    double v;
+    while (PyDict_Next(values, &pos, &key, &value)) { /* first every value and key checked: all or nothing */
+        if (plain_amount(value, &v) < 0 || !(v >= 0.0 && v <= most)) goto decline;
+        if (keyed && (!PyUnicode_CheckExact(key) || (limit > 0 && PyUnicode_GetLength(key) > limit))) goto decline;
+    }
+    pos = 0;
+    while (PyDict_Next(values, &pos, &key, &value)) {
+        plain_amount(value, &v);
+        if (!keyed) {
+            if (add_total(totals, head, v, scale) < 0) return NULL;
+            continue;
+        }
+        PyObject *counter = PyTuple_New(n + 1);
+        if (counter == NULL) return NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PyTuple_GetItem(head, i);
+            Py_INCREF(item);
+            PyTuple_SetItem(counter, i, item);
+        }
+        Py_INCREF(key);
+        PyTuple_SetItem(counter, n, key);
+        int rc = add_total(totals, counter, v, scale);
+        Py_DECREF(counter);
+        if (rc < 0) return NULL;
+    }
+    Py_RETURN_TRUE;
+decline:
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 /* ---------------------------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1188,6 +1290,9 @@ static PyMethodDef methods[] = {
      "same) of one application's device, or None."},
     {"pid_usage", (PyCFunction)(void (*)(void))native_pid_usage, METH_FASTCALL,
      "pid_usage(data, utime, stime, dt, ticks): (neuron_runtime_vcpu_usage body, utime, stime), or None."},
+    {"add_counts", (PyCFunction)(void (*)(void))native_add_counts, METH_FASTCALL,
+     "add_counts(totals, head, values, scale, most, limit, keyed): one count's values added to a subject's "
+     "totals (True), or None with totals untouched."},
     {NULL, NULL, 0, NULL},
 };
 

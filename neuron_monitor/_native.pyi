@@ -1,6 +1,6 @@
 # The compiled helper's interface (neuron_monitor/_native.c); see neuron_monitor/native.py. Counter arrays are
 # typed as what callers hold (Sequence[int]); the helper answers only for array("Q") and returns None for the rest.
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, overload
 
 from typing_extensions import Buffer
@@ -54,3 +54,13 @@ def application(
     reuse: dict[str, Any] | None,
     /,
 ) -> tuple[dict[str, Any], dict[str, Any], tuple[bool, ...], bool] | None: ...
+def add_counts(
+    totals: dict[tuple[str, ...], float],
+    head: tuple[str, ...],
+    values: Mapping[str, float],
+    scale: float,
+    most: float,
+    limit: int,
+    keyed: bool,
+    /,
+) -> bool | None: ...

@@ -19,6 +19,9 @@ beside its careful twin and falls back to it when the helper is missing or decli
   neuroncore_counters, execution_stats and memory_used in one call (the three delta steps, ``cores``, ``summary``
   and memory_used's busy flags and memory comparison), when the three are due together and their trackers look back
   at the same reading. Its C shares the delta rule, ``cores`` and ``summary`` with the functions above.
+- ``add_counts``: `neuron_monitor.exporters.prometheus.counting.add_counts_native` (twin: ``add_counts_plain``):
+  the Prometheus exporter's ledger additions of one count, taken only when no value is impossible and no key is
+  over the label cap.
 
 Types: the helper's functions are typed by ``neuron_monitor/_native.pyi``. For mypy ``NATIVE`` is that module, so
 every call's arguments and result are checked against the stub; at run time it may be None, and every caller

@@ -18,12 +18,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH, truncate
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM, LedgerUpdate, Subject
 from neuron_monitor.exporters.prometheus.series_limit import SeriesLimit
 from neuron_monitor.exporters.prometheus.values import MalformedReport
+from neuron_monitor.native import NATIVE
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema.read import Group, Report, read_report
 from neuron_monitor.schema.spec import CORE_SCOPE, MAX_COUNT_PER_PERIOD, MAX_FLOPS, MAX_PERCENT, MAX_PERIOD
@@ -133,7 +135,6 @@ def _count_group(group: Group, fresh: bool, totals: dict[tuple[str, ...], float]
     period = 0.0
     if group.spec.counts_use_period and group.period is not None:
         period = check_amount(group.period, MAX_PERIOD, result.bad) or 0.0
-    bad = result.bad
     label, limit = result.label, result.label_limit
     listed: dict[str, set[str]] = {}
     series = result.limit
@@ -148,18 +149,48 @@ def _count_group(group: Group, fresh: bool, totals: dict[tuple[str, ...], float]
                 prefix = tuple(map(label, prefix))
             if family.drops_unlisted:
                 listed.setdefault(name, set()).add(prefix[0])
-        head = (name, *prefix)
-        scale = factor if fresh else 0.0
-        if not family.labels and family.scope != CORE_SCOPE:  # no key: one value, keyed by the prefix alone
-            for value in values.values():
-                if 0.0 <= value <= most or check_amount(value, most, bad) is not None:
-                    totals[head] = totals.get(head, 0.0) + value * scale
-            continue
-        for key, value in values.items():
-            if 0.0 <= value <= most or check_amount(value, most, bad) is not None:
-                counter = head + (key if limit <= 0 or len(key) <= limit else label(key),)  # noqa: RUF005 - faster
-                totals[counter] = totals.get(counter, 0.0) + value * scale
+        keyed = bool(family.labels) or family.scope == CORE_SCOPE  # else one value, keyed by the prefix alone
+        add_counts_native(totals, (name, *prefix), values, factor if fresh else 0.0, most, keyed, result)
     for family in group.spec.dropping:
         named = listed.get(family.name, set())
         for counter in [k for k in totals if k[0] == family.name and k[1] not in named]:
             del totals[counter]  # e.g. a device no longer listed
+
+
+def add_counts_native(
+    totals: dict[tuple[str, ...], float],
+    head: tuple[str, ...],
+    values: Mapping[str, float],
+    scale: float,
+    most: float,
+    keyed: bool,
+    result: CountResult,
+) -> None:
+    """``add_counts_plain`` in the compiled helper when it takes the values (every one a plain amount within
+    ``most``, every key within the label cap: nothing to count as bad, nothing to cut), else the twin."""
+    if NATIVE is None or NATIVE.add_counts(totals, head, values, scale, most, result.label_limit, keyed) is None:
+        add_counts_plain(totals, head, values, scale, most, keyed, result)
+
+
+def add_counts_plain(
+    totals: dict[tuple[str, ...], float],
+    head: tuple[str, ...],
+    values: Mapping[str, float],
+    scale: float,
+    most: float,
+    keyed: bool,
+    result: CountResult,
+) -> None:
+    """Add one count's ``values`` times ``scale`` to ``totals``: each under ``head + (key,)`` (the key capped as
+    a label) when ``keyed``, else all under ``head``; an impossible value is counted in ``result.bad`` instead."""
+    bad = result.bad
+    if not keyed:
+        for value in values.values():
+            if 0.0 <= value <= most or check_amount(value, most, bad) is not None:
+                totals[head] = totals.get(head, 0.0) + value * scale
+        return
+    label, limit = result.label, result.label_limit
+    for key, value in values.items():
+        if 0.0 <= value <= most or check_amount(value, most, bad) is not None:
+            counter = head + (key if limit <= 0 or len(key) <= limit else label(key),)  # noqa: RUF005 - faster
+            totals[counter] = totals.get(counter, 0.0) + value * scale
