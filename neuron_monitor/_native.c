@@ -32,6 +32,10 @@
  *       The Prometheus exporter's ledger additions of one count (exporters/prometheus/counting.py:
  *       add_counts_native, twin add_counts_plain): every value a plain amount within its family's limit and every
  *       key short enough, or nothing is added.
+
+ *   thin_report(line, system, runtime, envelope, inner_group, inner_key) -> bytes | None
+ *       A report line with the values the exporter's counting never reads replaced by null, the whole line checked
+ *       on the way (exporters/prometheus/counting.py: thin_native; twin: the line decoded whole).
  *
  * Every input is hostile. Nothing is read outside the buffers given; every number is bounds-checked; anything
  * this code does not fully understand returns None, and the caller then runs the careful Python twin, which
@@ -1271,6 +1275,301 @@ decline:
     Py_RETURN_NONE;
 }
 
+/* thin_report(line, system, runtime, envelope, inner_group, inner_key) -> bytes | None: the report line with
+ * the values counting never reads replaced by null (counting.py: thin_native; its twin decodes the line whole):
+ * in system_data's groups named in ``system`` and in each runtime report's groups named in ``runtime``, every
+ * member but the ``envelope`` keys; in system_data's ``inner_group``, the member values of its ``inner_key``
+ * object (its keys stay: counting reads how many there are). Names are tuples of bytes. The whole line is
+ * checked on the way, and None is returned for anything this scanner does not fully understand, so the twin
+ * (orjson) decides: a line that is not one JSON object, a non-ASCII byte, a control character in a string, an
+ * escaped surrogate, an escape in a key, a number over 40 characters or with an exponent of three digits or more
+ * (which orjson may read as infinity and refuse), nesting deeper than 64. So every line given a thin version is
+ * one orjson takes, with the same keys everywhere and the same values in every place counting reads. */
+
+#define THIN_DEPTH 64
+enum thin_mode { T_PLAIN, T_TOP, T_SYSTEM, T_RUNTIMES, T_ENTRY, T_RT_REPORT, T_BODY, T_INNER_GROUP, T_MEMBERS };
+
+typedef struct {
+    const unsigned char *p, *end;
+    PyObject *system, *runtime, *envelope, *inner_group, *inner_key;
+    Py_ssize_t *spans; /* pairs of offsets: the values to replace */
+    Py_ssize_t nspans, cap;
+    const unsigned char *start;
+} thin_scan;
+
+static void thin_ws(thin_scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\r' || *s->p == '\n')) s->p++;
+}
+
+static int hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* A string at s->p (the opening quote): raw and len give its bytes between the quotes, escaped whether it has escapes. */
+static int thin_string(thin_scan *s, const unsigned char **raw, Py_ssize_t *len, int *escaped) {
+    const unsigned char *p = s->p + 1, *end = s->end;
+    *escaped = 0;
+    *raw = p;
+    for (;;) {
+        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
+        if (p >= end || *p < 0x20 || *p >= 0x80) return -1;
+        if (*p == '"') break;
+        *escaped = 1; /* a backslash */
+        if (p + 1 >= end) return -1;
+        unsigned char c = p[1];
+        if (c == 'u') {
+            if (p + 6 > end) return -1;
+            int v = 0;
+            for (int i = 2; i < 6; i++) {
+                int h = hexval(p[i]);
+                if (h < 0) return -1;
+                v = v * 16 + h;
+            }
+            if (v >= 0xD800 && v <= 0xDFFF) return -1; /* surrogates: left to orjson */
+            p += 6;
+        } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') {
+            p += 2;
+        } else {
+            return -1;
+        }
+    }
+    *len = p - *raw;
+    s->p = p + 1;
+    return 0;
+}
+
+static int thin_number(thin_scan *s) {
+    const unsigned char *p = s->p, *end = s->end, *begin = p;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return -1;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    } else {
+        return -1;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const unsigned char *digits = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p == digits || p - digits > 2) return -1;
+    }
+    if (p - begin > 40) return -1;
+    s->p = p;
+    return 0;
+}
+
+static int name_in(PyObject *names, const unsigned char *raw, Py_ssize_t len) {
+    if (names == NULL) return 0;
+    Py_ssize_t n = PyTuple_Size(names);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = PyTuple_GetItem(names, i);
+        if (PyBytes_Size(b) == len && memcmp(PyBytes_AsString(b), raw, (size_t)len) == 0) return 1;
+    }
+    return 0;
+}
+
+static int thin_mark(thin_scan *s, const unsigned char *from, const unsigned char *to) {
+    if (to - from <= 4) return 0; /* "null" would be no shorter */
+    if (s->nspans + 2 > s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
+        Py_ssize_t *spans = PyMem_Realloc(s->spans, (size_t)cap * sizeof(Py_ssize_t));
+        if (spans == NULL) return -1;
+        s->spans = spans;
+        s->cap = cap;
+    }
+    s->spans[s->nspans++] = from - s->start;
+    s->spans[s->nspans++] = to - s->start;
+    return 0;
+}
+
+static int thin_value(thin_scan *s, enum thin_mode mode, int depth);
+
+/* The mode of a member's value, from the object's mode and the member's key. */
+static enum thin_mode member_mode(thin_scan *s, enum thin_mode mode, const unsigned char *key, Py_ssize_t len,
+                                  int *null_it) {
+    *null_it = 0;
+    switch (mode) {
+    case T_TOP:
+        if (len == 11 && memcmp(key, "system_data", 11) == 0) return T_SYSTEM;
+        if (len == 19 && memcmp(key, "neuron_runtime_data", 19) == 0) return T_RUNTIMES;
+        return T_PLAIN;
+    case T_SYSTEM:
+        if (name_in(s->system, key, len)) return T_BODY;
+        if (name_in(s->inner_group, key, len)) return T_INNER_GROUP;
+        return T_PLAIN;
+    case T_ENTRY:
+        return len == 6 && memcmp(key, "report", 6) == 0 ? T_RT_REPORT : T_PLAIN;
+    case T_RT_REPORT:
+        return name_in(s->runtime, key, len) ? T_BODY : T_PLAIN;
+    case T_BODY:
+        *null_it = !name_in(s->envelope, key, len);
+        return T_PLAIN;
+    case T_INNER_GROUP:
+        return name_in(s->inner_key, key, len) ? T_MEMBERS : T_PLAIN;
+    case T_MEMBERS:
+        *null_it = 1;
+        return T_PLAIN;
+    default:
+        return T_PLAIN;
+    }
+}
+
+static int thin_object(thin_scan *s, enum thin_mode mode, int depth) {
+    s->p++; /* '{' */
+    thin_ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        if (s->p >= s->end || *s->p != '"') return -1;
+        const unsigned char *key;
+        Py_ssize_t len;
+        int escaped, null_it;
+        if (thin_string(s, &key, &len, &escaped) < 0) return -1;
+        enum thin_mode inner = T_PLAIN;
+        null_it = 0;
+        if (mode != T_PLAIN) {
+            if (escaped) return -1; /* a key spelled with escapes: compared by orjson's reading only */
+            inner = member_mode(s, mode, key, len, &null_it);
+        }
+        thin_ws(s);
+        if (s->p >= s->end || *s->p != ':') return -1;
+        s->p++;
+        thin_ws(s);
+        const unsigned char *from = s->p;
+        if (thin_value(s, inner, depth + 1) < 0) return -1;
+        if (null_it && thin_mark(s, from, s->p) < 0) return -2;
+        thin_ws(s);
+        if (s->p >= s->end) return -1;
+        if (*s->p == '}') {
+            s->p++;
+            return 0;
+        }
+        if (*s->p != ',') return -1;
+        s->p++;
+        thin_ws(s);
+    }
+}
+
+static int thin_array(thin_scan *s, enum thin_mode mode, int depth) {
+    s->p++; /* '[' */
+    thin_ws(s);
+    if (s->p < s->end && *s->p == ']') {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        int rc = thin_value(s, mode == T_RUNTIMES ? T_ENTRY : T_PLAIN, depth + 1);
+        if (rc < 0) return rc;
+        thin_ws(s);
+        if (s->p >= s->end) return -1;
+        if (*s->p == ']') {
+            s->p++;
+            return 0;
+        }
+        if (*s->p != ',') return -1;
+        s->p++;
+        thin_ws(s);
+    }
+}
+
+static int thin_literal(thin_scan *s, const char *word, Py_ssize_t len) {
+    if (s->end - s->p < len || memcmp(s->p, word, (size_t)len) != 0) return -1;
+    s->p += len;
+    return 0;
+}
+
+/* One value at s->p (no leading space): 0, -1 (not understood: decline) or -2 (no memory). */
+static int thin_value(thin_scan *s, enum thin_mode mode, int depth) {
+    if (depth > THIN_DEPTH || s->p >= s->end) return -1;
+    const unsigned char *raw;
+    Py_ssize_t len;
+    int escaped;
+    switch (*s->p) {
+    case '{':
+        return thin_object(s, mode == T_RUNTIMES ? T_PLAIN : mode, depth);
+    case '[':
+        return thin_array(s, mode, depth);
+    case '"':
+        return thin_string(s, &raw, &len, &escaped);
+    case 't':
+        return thin_literal(s, "true", 4);
+    case 'f':
+        return thin_literal(s, "false", 5);
+    case 'n':
+        return thin_literal(s, "null", 4);
+    default:
+        return thin_number(s);
+    }
+}
+
+static PyObject *native_thin_report(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "thin_report(line, system, runtime, envelope, inner_group, inner_key)");
+        return NULL;
+    }
+    for (int i = 1; i < 6; i++) {
+        if (!PyTuple_CheckExact(args[i])) Py_RETURN_NONE;
+        for (Py_ssize_t j = 0; j < PyTuple_Size(args[i]); j++)
+            if (!PyBytes_CheckExact(PyTuple_GetItem(args[i], j))) Py_RETURN_NONE;
+    }
+    thin_scan s = {0};
+    s.start = (const unsigned char *)PyBytes_AsString(args[0]);
+    s.p = s.start;
+    s.end = s.start + PyBytes_Size(args[0]);
+    s.system = args[1];
+    s.runtime = args[2];
+    s.envelope = args[3];
+    s.inner_group = args[4];
+    s.inner_key = args[5];
+    thin_ws(&s);
+    int rc = -1;
+    if (s.p < s.end && *s.p == '{') {
+        rc = thin_value(&s, T_TOP, 0);
+        if (rc == 0) {
+            thin_ws(&s);
+            if (s.p != s.end) rc = -1;
+        }
+    }
+    PyObject *out = NULL;
+    if (rc == 0) {
+        Py_ssize_t size = s.end - s.start;
+        for (Py_ssize_t i = 0; i < s.nspans; i += 2) size -= s.spans[i + 1] - s.spans[i] - 4;
+        out = PyBytes_FromStringAndSize(NULL, size);
+        if (out != NULL) {
+            char *w = PyBytes_AsString(out);
+            Py_ssize_t at = 0;
+            for (Py_ssize_t i = 0; i < s.nspans; i += 2) {
+                memcpy(w, s.start + at, (size_t)(s.spans[i] - at));
+                w += s.spans[i] - at;
+                memcpy(w, "null", 4);
+                w += 4;
+                at = s.spans[i + 1];
+            }
+            memcpy(w, s.start + at, (size_t)(s.end - s.start - at));
+        }
+    } else if (rc == -2) {
+        PyErr_NoMemory();
+    } else {
+        out = Py_None;
+        Py_INCREF(out);
+    }
+    PyMem_Free(s.spans);
+    return out;
+}
+
 /* ---------------------------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1293,6 +1592,9 @@ static PyMethodDef methods[] = {
     {"add_counts", (PyCFunction)(void (*)(void))native_add_counts, METH_FASTCALL,
      "add_counts(totals, head, values, scale, most, limit, keyed): one count's values added to a subject's "
      "totals (True), or None with totals untouched."},
+    {"thin_report", (PyCFunction)(void (*)(void))native_thin_report, METH_FASTCALL,
+     "thin_report(line, system, runtime, envelope, inner_group, inner_key): the line with the values counting "
+     "never reads replaced by null, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -64,3 +64,12 @@ def add_counts(
     keyed: bool,
     /,
 ) -> bool | None: ...
+def thin_report(
+    line: bytes,
+    system: tuple[bytes, ...],
+    runtime: tuple[bytes, ...],
+    envelope: tuple[bytes, ...],
+    inner_group: tuple[bytes, ...],
+    inner_key: tuple[bytes, ...],
+    /,
+) -> bytes | None: ...

@@ -22,6 +22,8 @@ beside its careful twin and falls back to it when the helper is missing or decli
 - ``add_counts``: `neuron_monitor.exporters.prometheus.counting.add_counts_native` (twin: ``add_counts_plain``):
   the Prometheus exporter's ledger additions of one count, taken only when no value is impossible and no key is
   over the label cap.
+- ``thin_report``: `neuron_monitor.exporters.prometheus.counting.thin_native` (twin: the line decoded whole): a
+  report line with the values the exporter's counting never reads replaced by null, the line checked on the way.
 
 Types: the helper's functions are typed by ``neuron_monitor/_native.pyi``. For mypy ``NATIVE`` is that module, so
 every call's arguments and result are checked against the stub; at run time it may be None, and every caller

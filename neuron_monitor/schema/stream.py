@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -87,6 +87,7 @@ class ReportStream:
         self.max_line_bytes = max_line_bytes
         self.stats = StreamStats()
         self._bad_log = LogRateLimit(log_interval)
+        self.thinned = False  # the last report decoded was a thin version of its line (see ``decode``)
 
     def _bad(self, why: str) -> None:
         self.stats.bad_lines += 1
@@ -101,13 +102,21 @@ class ReportStream:
         self.stats.lines += 1
         self._bad(f"line longer than {self.max_line_bytes} bytes")
 
-    def decode(self, line: bytes) -> dict[str, Any] | None:
-        """The report on one line, or None (counted when the line is not blank) for anything else."""
-        if not line.strip():
+    def decode(self, line: bytes, thin: Callable[[bytes], bytes | None] | None = None) -> dict[str, Any] | None:
+        """The report on one line, or None (counted when the line is not blank) for anything else. With ``thin``
+        (the Prometheus exporter's ``counting.thin_native``), the line it gives back, if any, is decoded instead: a
+        thin version of the same report, which ``thinned`` then says."""
+        self.thinned = False
+        if not line or line.isspace():
             return None
         self.stats.lines += 1
         try:
-            obj = orjson.loads(line)
+            small = thin(line) if thin is not None else None
+            if small is not None:
+                obj = orjson.loads(small)
+                self.thinned = True
+            else:
+                obj = orjson.loads(line)
         except orjson.JSONDecodeError as e:
             self._bad(f"invalid JSON: {e}")
             return None

@@ -40,7 +40,9 @@ def test_the_first_large_line_is_read_at_pipe_speed_not_per_tick(size: int) -> N
     applied: list[float] = []
     with os.fdopen(r, "rb", buffering=0) as reader:
         stream = ReportStream(reader)
-        ingest = StdinIngest(reader, stream, lambda rep: applied.append(rep["report_time"]), lambda: None, 3600.0)
+        ingest = StdinIngest(
+            reader, stream, lambda rep, _line: applied.append(rep["report_time"]), lambda: None, 3600.0
+        )
         ingest.attach(loop)
         writer = threading.Thread(target=lambda: os.write(w, line), daemon=True)  # blocks while the pipe is full
         writer.start()

@@ -33,8 +33,10 @@ from neuron_monitor.exporters.cloudwatch.dimensions import DimensionScheme
 from neuron_monitor.exporters.cloudwatch.emf import encode_events
 from neuron_monitor.exporters.cloudwatch.mapping import MapOptions, ReportMapper
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
+from neuron_monitor.exporters.prometheus.ingest import decode_line
 from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
 from neuron_monitor.exporters.prometheus.state import ExporterState
+from neuron_monitor.schema.stream import ReportStream
 from neuron_monitor.timeline import det_cli, trace_cli
 from neuron_monitor.timeline.trace import GROUP_BY
 from neuron_monitor.top.layout import Frame, plain, render
@@ -56,10 +58,12 @@ def prometheus_text(lines: list[bytes]) -> bytes:
     state = ExporterState(full_detail_options(), clock=lambda: now[0], wall_clock=lambda: now[0], created_series=True)
     collector = ExporterCollector(state)
     out = io.BytesIO()
-    for i, line in enumerate(lines):
-        report = orjson.loads(line)
+    stream = ReportStream(io.BytesIO())
+    for i, raw in enumerate(lines):
+        report, line = decode_line(stream, raw.rstrip(b"\n"))  # as the exporter takes it in (thin when it can)
+        assert report is not None
         now[0] = float(report.get("report_time") or 1.7e9 + i)
-        accepted = state.apply(report)
+        accepted = state.apply(report, line)
         out.write(f"### report {i} accepted={accepted}\n".encode())
         if i in (0, len(lines) - 1):  # the first and the last body; counters carry every report in between
             out.write(collector.scrape([], False))

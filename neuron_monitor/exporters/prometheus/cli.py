@@ -286,8 +286,8 @@ def _main(argv: list[str] | None) -> int:
 
     publisher = app.exporter.publisher  # scrapes serve its last complete rendering (publish.py)
 
-    def applied(report: dict[str, Any]) -> None:
-        state.apply(report)
+    def applied(report: dict[str, Any], line: bytes | None) -> None:
+        state.apply(report, line)
         if ingest.polled:
             publisher.report_applied(more=ingest.lines_waiting)  # a read's reports: one publication, the newest
         elif (loop := publisher.loop) is not None:  # the thread that reads a regular file

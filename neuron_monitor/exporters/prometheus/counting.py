@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH, truncate
@@ -28,10 +28,26 @@ from neuron_monitor.exporters.prometheus.values import MalformedReport
 from neuron_monitor.native import NATIVE
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema.read import Group, Report, read_report
-from neuron_monitor.schema.spec import CORE_SCOPE, MAX_COUNT_PER_PERIOD, MAX_FLOPS, MAX_PERCENT, MAX_PERIOD
+from neuron_monitor.schema.spec import (
+    CORE_SCOPE,
+    MAX_COUNT_PER_PERIOD,
+    MAX_FLOPS,
+    MAX_PERCENT,
+    MAX_PERIOD,
+    GroupSpec,
+    registry,
+)
 from neuron_monitor.schema.values import Problems
 
-__all__ = ["MAX_COUNT_PER_PERIOD", "MAX_FLOPS", "MAX_PERCENT", "MAX_PERIOD", "CountResult", "count_report"]
+__all__ = [
+    "MAX_COUNT_PER_PERIOD",
+    "MAX_FLOPS",
+    "MAX_PERCENT",
+    "MAX_PERIOD",
+    "CountResult",
+    "count_report",
+    "thin_native",
+]
 
 
 def check_amount(value: float, limit: float, bad: Counter[str]) -> float | None:
@@ -194,3 +210,38 @@ def add_counts_plain(
         if 0.0 <= value <= most or check_amount(value, most, bad) is not None:
             counter = head + (key if limit <= 0 or len(key) <= limit else label(key),)  # noqa: RUF005 - faster
             totals[counter] = totals.get(counter, 0.0) + value * scale
+
+
+# What counting reads of a report, for ``thin_native``: every group's envelope (``period``, ``error``, ``fresh``,
+# and for a partial error whether other keys are there), and the bodies of the groups whose spec counts (or counts
+# devices: ``state.has_device_data``), except vcpu_usage's ``usage_data``, of which it reads how many entries it
+# has (the vCPU count that scales CPU seconds), not their values.
+_THIN_INNER = ((b"vcpu_usage",), (b"usage_data",))
+_thin_names: tuple[tuple[bytes, ...], tuple[bytes, ...]] | None = None
+
+
+def _thin_groups() -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """The system and runtime groups counting reads only the envelope of (no ``counts``, no ``device_count``)."""
+    global _thin_names
+    if _thin_names is None:
+        specs = registry()
+
+        def unread(groups: dict[str, GroupSpec[Any]]) -> tuple[bytes, ...]:
+            return tuple(n.encode() for n, g in groups.items() if g.counts is None and g.device_count is None)
+
+        _thin_names = (unread(specs.system), unread(specs.runtime))
+    return _thin_names
+
+
+def thin_native(line: bytes) -> bytes | None:
+    """``line`` with the values counting never reads replaced by ``null`` (the compiled helper's scanner checks the
+    whole line on the way and declines anything orjson might refuse), or None: then the line is decoded whole
+    (the twin). Counting the thin report gives what counting the whole one does (test_prom_thin_native); a report
+    published is decoded whole again from its line (``Snapshot.line``)."""
+    if NATIVE is None:
+        return None
+    system, runtime = _thin_groups()
+    return NATIVE.thin_report(line, system, runtime, _ENVELOPE, *_THIN_INNER)
+
+
+_ENVELOPE = tuple(k.encode() for k in N.ENVELOPE_KEYS)

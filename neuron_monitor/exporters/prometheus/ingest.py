@@ -6,7 +6,9 @@ readable event reads what the pipe holds (up to ``CHUNK`` bytes) and splits it i
 oversize line is dropped while it streams in); then each line is decoded in one turn of the loop and its report
 counted (``apply``) in the next (``ReportStream.decode`` counts and skips bad lines; a report shorter than
 ``LARGE_REPORT``, a host-only one, is decoded and counted in one turn, with up to ``SHORT_LINES_PER_TURN`` - 1
-more such lines of the same read), so a request waits for one of these
+more such lines of the same read; a longer one is decoded thin when the compiled helper can,
+``counting.thin_native``, and its snapshot keeps the line to decode it whole if it is published), so a request
+waits for one of these
 steps at most, never for a whole read's reports (issue 41). Reading pauses while more than ``CHUNK``
 bytes of lines wait to be applied, so about one read's lines are held at most. Requests never ingest: they
 serve the last complete rendering (``publish``). Each next step is a timer, which the loop runs after the requests
@@ -28,6 +30,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from neuron_monitor.exporters.prometheus.counting import thin_native
 from neuron_monitor.schema.stream import LineBuffer, ReportStream
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
@@ -37,6 +40,16 @@ READ_EVERY = 0.25  # seconds between reads of stdin while small reports keep com
 LARGE_REPORT = 16 * 1024  # reports this long or longer are read as they arrive; shorter ones coalesce
 SHORT_LINES_PER_TURN = 4  # short lines of a read decoded and applied in one turn of the loop (a tick's: 2-3)
 _END = object()  # end of input, queued behind the lines read before it
+
+
+def decode_line(stream: ReportStream, line: bytes) -> tuple[dict[str, Any] | None, bytes | None]:
+    """The report on ``line`` as the exporter takes it in, for ``ExporterState.apply``: a line of ``LARGE_REPORT``
+    bytes or more decoded thin when the compiled helper can (``counting.thin_native``), then with the line (its
+    snapshot decodes it whole if it is published); else decoded whole, with None."""
+    if len(line) < LARGE_REPORT:
+        return stream.decode(line), None
+    report = stream.decode(line, thin_native)
+    return report, (line if report is not None and stream.thinned else None)
 
 
 class StdinIngest:
@@ -55,7 +68,7 @@ class StdinIngest:
         self,
         fileobj: BinaryIO,
         stream: ReportStream,
-        apply: Callable[[dict[str, Any]], object],
+        apply: Callable[[dict[str, Any], bytes | None], object],
         at_eof: Callable[[], None],
         read_every: float = READ_EVERY,
     ) -> None:
@@ -74,6 +87,7 @@ class StdinIngest:
         self._reading = False  # the loop's reader is armed
         self._queue: deque[bytes | object | None] = deque()  # lines read, not yet decoded (None: oversize)
         self._report: dict[str, Any] | None = None  # decoded, to be applied in the next step
+        self._line: bytes | None = None  # its line when it was decoded thin (``apply`` keeps it for publication)
         self._stepping = False  # a step is scheduled
         self._queued = 0  # bytes of the lines in the queue
         self._got = 0  # bytes the last read took
@@ -180,7 +194,8 @@ class StdinIngest:
             return
         if self._report is not None:
             report, self._report = self._report, None
-            self.apply(report)
+            whole, self._line = self._line, None
+            self.apply(report, whole)
         else:
             line = self._queue.popleft()
             if isinstance(line, bytes):
@@ -196,7 +211,7 @@ class StdinIngest:
             else:
                 assert isinstance(line, bytes)
                 text: bytes = line
-                self._report = self.stream.decode(text)
+                self._report, self._line = decode_line(self.stream, text)  # a long line: thin when it can be
                 short = 0
                 while len(text) < LARGE_REPORT:
                     # a short report (a host-only one: tens of microseconds to decode and apply) is applied in
@@ -204,7 +219,7 @@ class StdinIngest:
                     # a turn of the loop per report saved, and no request waits long for them
                     if self._report is not None:
                         report, self._report = self._report, None
-                        self.apply(report)
+                        self.apply(report, None)
                     short += 1
                     following = self._queue[0] if self._queue else None
                     if short >= SHORT_LINES_PER_TURN or not isinstance(following, bytes):
@@ -216,7 +231,7 @@ class StdinIngest:
                     self._queued -= len(text)
                     self._report = self.stream.decode(text)
                 del text
-            line = None  # a long line is let go once parsed, before its report is applied
+            line = None  # a long line is let go once parsed (unless its report is thin: its snapshot keeps it)
         if self._queue or self._report is not None:
             self._loop.call_later(0.0, self._step)  # a timer: runs after the requests that came meanwhile
         else:
@@ -259,8 +274,8 @@ class StdinIngest:
         lines.clear()
 
     def _read_blocking(self) -> None:
-        for report in self.stream:  # the same stream and counters as the polled way
-            self.apply(report)
+        for report in self.stream:  # the same stream and counters as the polled way (decoded whole)
+            self.apply(report, None)
         assert self._loop is not None
         with contextlib.suppress(RuntimeError):  # a closed loop: the exporter is stopping anyway
             self._loop.call_soon_threadsafe(self.at_eof)

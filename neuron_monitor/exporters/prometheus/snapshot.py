@@ -15,6 +15,8 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from neuron_monitor.exporters.prometheus.budget import BUDGET, SeriesBudget
 from neuron_monitor.exporters.prometheus.context import LabelTable, ShapeContext
 from neuron_monitor.exporters.prometheus.cores import shape_core_info, shape_core_totals
@@ -69,6 +71,7 @@ class Snapshot:
     budget: SeriesBudget | None = None  # the builder's series budget (None: --series-detail full)
     summary: HostSummary | None = None  # the landing page's verdicts and host, taken when shaped
     table: LabelTable | None = None  # the builder's label tuples, kept across reports (see ``context``)
+    line: bytes | None = None  # the report's line when ``report`` is a thin version of it: decoded whole to shape
     _shaped: Shaped | None = None
     _devices: int | None = None  # neuron_device_count of the report's hardware info, kept once it is shaped
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -79,6 +82,7 @@ class Snapshot:
         ``labelcap``; the ledger caps its keys the same way)."""
         with self._lock:
             if self._shaped is None:
+                self._whole()
                 read = self.read if self.read is not None else read_report(self.report)
                 limit = SeriesLimit(self.options.max_series)
                 try:
@@ -96,6 +100,7 @@ class Snapshot:
         with self._lock:
             if self._shaped is not None:
                 return
+            self._whole()
             read = self.read if self.read is not None else read_report(self.report)
         limit = SeriesLimit(self.options.max_series)
         try:
@@ -108,6 +113,18 @@ class Snapshot:
                 self._finish(read, fams, limit)
             elif self.guard is not None and self.guard.too_long(fams.families()):
                 self._forget_table()  # shaped (and capped) meanwhile: these uncapped values must not stay
+
+    def _whole(self) -> None:
+        """With the lock held: the report decoded whole from ``line`` when it was counted from a thin version
+        (``ExporterState.apply``; the typed values read while counting are the thin report's: dropped)."""
+        line = self.line
+        if line is not None:
+            self.line = None
+            self.read = None
+            try:
+                self.report = orjson.loads(line)
+            except orjson.JSONDecodeError as e:  # never: the scanner takes only lines orjson takes
+                raise MalformedReport(f"the report's line does not decode: {e}") from e
 
     def _forget_table(self) -> None:
         """Empty the label table after a shaping that did not finish: it may have filed label values over the cap
@@ -140,6 +157,7 @@ class Snapshot:
         with self._lock:
             if self._shaped is not None:
                 return self._devices
+            self._whole()
             return _device_count(self.read if self.read is not None else read_report(self.report))
 
 

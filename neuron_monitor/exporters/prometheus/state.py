@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from neuron_monitor.exporters.prometheus.created import CreatedClock
 from neuron_monitor.exporters.prometheus.snapshot import Shaped, ShapeOptions, Snapshot, SnapshotBuilder
 from neuron_monitor.exporters.prometheus.values import MalformedReport
@@ -127,12 +129,16 @@ class ExporterState:
         self._last_reject_log = -1e18
         self._last_bad_log = -1e18
 
-    def apply(self, report: dict[str, Any]) -> bool:
+    def apply(self, report: dict[str, Any], line: bytes | None = None) -> bool:
         """Count and publish a report; False (and the previous report stays) when it is malformed. Runtime
-        entries past `MAX_RUNTIMES` are left out (counted as ``absurd`` bad input): no host has more."""
+        entries past `MAX_RUNTIMES` are left out (counted as ``absurd`` bad input): no host has more. ``line``:
+        the report's line when ``report`` is its thin version (``counting.thin_native``): the snapshot keeps it
+        and decodes it whole when it is shaped."""
         runtimes = report.get("neuron_runtime_data")
         extra = len(runtimes) - MAX_RUNTIMES if isinstance(runtimes, list) else 0
         if extra > 0 and isinstance(runtimes, list):
+            if line is not None:  # left out of the whole report, which shaping would decode again: count it whole
+                return self.apply(orjson.loads(line))
             report["neuron_runtime_data"] = runtimes[:MAX_RUNTIMES]
             self._count_bad(Counter({"absurd": extra}))
         try:
@@ -140,6 +146,10 @@ class ExporterState:
         except MalformedReport as e:
             self._reject(e)
             return False
+        read = snapshot.read
+        if line is not None:
+            snapshot.line = line
+            snapshot.read = None  # the thin report's: shaping reads the whole one
         now = self._clock()
         bad = snapshot.bad_input
         with self._lock:
@@ -158,9 +168,9 @@ class ExporterState:
             bad = bad + Counter({SERIES_LIMIT: 1})
         if bad:
             self._count_bad(bad)
-        if not self.ready and has_device_data(report, snapshot.read):
+        if not self.ready and has_device_data(report, read):
             self.ready = True
-        self.blind = blind_reason(snapshot.read) if snapshot.read is not None else ""
+        self.blind = blind_reason(read) if read is not None else ""
         return True
 
     def _count_bad(self, bad: Counter[str]) -> None:

@@ -39,7 +39,7 @@ def _ingest(fileobj: Any, read_every: float = 0.25) -> tuple[StdinIngest, list[f
     eofs: list[int] = []
     stream = ReportStream(fileobj)
     ingest = StdinIngest(
-        fileobj, stream, lambda r: applied.append(r["report_time"]), lambda: eofs.append(1), read_every
+        fileobj, stream, lambda r, _line: applied.append(r["report_time"]), lambda: eofs.append(1), read_every
     )
     return ingest, applied, eofs
 
@@ -80,7 +80,7 @@ def _turns(lines: list[bytes]) -> list[object]:
     with os.fdopen(r, "rb", buffering=0) as reader:
         stream = ReportStream(reader)
 
-        def apply(report: dict[str, Any]) -> None:
+        def apply(report: dict[str, Any], line: bytes | None) -> None:
             events.append(report["report_time"])
             if len(events) == 1:
                 loop.call_soon(events.append, "request")  # what a request arriving meanwhile gets
@@ -186,7 +186,7 @@ def test_steps_wait_while_a_scrape_is_due() -> None:
         ingest.hold = hold
         applied_at: list[float] = []
         apply = ingest.apply
-        ingest.apply = lambda report: (applied_at.append(loop.time()), apply(report))
+        ingest.apply = lambda report, line: (applied_at.append(loop.time()), apply(report, line))
         ingest.attach(loop)
         os.write(w, _line(0))
         _run_until(loop, lambda: applied == [1.7e9])
