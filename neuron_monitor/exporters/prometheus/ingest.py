@@ -39,14 +39,15 @@ CHUNK = 256 * 1024  # one read: four trn2.48xlarge reports; the daemon's pipe ho
 READ_EVERY = 0.25  # seconds between reads of stdin while small reports keep coming (see StdinIngest)
 LARGE_REPORT = 16 * 1024  # reports this long or longer are read as they arrive; shorter ones coalesce
 SHORT_LINES_PER_TURN = 4  # short lines of a read decoded and applied in one turn of the loop (a tick's: 2-3)
+THIN_MAX = 4 * 1024 * 1024  # longer lines (none a daemon writes) are decoded whole: their snapshot keeps no line
 _END = object()  # end of input, queued behind the lines read before it
 
 
 def decode_line(stream: ReportStream, line: bytes) -> tuple[dict[str, Any] | None, bytes | None]:
     """The report on ``line`` as the exporter takes it in, for ``ExporterState.apply``: a line of ``LARGE_REPORT``
-    bytes or more decoded thin when the compiled helper can (``counting.thin_native``), then with the line (its
+    to ``THIN_MAX`` bytes decoded thin when the compiled helper can (``counting.thin_native``), then with the line (its
     snapshot decodes it whole if it is published); else decoded whole, with None."""
-    if len(line) < LARGE_REPORT:
+    if len(line) < LARGE_REPORT or len(line) > THIN_MAX:
         return stream.decode(line), None
     report = stream.decode(line, thin_native)
     return report, (line if report is not None and stream.thinned else None)

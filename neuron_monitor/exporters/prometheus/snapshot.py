@@ -121,6 +121,7 @@ class Snapshot:
         if line is not None:
             self.line = None
             self.read = None
+            self.report = {}  # the thin report goes first (issue 32: never two trees of one line held)
             try:
                 self.report = orjson.loads(line)
             except orjson.JSONDecodeError as e:  # never: the scanner takes only lines orjson takes

@@ -100,7 +100,8 @@ class Pipeline:
 
 
 @pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pipeline, PrometheusServer]]:
+def system(tmp_path_factory: pytest.TempPathFactory, native_mode: str) -> Iterator[tuple[Pipeline, PrometheusServer]]:
+    """Made again for each mode (``native_mode``): the pure mode's daemon and exporter must be pure ones."""
     workdir = tmp_path_factory.mktemp("alerts")
     rules = workdir / "neuron-monitor.rules.yml"
     rules.write_text(shortened_rules(RULES.read_text()))

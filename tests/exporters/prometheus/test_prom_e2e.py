@@ -64,7 +64,9 @@ class Node:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Node], PrometheusServer]]:
+def fleet(tmp_path_factory: pytest.TempPathFactory, native_mode: str) -> Iterator[tuple[list[Node], PrometheusServer]]:
+    """Made again for each mode (``native_mode``): the tests change it (faults, a runtime stopped), and the pure
+    mode's daemons and exporters must be pure ones."""
     workdir = tmp_path_factory.mktemp("fleet")
     nodes: list[Node] = []
     prom = None
