@@ -18,6 +18,7 @@ tests/groups/test_application.py holds the two equal (bodies, key order, each gr
 
 from __future__ import annotations
 
+import logging
 from array import array
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -39,6 +40,7 @@ from neuron_monitor.neuron.datablock import N
 from neuron_monitor.neuron.deltas import MEM_COUNTERS, Pick, positions_of
 from neuron_monitor.neuron.hardware import Topology
 
+log = logging.getLogger("neuron_monitor.groups.application")
 NAMES = (NeuroncoreCounters.type_name, ExecutionStats.type_name, MemoryUsed.type_name)
 assert NAMES == DATA_BLOCK_GROUPS
 Bodies = tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]  # in NAMES' order; None: left out
@@ -131,6 +133,10 @@ def collect_application_native(nc: NeuroncoreCounters, es: ExecutionStats, mu: M
     if got is None:
         return None
     in_use, summary, busy, same = got
+    try:  # first: anything else it raises leaves the trackers as they were (see collect_applications)
+        mu_body: dict[str, Any] = mu.body_after_step(pid, data, ((index, busy),), same)
+    except ImplausibleValue as e:  # as DataBlockGroup.collect words it
+        mu_body = {"error": str(e)}
     look = (cur, now, None)  # each tracker's step keeps the reading it looked at (nothing picked: the helper ran)
     s1[index] = s2[index] = s3[index] = look
     nc._in_use[pid] = in_use
@@ -138,10 +144,6 @@ def collect_application_native(nc: NeuroncoreCounters, es: ExecutionStats, mu: M
     es._rounded = nc._rounded  # what es.period_of(dt) would keep: the same interval, the same rounding
     nc_body: dict[str, Any] = {NC.NEURONCORES_IN_USE: in_use, NC.PERIOD: period}
     summary[ES.PERIOD] = period
-    try:
-        mu_body: dict[str, Any] = mu.body_after_step(pid, data, ((index, busy),), same)
-    except ImplausibleValue as e:  # as DataBlockGroup.collect words it
-        mu_body = {"error": str(e)}
     return nc_body, summary, mu_body
 
 
@@ -172,7 +174,11 @@ def collect_applications(groups: Mapping[str, RuntimeGroup], apps: Iterable[App]
     nc, es, mu = trio
     out: tuple[dict[int, Any], dict[int, Any], dict[int, Any]] = ({}, {}, {})
     for app in apps:
-        bodies = collect_application_native(nc, es, mu, app)
+        try:
+            bodies = collect_application_native(nc, es, mu, app)
+        except Exception:  # a bug: the groups' own paths run for it and word what goes wrong there
+            log.debug("the compiled call for pid %d failed", app.pid, exc_info=True)
+            continue
         if bodies is not None:
             pid = app.pid
             out[0][pid] = bodies[0]

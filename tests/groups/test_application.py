@@ -7,6 +7,7 @@ with no interval, groups collected at different times, and departures."""
 from __future__ import annotations
 
 import random
+from array import array
 from typing import Any
 
 import orjson
@@ -252,3 +253,30 @@ def test_collect_applications_native_needs_all_three_groups() -> None:
     assert set(collect_applications(groups, [app])) == set(application.NAMES)
     del groups["memory_used"]
     assert collect_applications(groups, [app]) == {}
+
+
+def test_a_failing_native_call_leaves_the_application_to_the_groups_own_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    world, app, _ = _usual_series(TRN2, 3)
+    assert isinstance(app.data, AppData)
+    dd = app.data.devices[1]
+    old = dd.reading
+    cur = array("Q", old.counters)
+    for core in range(TRN2.phys_cores):
+        for counter, step in ((L.NC_TIME_IN_USE, 50_000), (L.NC_MAC_COUNT, 10**9), (L.NC_INFER_COMPLETED, 5)):
+            cur[core * L.NC_COUNTER_COUNT + counter] += step
+    dd.reading = BlockReading(old.time + 0.1, True, old.nd_values, cur, old.tag, old.models)
+    looks = [dict(g.tracker.looks(PID) or {}) for g in world.all]
+    cache = world.mu._cache[PID]
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(world.mu, "body_after_step", broken)
+        groups = {g.type_name: g for g in world.all}
+        assert collect_applications(groups, [app]) == {name: {} for name in application.NAMES}
+    # nothing stepped: each group's own collect then counts this interval
+    assert [dict(g.tracker.looks(PID) or {}) for g in world.all] == looks
+    assert world.mu._cache[PID] is cache
+    bodies = collect_application_careful(*world.all, app)
+    assert [b is not None and b.get("period") for b in bodies[:2]] == [0.1, 0.1]
