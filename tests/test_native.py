@@ -474,8 +474,9 @@ def test_the_fast_path_tests_are_found_by_their_imports() -> None:
     from tests.conftest import REPO, reaches_fast_path
 
     found = ("test_native.py", "groups/test_host_groups.py", "groups/test_neuroncore_counters.py",
-             "neuron/test_equivalence.py", "e2e/test_daemon.py", "groups/test_memory_used.py")  # fmt: skip
+             "neuron/test_equivalence.py", "e2e/test_daemon.py", "groups/test_memory_used.py",
+             "exporters/prometheus/test_prom_e2e.py", "groups/test_application.py")  # fmt: skip
     for rel in found:
         assert reaches_fast_path(REPO / "tests" / rel), rel
-    for rel in ("sim/test_layouts.py", "exporters/prometheus/test_prom_e2e.py", "schema/test_new_group.py"):
+    for rel in ("sim/test_layouts.py", "exporters/cloudwatch/test_e2e.py", "schema/test_read.py"):
         assert not reaches_fast_path(REPO / "tests" / rel), rel
