@@ -184,6 +184,84 @@ def parse_head(head: bytes) -> Request | Response:
     return Request(method, target, version, headers)
 
 
+def response_head(
+    status: int,
+    content_type: str,
+    length: int,
+    server_name: str,
+    headers: dict[str, str],
+    keep_alive: bool,
+    http10: bool,
+) -> bytes:
+    """A response's head: status line, Content-Type, Content-Length, Server, ``headers`` (the front's extra
+    headers, then the response's), Connection when it is not HTTP/1.1's default (the plain twin of
+    ``HeadCache.response``)."""
+    lines = [
+        f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {length}",
+        f"Server: {server_name}",
+    ]
+    lines.extend(f"{k}: {v}" for k, v in headers.items())
+    if not keep_alive:
+        lines.append("Connection: close")
+    elif http10:
+        lines.append("Connection: keep-alive")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+HEAD_CACHE_ENTRIES = 64  # request heads and response heads kept each (all are dropped when more come)
+HEAD_CACHE_BYTES = 2048  # request heads longer than this are parsed every time
+
+
+class HeadCache:
+    """Heads a keep-alive scraper repeats, kept per front (the fast twins of ``parse_head`` and
+    ``response_head``): Prometheus sends the same request head bytes on every scrape and gets a response head
+    that differs only in its Content-Length. ``request`` gives the ``Request`` parsed from the same bytes before
+    (heads of at most ``HEAD_CACHE_BYTES`` that parse to a request without credentials; a ``Request`` is never
+    changed by its users); ``response`` fills the length into the head made before for the same status, type,
+    headers and connection. At most ``HEAD_CACHE_ENTRIES`` of each (emptied when full), so heads that vary cost
+    a bounded amount."""
+
+    def __init__(self, server_name: str, extra_headers: dict[str, str]) -> None:
+        self.server_name = server_name
+        self.extra_headers = extra_headers
+        self._requests: dict[bytes, Request] = {}
+        self._responses: dict[tuple[object, ...], tuple[str, str]] = {}
+
+    def request(self, head: bytes) -> Request | Response:
+        kept = self._requests.get(head)
+        if kept is not None:
+            return kept
+        parsed = parse_head(head)
+        if isinstance(parsed, Request) and len(head) <= HEAD_CACHE_BYTES and "authorization" not in parsed.headers:
+            if len(self._requests) >= HEAD_CACHE_ENTRIES:
+                self._requests.clear()
+            self._requests[head] = parsed
+        return parsed
+
+    def response(self, response: Response, length: int, keep_alive: bool, http10: bool) -> bytes:
+        headers = response.headers
+        key = (response.status, response.content_type, tuple(headers.items()), keep_alive, http10)
+        kept = self._responses.get(key)
+        if kept is None:
+            marker = response_head(
+                response.status,
+                response.content_type,
+                0,
+                self.server_name,
+                {**self.extra_headers, **headers},
+                keep_alive,
+                http10,
+            ).decode("latin-1")
+            before, _, after = marker.partition("\r\nContent-Length: 0\r\n")
+            kept = (before + "\r\nContent-Length: ", "\r\n" + after)
+            if len(self._responses) >= HEAD_CACHE_ENTRIES:
+                self._responses.clear()
+            self._responses[key] = kept
+        return (kept[0] + str(length) + kept[1]).encode("latin-1")
+
+
 _FRAMING = ("content-length", "host")  # headers whose repetition with another value is a framing error
 
 
@@ -308,7 +386,7 @@ class Connection(asyncio.Protocol):
             return
         head = bytes(self.buffer[:end])
         del self.buffer[: end + 4]
-        parsed = parse_head(head.lstrip(b"\r\n"))
+        parsed = self.front.heads.request(head.lstrip(b"\r\n"))
         if isinstance(parsed, Response):
             self._respond(parsed, keep_alive=False)
             return
@@ -353,18 +431,9 @@ class Connection(asyncio.Protocol):
         body = response.body
         stream = PartsBody([body] if isinstance(body, bytes) else body) if isinstance(body, (bytes, list)) else body
         length = stream.length
-        lines = [
-            f"HTTP/1.1 {response.status} {REASONS.get(response.status, 'Unknown')}",
-            f"Content-Type: {response.content_type}",
-            f"Content-Length: {length}",
-            f"Server: {self.front.server_name}",
-        ]
-        lines.extend(f"{k}: {v}" for k, v in {**self.front.extra_headers, **response.headers}.items())
-        if not keep_alive:
-            lines.append("Connection: close")
-        elif request is not None and request.version == "HTTP/1.0":
-            lines.append("Connection: keep-alive")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        head = self.front.heads.response(
+            response, length, keep_alive, request is not None and request.version == "HTTP/1.0"
+        )
         self.front.count(str(response.status))
         if (request is not None and request.method == "HEAD") or not length:
             transport.write(head)
@@ -431,6 +500,7 @@ class HTTPFront:
         self.limits = limits or ServerLimits()
         self.server_name = server_name
         self.extra_headers = dict(extra_headers or {})
+        self.heads = HeadCache(server_name, self.extra_headers)  # repeated request and response heads
         self.loop = asyncio.new_event_loop()
         self.auth_pool = concurrent.futures.ThreadPoolExecutor(auth_threads, thread_name_prefix="bcrypt")
         self.auth_pending = 0
