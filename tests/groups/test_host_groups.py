@@ -7,10 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from neuron_monitor.groups.memory_info.collector import MemoryInfo, memory_from_meminfo
-from neuron_monitor.groups.vcpu_usage.collector import VcpuUsage, usage_percent
-from neuron_monitor.host.procfs import parse_meminfo, parse_stat
+from neuron_monitor.groups.vcpu_usage.collector import SharesMemo, VcpuUsage, usage_percent
+from neuron_monitor.host.procfs import ProcStat, parse_meminfo, parse_stat
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.util.errors import GroupError
 from tests.conftest import group_testdata
@@ -190,3 +192,31 @@ def test_vcpu_usage_across_cpu_hotplug_and_counter_reset(tmp_path: Path) -> None
     }
     write({0: (120, 120), 2: (100, 130), 3: (15, 5)})
     assert set(g.collect()["usage_data"]) == {"0", "2", "3"}
+
+
+def _sample(cpus: dict[int, tuple[int, ...]]) -> ProcStat:
+    ids = tuple(cpus)
+    return ProcStat(total=(0,) * 8, cpu_ids=ids, counters=[n for c in ids for n in cpus[c]], ctxt=0)
+
+
+_COUNTERS = st.tuples(*[st.integers(0, 50) for _ in range(8)])
+
+
+@given(
+    st.dictionaries(st.integers(0, 9), st.tuples(_COUNTERS, _COUNTERS), max_size=8),
+    st.sets(st.integers(0, 9), max_size=3),
+)
+def test_vcpu_shares_per_cpu_equal_each_cpus_own_usage(
+    samples: dict[int, tuple[tuple[int, ...], tuple[int, ...]]], offline: set[int]
+) -> None:
+    """`SharesMemo.per_cpu` (the flat counters' deltas grouped per vCPU, shares memoized) gives each vCPU present
+    in both samples exactly `usage_percent` of its own two rows, with the same vCPU set or not (``offline``: left
+    out of the earlier sample), and the memo never hands one vCPU another delta's shares."""
+    prev = _sample({c: rows[0] for c, rows in samples.items() if c not in offline})
+    cur = _sample({c: rows[1] for c, rows in samples.items()})
+    memo = SharesMemo()
+    for _ in range(2):  # the second time every delta comes from the memo
+        got = memo.per_cpu(prev, cur)
+        want = {str(c): usage_percent(rows[0], rows[1]) for c, rows in samples.items() if c not in offline}
+        assert got == want
+        assert list(got) == list(want)  # file order
