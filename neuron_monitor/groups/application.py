@@ -168,8 +168,10 @@ def collect_applications(groups: Mapping[str, RuntimeGroup], apps: Iterable[App]
     """For a scope whose three data-block groups are due together: each group's bodies of the applications the
     compiled call took, by group name then pid (an application it declined is in none of them). Empty when the
     scope lacks one of the groups or the helper is not built."""
+    if NATIVE is None:  # pure mode: nothing to do per collection
+        return {}
     trio = data_block_groups(groups)
-    if trio is None or NATIVE is None:
+    if trio is None:
         return {}
     nc, es, mu = trio
     out: tuple[dict[int, Any], dict[int, Any], dict[int, Any]] = ({}, {}, {})
