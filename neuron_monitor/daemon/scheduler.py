@@ -616,7 +616,8 @@ class Scheduler:
                     return
                 self._advance(due)
             delay = self.collector.next_due() - self.clock()
-            self._timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._on_due, fut)
+            # the sleep's future knows its loop (asyncio.get_running_loop() asks the kernel for the pid each call)
+            self._timer = fut.get_loop().call_later(max(0.0, delay), self._on_due, fut)
         except BaseException as e:  # ReaderGone, or a bug: run() raises it, as it would from _tick
             self._failure = e
             _wake(fut)
