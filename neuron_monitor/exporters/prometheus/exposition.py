@@ -34,6 +34,9 @@ S = TypeVar("S")  # what a ``MetricTable``'s rows read from
 # Characters of sample lines ``SampleRenderer`` keeps between reports (heads and lines): a trn2.48xlarge report
 # renders about 0.4 MB (heads and lines: 0.8M characters), so real hosts are always kept; more is not held twice.
 RENDER_KEEP_CHARS = 4 * 1024 * 1024
+# ``SampleRenderer.whole`` keeps one template of a short report's whole text per format (a host-only report's is
+# about 3 KB)
+WHOLE_TEMPLATE_CHARS = 64 * 1024
 _format_float: Callable[[float], str] = floatToGoString
 
 
@@ -126,10 +129,37 @@ class SampleRenderer:
         self._kept: dict[tuple[str, tuple[str, ...]], _KeptFamily] = {}
         self._kept_chars = 0
         self._help: dict[tuple[str, str, str, bool], str] = {}
+        self._whole: dict[bool, tuple[list[object], list[str], str]] = {}  # ``whole``'s shape and template
         self._lock = threading.Lock()
 
     def render(self, families: Iterable[Family], openmetrics: bool) -> str:
         return "".join(self.parts(families, openmetrics))
+
+    def whole(self, families: Sequence[Family], openmetrics: bool) -> str | None:
+        """What ``render`` gives (its plain twin), for a short report's families written whole from one template:
+        while the families and their series are those of the last call (the series' label tuples are kept from
+        report to report, so this compares identical objects), only the values are formatted, in one pass. A new
+        shape builds the template (``MetricTable``'s). None, for the caller to use ``parts``, when a family
+        carries ``_created`` samples or the template would exceed ``WHOLE_TEMPLATE_CHARS``."""
+        shape: list[object] = []
+        values: list[float] = []
+        for fam in families:
+            if fam.created is not None:
+                return None
+            samples = fam.samples
+            shape.append((fam.name, fam.kind, fam.help, fam.labelnames, tuple(samples)))
+            values.extend(samples.values())
+        with self._lock:
+            kept = self._whole.get(openmetrics)
+        if kept is None or kept[0] != shape:
+            heads, end = _template(families, openmetrics)
+            if sum(map(len, heads)) + len(end) > WHOLE_TEMPLATE_CHARS:
+                return None
+            kept = (shape, heads, end)
+            with self._lock:
+                self._whole[openmetrics] = kept
+        _, heads, end = kept
+        return "\n".join(map(str.__add__, heads, format_values(values))) + "\n" + end if values else end
 
     def parts(self, families: Iterable[Family], openmetrics: bool) -> Iterator[str]:
         """The text of ``families``, one family (its help lines and samples) at a time, as ``render`` joins it."""

@@ -145,9 +145,15 @@ class Publication:
     whole beside the families it came from (issue 32)."""
 
     def __init__(
-        self, served: Served | None, view: View, renderer: SampleRenderer, keep_bytes: int = KEEP_TEXT_BYTES
+        self,
+        served: Served | None,
+        view: View,
+        renderer: SampleRenderer,
+        keep_bytes: int = KEEP_TEXT_BYTES,
+        whole: bool = False,
     ) -> None:
         self.served = served  # what ``ExporterState.served`` gave (``view_of`` makes the view of it as of now)
+        self.whole = whole  # render the text whole from one template (the previous report's was short)
         self.shaped = view.shaped
         self.renderer = renderer
         self.serving = view.serving
@@ -166,6 +172,11 @@ class Publication:
 
     def _render(self, openmetrics: bool) -> Iterator[bytes]:
         self.renders += 1
+        if self.whole:  # a short report's text in one part, from one template (``SampleRenderer.whole``)
+            text = self.renderer.whole(self.families, openmetrics)
+            if text is not None:
+                yield text.encode("utf-8")
+                return
         for text in self.renderer.parts(self.families, openmetrics):
             yield text.encode("utf-8")
 
@@ -474,7 +485,9 @@ class Publisher:
             yield
         served = self.state.served()
         yield
-        publication = Publication(served, self.state.view_of(served), self.renderer, self.keep_text_bytes)
+        publication = Publication(
+            served, self.state.view_of(served), self.renderer, self.keep_text_bytes, whole=self._short
+        )
         for openmetrics, gzipped in sorted(self.formats or DEFAULT_FORMATS):
             yield from publication.rendering_steps(openmetrics)  # a hostile report's huge text: rendered as scraped
             if gzipped:

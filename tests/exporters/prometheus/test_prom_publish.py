@@ -328,3 +328,64 @@ def test_a_scrape_tail_and_its_gzip_body_are_reused_only_while_nothing_changed()
     process._readings = lambda: ProcessReading(1e9, 3e7, 1.7e9, 12.25, 9.0, 1024.0)  # type: ignore[method-assign]
     moved = collector.tail(view, [process], False)
     assert moved is not changed and b"process_cpu_seconds_total 12.25\n" in moved
+
+
+def _host_report(i: int) -> dict[str, object]:
+    """A host-only report as our daemon writes it (vcpu_usage and memory_info; its text is about 3 KB)."""
+    usage = {
+        "user": 10.0 + i,
+        "nice": 0.0,
+        "system": 5.0,
+        "idle": 85.0 - i,
+        "io_wait": 0.0,
+        "irq": 0.0,
+        "soft_irq": 0.0,
+    }
+    return {
+        "neuron_runtime_data": [],
+        "system_data": {
+            "memory_info": {
+                "period": 0.1,
+                "memory_total_bytes": 25276510208,
+                "memory_used_bytes": 1281220608 + 4096 * i,
+                "swap_total_bytes": 0,
+                "swap_used_bytes": 0,
+                "error": "",
+            },
+            "vcpu_usage": {
+                "period": 0.1,
+                "average_usage": usage,
+                "usage_data": {"0": usage, "1": usage},
+                "context_switch_count": 4893 + i,
+                "error": "",
+            },
+        },
+        "instance_info": {"instance_id": "i-0123456789abcdef0", "error": ""},
+        "neuron_hardware_info": {"neuron_device_count": 0, "error": ""},
+        "report_time": 1.7e9 + i / 10,
+    }
+
+
+def test_a_short_publication_is_rendered_whole_as_the_renderer_renders_it() -> None:
+    """After a short publication the next is rendered whole from one template (``SampleRenderer.whole``); each
+    publication's text is what the plain renderer writes for its families."""
+    from neuron_monitor.exporters.prometheus.exposition import render_families
+
+    state = ExporterState(stale_periods=1e9)
+    collector = ExporterCollector(state)
+    publisher = collector.publisher
+    publisher.by_scrapes = False
+    wholes = 0
+    for i in range(6):
+        state.apply(_host_report(i))
+        publisher.publish_now()
+        publication = publisher.current
+        assert publication is not None and publication.families
+        wholes += publication.whole
+        for openmetrics in (False, True):
+            expected = render_families(publication.families, openmetrics).encode()
+            assert publication.text(openmetrics) == expected
+            assert publication.parts(openmetrics) == (
+                [expected] if publication.whole else publication.parts(openmetrics)
+            )
+    assert wholes == 5  # every publication after the first short one

@@ -221,3 +221,29 @@ def test_self_text_gives_what_the_table_gives_and_again_only_while_nothing_chang
                     setattr(stats, change, getattr(stats, change) + 1)
                 view = state.view()
                 assert collector.self_text(view, openmetrics) == SELF_METRICS.text(collector._seen(view), openmetrics)
+
+
+@settings(max_examples=300, deadline=None)
+@given(report_sequences())
+def test_whole_writes_what_the_renderer_writes_scrape_after_scrape(scrapes: list[list[Family]]) -> None:
+    """``SampleRenderer.whole`` (a short report's text from one template) against its plain twin ``render`` (and
+    so client_python's bytes): the same text for every scrape of families whose series and values change, in
+    both formats, the same renderer taking turns between the two."""
+    renderer = SampleRenderer()
+    for families in scrapes:
+        for openmetrics in (False, True):
+            assert renderer.whole(families, openmetrics) == render_families(families, openmetrics)
+            assert renderer.render(families, openmetrics) == render_families(families, openmetrics)
+            assert renderer.whole(families, openmetrics) == render_families(families, openmetrics)
+
+
+def test_whole_declines_created_samples_and_long_templates() -> None:
+    from neuron_monitor.exporters.prometheus.exposition import WHOLE_TEMPLATE_CHARS
+
+    renderer = SampleRenderer()
+    counter = _family("c", COUNTER, ("a",), {("1",): 2.0})
+    counter.created = {("1",): 1.7e9}
+    assert renderer.whole([counter], False) is None
+    long = _family("g", GAUGE, ("a",), {("x" * WHOLE_TEMPLATE_CHARS,): 1.0})
+    assert renderer.whole([long], False) is None
+    assert renderer.render([long], False) == render_families([long], False)
