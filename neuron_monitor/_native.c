@@ -33,7 +33,7 @@
  *       add_counts_native, twin add_counts_plain): every value a plain amount within its family's limit and every
  *       key short enough, or nothing is added.
 
- *   thin_report(line, system, runtime, envelope, inner_group, inner_key) -> bytes | None
+ *   thin_report(line, system, runtime) -> bytes | None
  *       A report line with the values the exporter's counting never reads replaced by null, the whole line checked
  *       on the way (exporters/prometheus/counting.py: thin_native; twin: the line decoded whole).
  *
@@ -1275,23 +1275,32 @@ decline:
     Py_RETURN_NONE;
 }
 
-/* thin_report(line, system, runtime, envelope, inner_group, inner_key) -> bytes | None: the report line with
- * the values counting never reads replaced by null (counting.py: thin_native; its twin decodes the line whole):
- * in system_data's groups named in ``system`` and in each runtime report's groups named in ``runtime``, every
- * member but the ``envelope`` keys; in system_data's ``inner_group``, the member values of its ``inner_key``
- * object (its keys stay: counting reads how many there are). Names are tuples of bytes. The whole line is
- * checked on the way, and None is returned for anything this scanner does not fully understand, so the twin
- * (orjson) decides: a line that is not one JSON object, a non-ASCII byte, a control character in a string, an
- * escaped surrogate, an escape in a key, a number over 40 characters or with an exponent of three digits or more
- * (which orjson may read as infinity and refuse), nesting deeper than 64. So every line given a thin version is
- * one orjson takes, with the same keys everywhere and the same values in every place counting reads. */
+/* thin_report(line, system, runtime) -> bytes | None: the report line with the values counting never reads
+ * replaced by null (counting.py: thin_native; its twin decodes the line whole). ``system`` and ``runtime`` are
+ * rules for the groups of system_data and of each runtime's report: tuples of (group name, steps), each step a
+ * (names, negate) pair that a member's key matches when it is among the names (or, negated, when it is not: an
+ * empty negated step matches every key); the value a rule's last step matches is replaced, an earlier step's
+ * value (an object) is descended into. Names are bytes. The whole line is checked on the way, and None is
+ * returned for anything this scanner does not fully understand, so the twin (orjson) decides: a line that is not
+ * one JSON object, a non-ASCII byte, a control character in a string, an escaped surrogate, an escape in a key,
+ * a number over 40 characters or with an exponent of three digits or more (which orjson may read as infinity and
+ * refuse), nesting deeper than 64. So every line given a thin version is one orjson takes, with the same keys
+ * everywhere and the same values in every place the rules leave. */
 
 #define THIN_DEPTH 64
-enum thin_mode { T_PLAIN, T_TOP, T_SYSTEM, T_RUNTIMES, T_ENTRY, T_RT_REPORT, T_BODY, T_INNER_GROUP, T_MEMBERS };
+enum thin_kind { T_PLAIN, T_TOP, T_SYSTEM, T_RUNTIMES, T_ENTRY, T_RT_REPORT, T_RULE };
+
+typedef struct {
+    enum thin_kind kind;
+    PyObject *steps; /* T_RULE: the rule's steps, and the one the object's members are matched against */
+    Py_ssize_t step;
+} thin_mode;
+
+static const thin_mode THIN_PLAIN = {T_PLAIN, NULL, 0};
 
 typedef struct {
     const unsigned char *p, *end;
-    PyObject *system, *runtime, *envelope, *inner_group, *inner_key;
+    PyObject *system, *runtime;
     Py_ssize_t *spans; /* pairs of offsets: the values to replace */
     Py_ssize_t nspans, cap;
     const unsigned char *start;
@@ -1380,7 +1389,6 @@ static int name_in(PyObject *names, const unsigned char *raw, Py_ssize_t len) {
 }
 
 static int thin_mark(thin_scan *s, const unsigned char *from, const unsigned char *to) {
-    if (to - from <= 4) return 0; /* "null" would be no shorter */
     if (s->nspans + 2 > s->cap) {
         Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
         Py_ssize_t *spans = PyMem_Realloc(s->spans, (size_t)cap * sizeof(Py_ssize_t));
@@ -1393,39 +1401,55 @@ static int thin_mark(thin_scan *s, const unsigned char *from, const unsigned cha
     return 0;
 }
 
-static int thin_value(thin_scan *s, enum thin_mode mode, int depth);
+static int thin_value(thin_scan *s, thin_mode mode, int depth);
 
-/* The mode of a member's value, from the object's mode and the member's key. */
-static enum thin_mode member_mode(thin_scan *s, enum thin_mode mode, const unsigned char *key, Py_ssize_t len,
-                                  int *null_it) {
+/* The steps of the rule for group ``key`` in ``rules``, or NULL. */
+static PyObject *rule_for(PyObject *rules, const unsigned char *key, Py_ssize_t len) {
+    Py_ssize_t n = PyTuple_Size(rules);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *rule = PyTuple_GetItem(rules, i), *name = PyTuple_GetItem(rule, 0);
+        if (PyBytes_Size(name) == len && memcmp(PyBytes_AsString(name), key, (size_t)len) == 0)
+            return PyTuple_GetItem(rule, 1);
+    }
+    return NULL;
+}
+
+/* The mode of a member's value, from the object's mode and the member's key; *null_it when it is replaced. */
+static thin_mode member_mode(thin_scan *s, thin_mode mode, const unsigned char *key, Py_ssize_t len, int *null_it) {
+    thin_mode out = THIN_PLAIN;
     *null_it = 0;
-    switch (mode) {
+    switch (mode.kind) {
     case T_TOP:
-        if (len == 11 && memcmp(key, "system_data", 11) == 0) return T_SYSTEM;
-        if (len == 19 && memcmp(key, "neuron_runtime_data", 19) == 0) return T_RUNTIMES;
-        return T_PLAIN;
+        if (len == 11 && memcmp(key, "system_data", 11) == 0) out.kind = T_SYSTEM;
+        if (len == 19 && memcmp(key, "neuron_runtime_data", 19) == 0) out.kind = T_RUNTIMES;
+        return out;
     case T_SYSTEM:
-        if (name_in(s->system, key, len)) return T_BODY;
-        if (name_in(s->inner_group, key, len)) return T_INNER_GROUP;
-        return T_PLAIN;
-    case T_ENTRY:
-        return len == 6 && memcmp(key, "report", 6) == 0 ? T_RT_REPORT : T_PLAIN;
     case T_RT_REPORT:
-        return name_in(s->runtime, key, len) ? T_BODY : T_PLAIN;
-    case T_BODY:
-        *null_it = !name_in(s->envelope, key, len);
-        return T_PLAIN;
-    case T_INNER_GROUP:
-        return name_in(s->inner_key, key, len) ? T_MEMBERS : T_PLAIN;
-    case T_MEMBERS:
-        *null_it = 1;
-        return T_PLAIN;
+        out.steps = rule_for(mode.kind == T_SYSTEM ? s->system : s->runtime, key, len);
+        if (out.steps != NULL) out.kind = T_RULE;
+        return out;
+    case T_ENTRY:
+        if (len == 6 && memcmp(key, "report", 6) == 0) out.kind = T_RT_REPORT;
+        return out;
+    case T_RULE: {
+        PyObject *step = PyTuple_GetItem(mode.steps, mode.step);
+        int negate = PyTuple_GetItem(step, 1) == Py_True;
+        if (name_in(PyTuple_GetItem(step, 0), key, len) == negate) return out; /* not matched: left as it is */
+        if (mode.step + 1 == PyTuple_Size(mode.steps)) {
+            *null_it = 1;
+            return out;
+        }
+        out.kind = T_RULE;
+        out.steps = mode.steps;
+        out.step = mode.step + 1;
+        return out;
+    }
     default:
-        return T_PLAIN;
+        return out;
     }
 }
 
-static int thin_object(thin_scan *s, enum thin_mode mode, int depth) {
+static int thin_object(thin_scan *s, thin_mode mode, int depth) {
     s->p++; /* '{' */
     thin_ws(s);
     if (s->p < s->end && *s->p == '}') {
@@ -1438,9 +1462,9 @@ static int thin_object(thin_scan *s, enum thin_mode mode, int depth) {
         Py_ssize_t len;
         int escaped, null_it;
         if (thin_string(s, &key, &len, &escaped) < 0) return -1;
-        enum thin_mode inner = T_PLAIN;
+        thin_mode inner = THIN_PLAIN;
         null_it = 0;
-        if (mode != T_PLAIN) {
+        if (mode.kind != T_PLAIN) {
             if (escaped) return -1; /* a key spelled with escapes: compared by orjson's reading only */
             inner = member_mode(s, mode, key, len, &null_it);
         }
@@ -1463,7 +1487,7 @@ static int thin_object(thin_scan *s, enum thin_mode mode, int depth) {
     }
 }
 
-static int thin_array(thin_scan *s, enum thin_mode mode, int depth) {
+static int thin_array(thin_scan *s, thin_mode mode, int depth) {
     s->p++; /* '[' */
     thin_ws(s);
     if (s->p < s->end && *s->p == ']') {
@@ -1471,7 +1495,9 @@ static int thin_array(thin_scan *s, enum thin_mode mode, int depth) {
         return 0;
     }
     for (;;) {
-        int rc = thin_value(s, mode == T_RUNTIMES ? T_ENTRY : T_PLAIN, depth + 1);
+        thin_mode each = THIN_PLAIN; /* only neuron_runtime_data's entries are read by their place */
+        if (mode.kind == T_RUNTIMES) each.kind = T_ENTRY;
+        int rc = thin_value(s, each, depth + 1);
         if (rc < 0) return rc;
         thin_ws(s);
         if (s->p >= s->end) return -1;
@@ -1492,14 +1518,14 @@ static int thin_literal(thin_scan *s, const char *word, Py_ssize_t len) {
 }
 
 /* One value at s->p (no leading space): 0, -1 (not understood: decline) or -2 (no memory). */
-static int thin_value(thin_scan *s, enum thin_mode mode, int depth) {
+static int thin_value(thin_scan *s, thin_mode mode, int depth) {
     if (depth > THIN_DEPTH || s->p >= s->end) return -1;
     const unsigned char *raw;
     Py_ssize_t len;
     int escaped;
     switch (*s->p) {
     case '{':
-        return thin_object(s, mode == T_RUNTIMES ? T_PLAIN : mode, depth);
+        return thin_object(s, mode.kind == T_RUNTIMES ? THIN_PLAIN : mode, depth);
     case '[':
         return thin_array(s, mode, depth);
     case '"':
@@ -1515,29 +1541,45 @@ static int thin_value(thin_scan *s, enum thin_mode mode, int depth) {
     }
 }
 
+/* Rules as thin_report takes them: ((name: bytes, ((names: tuple of bytes, negate: bool), ...)), ...). */
+static int rules_ok(PyObject *rules) {
+    if (!PyTuple_CheckExact(rules)) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(rules); i++) {
+        PyObject *rule = PyTuple_GetItem(rules, i);
+        if (!PyTuple_CheckExact(rule) || PyTuple_Size(rule) != 2 || !PyBytes_CheckExact(PyTuple_GetItem(rule, 0)))
+            return 0;
+        PyObject *steps = PyTuple_GetItem(rule, 1);
+        if (!PyTuple_CheckExact(steps) || PyTuple_Size(steps) < 1) return 0;
+        for (Py_ssize_t j = 0; j < PyTuple_Size(steps); j++) {
+            PyObject *step = PyTuple_GetItem(steps, j);
+            if (!PyTuple_CheckExact(step) || PyTuple_Size(step) != 2 || !PyBool_Check(PyTuple_GetItem(step, 1)))
+                return 0;
+            PyObject *names = PyTuple_GetItem(step, 0);
+            if (!PyTuple_CheckExact(names)) return 0;
+            for (Py_ssize_t k = 0; k < PyTuple_Size(names); k++)
+                if (!PyBytes_CheckExact(PyTuple_GetItem(names, k))) return 0;
+        }
+    }
+    return 1;
+}
+
 static PyObject *native_thin_report(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "thin_report(line, system, runtime, envelope, inner_group, inner_key)");
+    if (nargs != 3 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "thin_report(line, system, runtime)");
         return NULL;
     }
-    for (int i = 1; i < 6; i++) {
-        if (!PyTuple_CheckExact(args[i])) Py_RETURN_NONE;
-        for (Py_ssize_t j = 0; j < PyTuple_Size(args[i]); j++)
-            if (!PyBytes_CheckExact(PyTuple_GetItem(args[i], j))) Py_RETURN_NONE;
-    }
+    if (!rules_ok(args[1]) || !rules_ok(args[2])) Py_RETURN_NONE;
     thin_scan s = {0};
     s.start = (const unsigned char *)PyBytes_AsString(args[0]);
     s.p = s.start;
     s.end = s.start + PyBytes_Size(args[0]);
     s.system = args[1];
     s.runtime = args[2];
-    s.envelope = args[3];
-    s.inner_group = args[4];
-    s.inner_key = args[5];
     thin_ws(&s);
     int rc = -1;
     if (s.p < s.end && *s.p == '{') {
-        rc = thin_value(&s, T_TOP, 0);
+        thin_mode top = {T_TOP, NULL, 0};
+        rc = thin_value(&s, top, 0);
         if (rc == 0) {
             thin_ws(&s);
             if (s.p != s.end) rc = -1;
@@ -1593,8 +1635,7 @@ static PyMethodDef methods[] = {
      "add_counts(totals, head, values, scale, most, limit, keyed): one count's values added to a subject's "
      "totals (True), or None with totals untouched."},
     {"thin_report", (PyCFunction)(void (*)(void))native_thin_report, METH_FASTCALL,
-     "thin_report(line, system, runtime, envelope, inner_group, inner_key): the line with the values counting "
-     "never reads replaced by null, or None."},
+     "thin_report(line, system, runtime): the line with the values the rules name replaced by null, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -66,10 +66,7 @@ def add_counts(
 ) -> bool | None: ...
 def thin_report(
     line: bytes,
-    system: tuple[bytes, ...],
-    runtime: tuple[bytes, ...],
-    envelope: tuple[bytes, ...],
-    inner_group: tuple[bytes, ...],
-    inner_key: tuple[bytes, ...],
+    system: tuple[tuple[bytes, tuple[tuple[tuple[bytes, ...], bool], ...]], ...],
+    runtime: tuple[tuple[bytes, tuple[tuple[tuple[bytes, ...], bool], ...]], ...],
     /,
 ) -> bytes | None: ...

@@ -25,6 +25,9 @@ from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGT
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM, LedgerUpdate, Subject
 from neuron_monitor.exporters.prometheus.series_limit import SeriesLimit
 from neuron_monitor.exporters.prometheus.values import MalformedReport
+from neuron_monitor.groups.execution_stats import body as EXEC
+from neuron_monitor.groups.neuroncore_counters import body as CORES
+from neuron_monitor.groups.vcpu_usage import body as VCPU
 from neuron_monitor.native import NATIVE
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema.read import Group, Report, read_report
@@ -212,25 +215,47 @@ def add_counts_plain(
             totals[counter] = totals.get(counter, 0.0) + value * scale
 
 
-# What counting reads of a report, for ``thin_native``: every group's envelope (``period``, ``error``, ``fresh``,
-# and for a partial error whether other keys are there), and the bodies of the groups whose spec counts (or counts
-# devices: ``state.has_device_data``), except vcpu_usage's ``usage_data``, of which it reads how many entries it
-# has (the vCPU count that scales CPU seconds), not their values.
-_THIN_INNER = ((b"vcpu_usage",), (b"usage_data",))
-_thin_names: tuple[tuple[bytes, ...], tuple[bytes, ...]] | None = None
+# What counting never reads of a report, for ``thin_native``, as the helper's rules: (group, steps), each step a
+# (names, negate) pair a member's key matches (negated: every key but the names); the last step's values are
+# replaced by null. Counting reads every group's envelope (``period``, ``error``, ``fresh``, and for a partial
+# error whether other keys are there: they stay) and the bodies of the groups whose spec counts (or counts
+# devices: ``state.has_device_data``), through their typed reads, which leave these parts for later (gauges):
+# vcpu_usage's ``usage_data`` values (its keys stay: their number is the vCPU count that scales CPU seconds),
+# execution_stats' ``latency_stats`` and, in each NeuronCore of neuroncore_counters, all but its FLOP rates.
+# test_prom_thin_native checks the counting of mutated lines both ways.
+Step = tuple[tuple[bytes, ...], bool]
+Rule = tuple[bytes, tuple[Step, ...]]
+_ANY: Step = ((), True)
+_BESIDE_ENVELOPE: tuple[Step, ...] = ((tuple(k.encode() for k in N.ENVELOPE_KEYS), True),)
+_COUNTED_PARTS: dict[str, tuple[Step, ...]] = {
+    N.VCPU_USAGE: (((VCPU.USAGE_DATA.encode(),), False), _ANY),
+    N.EXECUTION_STATS: (((EXEC.LATENCY_STATS.encode(),), False),),
+    N.NEURONCORE_COUNTERS: (
+        ((CORES.NEURONCORES_IN_USE.encode(),), False),
+        _ANY,
+        ((CORES.FLOPS.encode(), CORES.EFFECTIVE_FLOPS.encode()), True),
+    ),
+}
+_thin_rules: tuple[tuple[Rule, ...], tuple[Rule, ...]] | None = None
 
 
-def _thin_groups() -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
-    """The system and runtime groups counting reads only the envelope of (no ``counts``, no ``device_count``)."""
-    global _thin_names
-    if _thin_names is None:
+def _rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    """The helper's rules for system_data's groups and for a runtime's (see above), made on first use."""
+    global _thin_rules
+    if _thin_rules is None:
         specs = registry()
 
-        def unread(groups: dict[str, GroupSpec[Any]]) -> tuple[bytes, ...]:
-            return tuple(n.encode() for n, g in groups.items() if g.counts is None and g.device_count is None)
+        def rules(groups: dict[str, GroupSpec[Any]]) -> tuple[Rule, ...]:
+            out: list[Rule] = []
+            for name, spec in groups.items():
+                if spec.counts is None and spec.device_count is None:
+                    out.append((name.encode(), _BESIDE_ENVELOPE))
+                elif name in _COUNTED_PARTS and spec.device_count is None:
+                    out.append((name.encode(), _COUNTED_PARTS[name]))
+            return tuple(out)
 
-        _thin_names = (unread(specs.system), unread(specs.runtime))
-    return _thin_names
+        _thin_rules = (rules(specs.system), rules(specs.runtime))
+    return _thin_rules
 
 
 def thin_native(line: bytes) -> bytes | None:
@@ -240,8 +265,5 @@ def thin_native(line: bytes) -> bytes | None:
     published is decoded whole again from its line (``Snapshot.line``)."""
     if NATIVE is None:
         return None
-    system, runtime = _thin_groups()
-    return NATIVE.thin_report(line, system, runtime, _ENVELOPE, *_THIN_INNER)
-
-
-_ENVELOPE = tuple(k.encode() for k in N.ENVELOPE_KEYS)
+    system, runtime = _rules()
+    return NATIVE.thin_report(line, system, runtime)

@@ -128,7 +128,7 @@ def _take(lines: list[bytes], fast: bool) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(_mutated(), min_size=1, max_size=4), st.sampled_from(LINES))
 def test_the_thin_native_decode_counts_what_the_whole_line_does(lines: list[bytes], last: bytes) -> None:
     for line in lines:
@@ -154,9 +154,17 @@ def test_the_thin_native_decode_takes_real_reports_and_nulls_only_unread_values(
         assert list(usage) == list(whole["system_data"]["vcpu_usage"]["usage_data"])  # its keys are counted
         assert set(usage.values()) == {None}
         for entry, thin_entry in zip(whole["neuron_runtime_data"], small["neuron_runtime_data"], strict=True):
-            assert thin_entry["report"]["execution_stats"] == entry["report"]["execution_stats"]
+            stats, thin_stats = entry["report"]["execution_stats"], thin_entry["report"]["execution_stats"]
+            assert thin_stats["latency_stats"] is None
+            assert {**thin_stats, "latency_stats": stats.get("latency_stats")} == stats  # the rest as it was
             memory = thin_entry["report"]["memory_used"]
             assert memory["period"] == entry["report"]["memory_used"]["period"]
+            cores = entry["report"]["neuroncore_counters"]["neuroncores_in_use"]
+            thin_cores = thin_entry["report"]["neuroncore_counters"]["neuroncores_in_use"]
+            assert list(thin_cores) == list(cores)
+            for core, data in cores.items():  # the FLOP rates stay, the rest of a core goes
+                kept = {k: v for k, v in data.items() if k in ("flops", "effective_flops")}
+                assert thin_cores[core] == {k: kept.get(k) for k in data}
 
 
 def test_the_thin_native_decode_declines_what_orjson_might_refuse() -> None:
