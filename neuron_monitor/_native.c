@@ -1,5 +1,5 @@
-/* neuron_monitor._native: six hot per-report steps of the daemon in C, each the fast twin of a careful Python
- * function that stays the reference (see docs/performance.md, "The compiled helper").
+/* neuron_monitor._native: six hot per-report steps of the daemon and two of the Prometheus exporter in C, each the
+ * fast twin of a careful Python function that stays the reference (see docs/performance.md, "The compiled helper").
  *
  *   vcpu_usage(prev: bytes, cur: bytes) -> dict | None
  *       The vcpu_usage group's body from two raw /proc/stat samples (groups/vcpu_usage/collector.py:
@@ -27,12 +27,12 @@
  *       neuron_runtime_vcpu_usage's body from one raw /proc/PID/stat sample and the previous times
  *       (groups/neuron_runtime_vcpu_usage/collector.py: usage_native, twin usage_careful). round() as Python's: the
  *       correctly rounded decimal string of the value, read back (what float.__round__ does).
-
+ *
  *   add_counts(totals, head, values, scale, most, limit, keyed) -> True | None
  *       The Prometheus exporter's ledger additions of one count (exporters/prometheus/counting.py:
  *       add_counts_native, twin add_counts_plain): every value a plain amount within its family's limit and every
  *       key short enough, or nothing is added.
-
+ *
  *   thin_report(line, system, runtime) -> bytes | None
  *       A report line with the values the exporter's counting never reads replaced by null, the whole line checked
  *       on the way (exporters/prometheus/counting.py: thin_native; twin: the line decoded whole).
