@@ -8,6 +8,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from neuron_monitor.groups.neuroncore_counters.collector import (
+    MAX_MACS,
     NeuroncoreCounters,
     cores_careful,
     cores_native,
@@ -114,6 +115,22 @@ def test_the_native_pass_on_trn2_steps_within_its_range(
     if native is not None:
         event("native pass answered")
         assert repr(native) == repr(cores_careful(steps, shape))
+
+
+def test_the_native_pass_at_the_mac_limit_gives_what_its_careful_twin_does() -> None:
+    """MAC deltas at and just past what a core can do in the period (MAX_MACS x dt; the tracker's own bound is
+    wider for short periods): past it the careful twin leaves the core's FLOPS out, so the helper must decline."""
+    app = app_with({c: counters({22: 4096}) for c in range(2)}, t=1.0, device=0, topology=TRN2)
+    shape = (2, 4, True, "v3d", ("nc_v3.0", "nc_v3.1"))
+    for dt in (1e-9, 1e-6, 1e-3, 0.01):
+        edge = int(MAX_MACS * dt)
+        for macs in ([edge, edge], [edge - 1, edge + 1], [edge, int(edge * 1.2)], [int(edge * 1.4), 1]):
+            steps: list[DeviceDelta] = [(0, app.data.devices[0], dt, 2, [1000, 2000, *macs])]
+            native = cores_native(steps, shape)
+            if native is not None:
+                assert repr(native) == repr(cores_careful(steps, shape))
+            elif NATIVE is not None:
+                assert max(macs) > MAX_MACS * dt  # declined only past the limit
 
 
 def test_the_native_pass_takes_the_usual_trn2_case() -> None:

@@ -106,3 +106,11 @@ def test_the_native_helper_declines_and_leaves_the_totals_untouched() -> None:
     assert NATIVE.add_counts(totals, ("fam",), {"x" * 9: 1.0}, 1.0, 1e12, 8, True) is None  # a key over the cap
     assert NATIVE.add_counts(totals, ("fam",), {"a": 1.0}, 1, 1e12, 8, True) is None  # an int scale: the twin's
     assert totals == {}
+
+
+def test_ints_past_2_53_compare_with_the_limit_as_python_compares_them() -> None:
+    """An int past 2^53 is not the double it rounds to: Python compares 10^18 + 1 with a limit of 1e18 exactly
+    (over it: a bad value), so the helper must leave such ints to the twin and not compare their rounding."""
+    for values in ({"a": 10**18 + 1}, {"a": 1.0, "b": 10**18 + 64}, {"a": 2**53 + 1}):
+        for keyed in (False, True):
+            assert _run(True, {}, values, 1.0, 1e18, keyed, 128) == _run(False, {}, values, 1.0, 1e18, keyed, 128)

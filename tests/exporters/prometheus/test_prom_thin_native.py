@@ -175,3 +175,24 @@ def test_the_thin_native_decode_declines_what_orjson_might_refuse() -> None:
         assert thin_native(line[:-1] + b',"x":' + bad + b"}") is None
     assert thin_native(line[:-1] + b',"x":[1,2,{"y":"\\u00e9"}]}') is not None
     assert thin_native(b"[]") is None and thin_native(b"") is None and thin_native(line + b"x") is None
+
+
+def test_a_key_spelled_with_an_escape_counts_as_the_key_orjson_reads() -> None:
+    """Keys the rules keep (a NeuronCore's FLOP rates, a group's envelope) spelled with an escape: the scanner
+    compares raw bytes, so it must leave such a line to the twin (or keep the value), never null what orjson
+    reads as a kept key."""
+    line = LINES[-1]
+    for plain, escaped in [
+        (b'"flops":', b'"fl\\u006fps":'),  # a NeuronCore's FLOP rate, counted
+        (b'"memory_used":{"period":', b'"memory_used":{"p\\u0065riod":'),  # envelope keys beside bodies nulled
+        (b'"error":"","fresh":true},"neuron_hw', b'"\\u0065rror":"x","fresh":true},"neuron_hw'),
+    ]:
+        assert plain in line
+        respelled = line.replace(plain, escaped, 1)
+        assert orjson.loads(respelled) == orjson.loads(
+            line.replace(plain, escaped.replace(b"\\u006f", b"o").replace(b"\\u0065", b"e"), 1)
+        )
+        thin = thin_native(respelled)
+        if thin is not None:
+            orjson.loads(thin)
+        assert _take([respelled], fast=True) == _take([respelled], fast=False)
