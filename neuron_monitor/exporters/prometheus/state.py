@@ -243,11 +243,14 @@ class ExporterState:
             return snap.min_period
         return DEFAULT_INTERVAL
 
-    def window(self) -> float:
-        """How old the newest report may get before it is stale (see the module docstring)."""
+    def window(self, interval: float | None = None) -> float:
+        """How old the newest report may get before it is stale (see the module docstring); ``interval``: the
+        `interval` the caller already has."""
         snap = self._snapshot
         longest = snap.max_period if snap is not None else 0.0
-        return max(self.stale_periods * self.interval(), 2.0 * longest, self.stale_floor)
+        if interval is None:
+            interval = self.interval()
+        return max(self.stale_periods * interval, 2.0 * longest, self.stale_floor)
 
     def view(self) -> View:
         """The newest report that shapes well (shaped here on first use), with its freshness."""
@@ -268,7 +271,7 @@ class ExporterState:
         the interval and the change count; never shapes anything."""
         with self._lock:
             interval = self.interval()
-            window = self.window()
+            window = self.window(interval)  # the median of the gaps once per view
             changes = self.changes
         if served is None:
             reason = "stdin closed before any report" if self.input_closed else "no report received yet"
