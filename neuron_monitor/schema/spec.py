@@ -409,6 +409,14 @@ def _none(*_: Any) -> Iterable[Any]:
     return ()
 
 
+# A part of a group's body that its ``read`` and ``counts`` never look at when a report is only counted (what
+# ``GroupSpec.uncounted`` names): a path of steps from the body, each (key names, negated): a member is followed when
+# its key is one of the names (negated: none of them; () negated: any key); the values the last step reaches are the
+# part. neuron-monitor-prometheus decodes those values as null in a long report it only counts
+# (exporters/prometheus/counting.py, ``thin_native``); its equivalence test counts mutated lines both ways.
+UncountedStep = tuple[tuple[str, ...], bool]
+
+
 @dataclass(frozen=True)
 class GroupSpec(Generic[T]):
     """Everything a consumer needs to know about one metric group."""
@@ -450,6 +458,8 @@ class GroupSpec(Generic[T]):
     # system groups: how many Neuron devices the object lists (the Prometheus exporter's readiness on a host whose
     # hardware info gives no device count); None: the group lists none
     device_count: Callable[[T], int] | None = None
+    # the part of the body counting never reads (see ``UncountedStep``); (): all of it is read
+    uncounted: tuple[UncountedStep, ...] = ()
     # device index -> the whole story behind the device's health cell (a verdict's every reason), shown for the
     # device under neuron-monitor-top's selection cursor
     top_device_details: Callable[[T], Mapping[int, Sequence[str]]] = _no_details

@@ -25,9 +25,6 @@ from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGT
 from neuron_monitor.exporters.prometheus.ledger import SYSTEM, LedgerUpdate, Subject
 from neuron_monitor.exporters.prometheus.series_limit import SeriesLimit
 from neuron_monitor.exporters.prometheus.values import MalformedReport
-from neuron_monitor.groups.execution_stats import body as EXEC
-from neuron_monitor.groups.neuroncore_counters import body as CORES
-from neuron_monitor.groups.vcpu_usage import body as VCPU
 from neuron_monitor.native import NATIVE
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema.read import Group, Report, read_report
@@ -219,23 +216,11 @@ def add_counts_plain(
 # (names, negate) pair a member's key matches (negated: every key but the names); the last step's values are
 # replaced by null. Counting reads every group's envelope (``period``, ``error``, ``fresh``, and for a partial
 # error whether other keys are there: they stay) and the bodies of the groups whose spec counts (or counts
-# devices: ``state.has_device_data``), through their typed reads, which leave these parts for later (gauges):
-# vcpu_usage's ``usage_data`` values (its keys stay: their number is the vCPU count that scales CPU seconds),
-# execution_stats' ``latency_stats`` and, in each NeuronCore of neuroncore_counters, all but its FLOP rates.
+# devices: ``state.has_device_data``) but for the part their spec names ``uncounted`` (left for the gauges).
 # test_prom_thin_native checks the counting of mutated lines both ways.
 Step = tuple[tuple[bytes, ...], bool]
 Rule = tuple[bytes, tuple[Step, ...]]
-_ANY: Step = ((), True)
 _BESIDE_ENVELOPE: tuple[Step, ...] = ((tuple(k.encode() for k in N.ENVELOPE_KEYS), True),)
-_COUNTED_PARTS: dict[str, tuple[Step, ...]] = {
-    N.VCPU_USAGE: (((VCPU.USAGE_DATA.encode(),), False), _ANY),
-    N.EXECUTION_STATS: (((EXEC.LATENCY_STATS.encode(),), False),),
-    N.NEURONCORE_COUNTERS: (
-        ((CORES.NEURONCORES_IN_USE.encode(),), False),
-        _ANY,
-        ((CORES.FLOPS.encode(), CORES.EFFECTIVE_FLOPS.encode()), True),
-    ),
-}
 _thin_rules: tuple[tuple[Rule, ...], tuple[Rule, ...]] | None = None
 
 
@@ -250,8 +235,9 @@ def _rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
             for name, spec in groups.items():
                 if spec.counts is None and spec.device_count is None:
                     out.append((name.encode(), _BESIDE_ENVELOPE))
-                elif name in _COUNTED_PARTS and spec.device_count is None:
-                    out.append((name.encode(), _COUNTED_PARTS[name]))
+                elif spec.uncounted and spec.device_count is None:
+                    steps = tuple((tuple(k.encode() for k in keys), negated) for keys, negated in spec.uncounted)
+                    out.append((name.encode(), steps))
             return tuple(out)
 
         _thin_rules = (rules(specs.system), rules(specs.runtime))

@@ -235,6 +235,7 @@ SPEC = S.GroupSpec(
     prometheus=(FAM_ERRORS, FAM_STATUS, FAM_LATENCY, FAM_DEVICE_LATENCY),
     gauges=gauges,
     counts=counts,
+    uncounted=(((B.LATENCY_STATS,), False),),  # the latencies are gauges
     cloudwatch=(CW_STATUS, CW_COMPLETED_RATE, CW_ERRORS, CW_ERRORS_TOTAL, CW_LATENCY, CW_DEVICE_LATENCY),
     datums=datums,
     tracks=(TRACK_EXECUTIONS, TRACK_LATENCY),

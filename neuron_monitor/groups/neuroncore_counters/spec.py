@@ -259,6 +259,7 @@ SPEC = S.GroupSpec(
     gauges=gauges,
     counts=counts,
     counts_use_period=True,
+    uncounted=(((B.NEURONCORES_IN_USE,), False), ((), True), ((B.FLOPS, B.EFFECTIVE_FLOPS), True)),  # all but FLOPs
     cloudwatch=(CW_UTIL, CW_FLOPS, CW_EFFECTIVE_FLOPS, CW_PHYSICAL),
     datums=datums,
     tracks=(TRACK_UTIL, TRACK_PHYSICAL, TRACK_FLOPS),

@@ -145,6 +145,7 @@ SPEC = S.GroupSpec(
     gauges=gauges,
     counts=counts,
     counts_use_period=True,
+    uncounted=(((B.USAGE_DATA,), False), ((), True)),  # the values, not the keys: their number is the vCPU count
     cloudwatch=(CW_USAGE, CW_UTILIZATION, CW_COUNT, CW_VCPU_USAGE, CW_VCPU_UTILIZATION, CW_CONTEXT_SWITCHES),
     datums=datums,
     tracks=(TRACK_VCPU,),
