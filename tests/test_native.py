@@ -260,6 +260,18 @@ def test_deltas_count_a_reset_and_a_proven_mac_wrap() -> None:
         assert got == [7, 150]
 
 
+def test_a_mac_step_across_2_64_longer_than_2_60_is_a_reset_not_a_wrap() -> None:
+    """A wrap is proven only for a step across the top of at most 2^60 (and within the rate): over a long period
+    a larger one would be within the rate, yet both twins count it as a reset (its new value)."""
+    pick = Pick((L.NC_MAC_COUNT,), 1, 1)
+    prev = array("Q", [0] * N)
+    cur = array("Q", [0] * N)
+    prev[L.NC_MAC_COUNT], cur[L.NC_MAC_COUNT] = 2**64 - 2**60, 2**59  # 2^60 + 2^59 across the top
+    for got in (_helper().deltas(cur, prev, pick.positions, pick.often, pick.limits, 3600.0, pick.tops),
+                device_deltas_careful(cur, prev, pick, None, 3600.0)[0]):  # fmt: skip
+        assert got == [2**59]
+
+
 @st.composite
 def edge_cases(draw: st.DrawFn) -> tuple[array[int], array[int], Pick, float]:
     """Deltas at, just under and just over each counter's bound (where the comparison as a double matters)."""
