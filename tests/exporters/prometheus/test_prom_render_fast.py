@@ -247,3 +247,30 @@ def test_whole_declines_created_samples_and_long_templates() -> None:
     long = _family("g", GAUGE, ("a",), {("x" * WHOLE_TEMPLATE_CHARS,): 1.0})
     assert renderer.whole([long], False) is None
     assert renderer.render([long], False) == render_families([long], False)
+
+
+def test_self_text_follows_the_served_report_going_stale_and_fresh_again() -> None:
+    """The same report served before and after it goes stale (only time moved): ``self_text`` gives what its twin
+    gives each time (``neuron_exporter_up`` and ``_serving`` 1, then 0, then 1 for a new report), never the text
+    kept from before."""
+    clock = [1000.0]
+    state = ExporterState(stale_periods=3, clock=lambda: clock[0])
+    collector = ExporterCollector(state)
+
+    def report(i: int) -> None:
+        state.apply(trn2_report([runtime(1, "a", [0], period=5.0)], period=5.0, report_time=1.7e9 + 5 * i))
+
+    def up_and_serving() -> tuple[bool, bool]:
+        view = state.view()
+        text = collector.self_text(view, False)
+        assert text == SELF_METRICS.text(collector._seen(view), False)
+        return "neuron_exporter_up 1.0\n" in text, "neuron_exporter_serving 1.0\n" in text
+
+    for i in range(4):  # a report every 5 s: a 15 s window
+        report(i)
+        clock[0] += 5.0
+    assert up_and_serving() == (True, True)
+    clock[0] += 20.0  # the newest report is 25 s old: stale
+    assert up_and_serving() == (False, False)
+    report(20)
+    assert up_and_serving() == (True, True)
