@@ -154,29 +154,44 @@ def _window(pids: dict[str, int], scrapers: list[Scraper], seconds: float) -> di
     return {name: after[name] - before[name] for name in pids}
 
 
-def vs_node_exporter(seconds: float = 20.0, rate: float = 10.0) -> dict[str, float]:
-    """CPU of node_exporter vs our daemon + exporter serving host vCPU and memory, both scraped ``rate``/s."""
-    node_port = free_port()
+HOST_CONF = '{"period": "0.1s", "system_metrics": [{"type": "vcpu_usage"}, {"type": "memory_info"}]}'
+
+
+def _host_pipeline(tree: Path, conf: Path) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], int]:
+    """``tree``'s daemon (vcpu_usage + memory_info at 0.1 s) piped into ``tree``'s exporter."""
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf)],
+        cwd=tree,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    exporter, port = start_ours(daemon.stdout, tree)
+    return daemon, exporter, port
+
+
+def _start_node_exporter() -> tuple[subprocess.Popen[bytes], int]:
+    """node_exporter with only its cpu and meminfo collectors, on a free loopback port."""
+    port = free_port()
     node = subprocess.Popen(
         [
             NODE_EXPORTER,
             "--collector.disable-defaults",
             "--collector.cpu",
             "--collector.meminfo",
-            f"--web.listen-address=127.0.0.1:{node_port}",
+            f"--web.listen-address=127.0.0.1:{port}",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    return node, port
+
+
+def vs_node_exporter(seconds: float = 20.0, rate: float = 10.0) -> dict[str, float]:
+    """CPU of node_exporter vs our daemon + exporter serving host vCPU and memory, both scraped ``rate``/s."""
+    node, node_port = _start_node_exporter()
     conf = Path(tempfile.mkdtemp()) / "host.conf"
-    conf.write_text('{"period": "0.1s", "system_metrics": [{"type": "vcpu_usage"}, {"type": "memory_info"}]}')
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    exporter, port = start_ours(daemon.stdout)
+    conf.write_text(HOST_CONF)
+    daemon, exporter, port = _host_pipeline(REPO, conf)
     try:
         wait_for(node_port, "node_memory_MemTotal_bytes")
         wait_for(port, "system_memory_total_bytes")
@@ -204,39 +219,13 @@ def vs_node_exporter(seconds: float = 20.0, rate: float = 10.0) -> dict[str, flo
     return {"ratio": ours / cpu["node"], "exporter_ratio": cpu["exporter"] / cpu["node"]}
 
 
-HOST_CONF = '{"period": "0.1s", "system_metrics": [{"type": "vcpu_usage"}, {"type": "memory_info"}]}'
-
-
-def _host_pipeline(tree: Path, conf: Path) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], int]:
-    """``tree``'s daemon (vcpu_usage + memory_info at 0.1 s) piped into ``tree``'s exporter."""
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf)],
-        cwd=tree,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    exporter, port = start_ours(daemon.stdout, tree)
-    return daemon, exporter, port
-
-
 def ab_vs_node_exporter(
     tree: Path, seconds: float = 20.0, rate: float = 10.0, b_first: bool = False
 ) -> dict[str, float]:
     """One round of an A/B of ``vs_node_exporter``: node_exporter, this checkout's daemon + exporter (A) and
     ``tree``'s (B), all scraped ``rate``/s at the same time (B started first when ``b_first``); each one's CPU
     seconds and scrape p50/p99 (ms)."""
-    node_port = free_port()
-    node = subprocess.Popen(
-        [
-            NODE_EXPORTER,
-            "--collector.disable-defaults",
-            "--collector.cpu",
-            "--collector.meminfo",
-            f"--web.listen-address=127.0.0.1:{node_port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    node, node_port = _start_node_exporter()
     conf = Path(tempfile.mkdtemp()) / "host.conf"
     conf.write_text(HOST_CONF)
     order = [("b", tree), ("a", REPO)] if b_first else [("a", REPO), ("b", tree)]
