@@ -306,6 +306,8 @@ def _main(argv: list[str] | None) -> int:
         log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
         publisher.attach(loop)
         ingest.attach(loop)
+        if ingest.polled:
+            server.after_response = ingest.read_early  # small reads ride on the scrapes' turns (ingest.py)
 
     try:
         server.run(ready)  # HTTP and stdin on this thread's event loop (see ingest.py)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import stat
@@ -34,11 +35,15 @@ from neuron_monitor.exporters.prometheus.counting import thin_native
 from neuron_monitor.schema.stream import LineBuffer, ReportStream
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
+F_GETPIPE_SZ = 1032  # fcntl.F_GETPIPE_SZ (Linux)
 
 CHUNK = 256 * 1024  # one read: four trn2.48xlarge reports; the daemon's pipe holds up to 1 MiB
-READ_EVERY = 0.25  # seconds between reads of stdin while small reports keep coming (see StdinIngest)
+READ_EVERY = 0.5  # seconds between reads of stdin while small reports keep coming, at most (see StdinIngest)
+READ_EARLY = 0.2  # a turn awake anyway reads when the next tick is less than this share of READ_EVERY away
+PIPE_SHARE = 4  # small reads coalesce only while one took at most 1/PIPE_SHARE of the pipe's buffer
+PIPE_BYTES = 64 * 1024  # the buffer assumed when the pipe cannot tell (Linux's default pipe size)
 LARGE_REPORT = 16 * 1024  # reports this long or longer are read as they arrive; shorter ones coalesce
-SHORT_LINES_PER_TURN = 4  # short lines of a read decoded and applied in one turn of the loop (a tick's: 2-3)
+SHORT_LINES_PER_TURN = 6  # short lines of a read decoded and applied in one turn of the loop (a tick's: 5-6)
 THIN_MAX = 4 * 1024 * 1024  # longer lines (none a daemon writes) are decoded whole: their snapshot keeps no line
 _END = object()  # end of input, queued behind the lines read before it
 
@@ -57,13 +62,18 @@ class StdinIngest:
     """Feeds the reports of ``fileobj`` to ``apply`` on ``loop``; calls ``at_eof`` (on the loop) at end of input.
 
     A pipe (or socket) is read without blocking. While small reports keep coming (under ``LARGE_REPORT`` bytes),
-    it is read at most every ``read_every`` seconds: the first report after a pause wakes the loop at once, later
-    ones wait for the next tick. At 10 small reports a second that is at most four wake-ups instead of ten, and
-    each wake-up of an idle process costs more than applying a small report (our daemon's pipe holds at least four
-    reports, more than a tick's worth at 0.1 s). Larger reports are read as they arrive; a line that is already
-    ``LARGE_REPORT`` bytes long while it streams in (the first large report) is read as it arrives too, at the
-    pipe's speed (before issue 32: 64 KiB per tick, 30 MiB in 111 s). The lines of one read are decoded and
-    applied one step per turn of the loop, a few short reports' in one (the module docstring)."""
+    it is read on a tick every ``read_every`` seconds: the first report after a pause wakes the loop at once,
+    later ones wait for the next tick, or are read a little before it in a turn the loop is awake for anyway
+    (``read_early``: right after a response). At 10 small reports and 10 scrapes a second that is two reads,
+    counts and publications a second, in the scrapes' own turns, instead of four in turns of their own; each
+    read, count and publication of a process that sleeps between events costs several times what it costs hot.
+    Coalescing holds while a read took at most 1/``PIPE_SHARE`` of the pipe's buffer (``F_GETPIPE_SZ``), so the
+    writer always has room for four times the rate it had; past that the loop's reader is armed and each report
+    is read as it arrives (our daemon never blocks on a full pipe, but it would skip collection slots: see
+    daemon/output.py). Larger reports are read as they arrive; a line that is already ``LARGE_REPORT`` bytes long
+    while it streams in (the first large report) is read as it arrives too, at the pipe's speed (before issue 32:
+    64 KiB per tick, 30 MiB in 111 s). The lines of one read are decoded and applied one step per turn of the
+    loop, a few short reports' in one (the module docstring)."""
 
     def __init__(
         self,
@@ -92,6 +102,7 @@ class StdinIngest:
         self._stepping = False  # a step is scheduled
         self._queued = 0  # bytes of the lines in the queue
         self._got = 0  # bytes the last read took
+        self._pipe_bytes = PIPE_BYTES  # the pipe's buffer (read at ``attach``)
         self._fd = -1
         # loop time -> the loop time until which steps wait (a scrape is due: ``publish.Publisher.hold``), or None
         self.hold: Callable[[float], float | None] | None = None
@@ -111,6 +122,9 @@ class StdinIngest:
         if (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and os.get_blocking(self._fd):
             os.set_blocking(self._fd, False)  # a terminal stays blocking: read only when it is readable
             self._nonblocking = True
+        if stat.S_ISFIFO(mode):
+            with contextlib.suppress(OSError):
+                self._pipe_bytes = fcntl.fcntl(self._fd, F_GETPIPE_SZ)
 
     def restore(self) -> None:
         """Give stdin back as it was handed to us (blocking), for whoever shares it after we exit."""
@@ -136,6 +150,27 @@ class StdinIngest:
     def _readable(self) -> None:
         self._read()
 
+    def read_early(self) -> None:
+        """Take the next tick's read now, in a turn the loop is awake for anyway (``HTTPFront.after_response``: a
+        response was just written), when that tick is less than ``READ_EARLY`` x ``read_every`` away: at a scrape
+        every 0.1 s a host-only stream's reads, counts and publications ride on the scrapes' turns instead of
+        turns of their own. Reads are never further apart than the ticks (the tick stays when the pipe holds
+        nothing yet); only the small-report ticks move (a large report, or lines still being applied, keep
+        their path)."""
+        timer = self._timer
+        if timer is None or self._stepping or self.closed:
+            return
+        assert self._loop is not None
+        if timer.when() - self._loop.time() > READ_EARLY * self.read_every:
+            return
+        got = self._drain()
+        if not got and not self.closed:
+            return  # nothing yet: the tick stays as it was
+        timer.cancel()
+        self._timer = None
+        self._got = got
+        self._read_taken()
+
     def _tick(self) -> None:
         self._timer = None
         self._read()
@@ -159,6 +194,10 @@ class StdinIngest:
         if self.closed:
             return
         self._got = self._drain()
+        self._read_taken()
+
+    def _read_taken(self) -> None:
+        """Apply the lines a read queued (``_got``: the bytes it took), or wait for more."""
         if self._queue:
             if self._queued > CHUNK or self.closed:
                 self._unarm()
@@ -178,7 +217,7 @@ class StdinIngest:
             self._unarm()
             return
         assert self._loop is not None
-        if self._got and self._nonblocking and not self.large:
+        if self._got and self._nonblocking and not self.large and self._got * PIPE_SHARE <= self._pipe_bytes:
             self._unarm()
             if self._timer is None:
                 self._timer = self._loop.call_later(self.read_every, self._tick)  # coalesce: see the class docstring

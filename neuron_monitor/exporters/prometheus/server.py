@@ -447,6 +447,12 @@ class Connection(asyncio.Protocol):
         self._body = stream
         self._keep_alive = keep_alive
         self._write_on()
+        after = self.front.after_response
+        if after is not None:
+            try:
+                after()  # work that rides on this turn of the loop, now that the response is on its way
+            except Exception:
+                log.exception("work after a response failed")
 
     def _write_on(self) -> None:
         """Hand the transport the body's next chunks while its buffer is below ``WRITE_BUFFER_BYTES``
@@ -505,6 +511,8 @@ class HTTPFront:
         self.auth_pool = concurrent.futures.ThreadPoolExecutor(auth_threads, thread_name_prefix="bcrypt")
         self.auth_pending = 0
         self.connections: dict[Connection, None] = {}  # insertion order: oldest first
+        # called on the loop right after each response is written (cli.py: stdin's next small read, ingest.py)
+        self.after_response: Callable[[], None] | None = None
         self.counts: dict[str, int] = {}  # responses by status, and auth_busy
         self.closes: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)  # connections this server closed, by why
         self.sock = self._listen(address)

@@ -265,3 +265,30 @@ def test_a_connection_keeps_one_timer_and_is_dropped_only_after_its_deadline() -
     assert conn.timer is None
     loop.close()
     front.sock.close()
+
+
+def test_work_after_a_response_runs_once_the_response_is_written_and_its_failure_harms_nothing() -> None:
+    """``HTTPFront.after_response`` (the exporter's early read of stdin) runs right after each response is handed to
+    the transport, once per response; if it raises, the response stands and the connection serves on."""
+    front = HTTPFront(
+        ("127.0.0.1", 0), lambda request: plain(200, "ok") if request.path == "/healthz" else plain(404, "Not Found")
+    )
+    conn = Connection(front)
+    transport = _Transport()
+    conn.connection_made(transport)
+    seen: list[int] = []
+
+    def after() -> None:
+        seen.append(len(transport.written))  # what had been written when it ran
+        raise RuntimeError("work after a response failed")
+
+    front.after_response = after
+    for n in range(1, 4):
+        conn.data_received(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert len(transport.written) == n and transport.written[-1].startswith(b"HTTP/1.1 200")
+        assert seen == list(range(1, n + 1))
+    conn.data_received(b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n")  # any response, an error's too
+    assert transport.written[-1].startswith(b"HTTP/1.1 404") and seen[-1] == 4
+    conn.connection_lost(None)
+    front.loop.close()
+    front.sock.close()

@@ -5,6 +5,7 @@ label guard that spares walking reports for over-long strings."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import io
 import os
 import tempfile
@@ -16,7 +17,14 @@ from typing import Any
 import orjson
 
 from neuron_monitor.exporters.prometheus.families import GAUGE, Family
-from neuron_monitor.exporters.prometheus.ingest import LARGE_REPORT, SHORT_LINES_PER_TURN, StdinIngest
+from neuron_monitor.exporters.prometheus.ingest import (
+    F_GETPIPE_SZ,
+    LARGE_REPORT,
+    PIPE_SHARE,
+    READ_EARLY,
+    SHORT_LINES_PER_TURN,
+    StdinIngest,
+)
 from neuron_monitor.exporters.prometheus.labelcap import LabelGuard
 from neuron_monitor.schema.stream import ReportStream
 
@@ -69,6 +77,82 @@ def test_a_pipe_is_read_on_the_loop_and_small_reports_coalesce_by_tick() -> None
         assert eofs == [1]
         ingest.restore()
         assert os.get_blocking(r)
+    loop.close()
+
+
+def test_a_turn_awake_anyway_takes_the_next_ticks_read_early() -> None:
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, eofs = _ingest(reader, read_every=3600.0)  # ticks never come within the test
+        ingest.attach(loop)
+        os.write(w, _line(0))
+        _run_until(loop, lambda: applied == [1.7e9])
+        tick = ingest.next_tick
+        assert tick is not None
+        os.write(w, _line(1) + _line(2))
+        ingest.read_early()  # the tick is an hour away: more than READ_EARLY x read_every, it stays
+        assert applied == [1.7e9] and ingest.next_tick == tick
+        ingest.read_every = 3600.0 / READ_EARLY + 60.0  # now the tick is less than READ_EARLY x read_every away
+        ingest.read_early()  # read, decoded and applied in this call (the turn of the response it rides on)
+        assert applied == [1.7e9, 1.7e9 + 1, 1.7e9 + 2]
+        new_tick = ingest.next_tick
+        assert new_tick is not None and new_tick > tick  # the next read is a tick counted from this read
+        ingest.read_every = 3600.0 * 1e6
+        ingest.read_early()  # the pipe holds nothing: the tick stays as it was
+        assert ingest.next_tick == new_tick and applied == [1.7e9, 1.7e9 + 1, 1.7e9 + 2]
+        os.write(w, _line(3))
+        os.close(w)
+        ingest.read_early()  # the last line (a read that filled less than CHUNK stops there)
+        assert applied == [1.7e9 + i for i in range(4)] and eofs == []
+        ingest.read_every = 3600.0 * 1e7
+        ingest.read_early()  # end of input, handed on in the next turn of the loop, once
+        _run_until(loop, lambda: eofs == [1])
+        assert ingest.next_tick is None
+        loop.run_until_complete(asyncio.sleep(0.05))
+        ingest.read_early()
+        assert eofs == [1] and len(applied) == 4
+    loop.close()
+
+
+def test_a_large_report_is_not_read_early() -> None:
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=1e9)
+        ingest.attach(loop)
+        big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * LARGE_REPORT}) + b"\n"
+        writer = threading.Thread(target=os.write, args=(w, big))
+        writer.start()
+        _run_until(loop, lambda: applied == [1.7e9])
+        writer.join()
+        assert ingest.next_tick is None  # large reports are read as they arrive, by the loop's reader
+        os.write(w, _line(1))
+        ingest.read_early()  # no tick to take early: the reader reads it on the loop
+        assert applied == [1.7e9]
+        _run_until(loop, lambda: applied == [1.7e9, 1.7e9 + 1])
+        os.close(w)
+    loop.close()
+
+
+def test_small_reads_coalesce_only_while_the_pipe_stays_far_from_full() -> None:
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    size = fcntl.fcntl(r, F_GETPIPE_SZ)
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=3600.0)
+        ingest.attach(loop)
+        pad = "x" * 1000
+        lines = [orjson.dumps({"system_data": None, "report_time": 1.7e9 + i, "pad": pad}) + b"\n" for i in range(99)]
+        many = lines[: size // PIPE_SHARE // len(lines[0]) + 2]
+        assert PIPE_SHARE * len(b"".join(many)) > size > len(b"".join(many))
+        os.write(w, b"".join(many))  # one read takes more than 1/PIPE_SHARE of the pipe: no coalescing
+        _run_until(loop, lambda: len(applied) == len(many))
+        assert ingest.next_tick is None  # the loop's reader is armed: each report read as it arrives
+        os.write(w, _line(1000))
+        _run_until(loop, lambda: applied[-1] == 1.7e9 + 1000)
+        assert ingest.next_tick is not None  # a small read again: the next read is a tick
+        os.close(w)
     loop.close()
 
 
