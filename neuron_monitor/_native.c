@@ -100,13 +100,20 @@ typedef struct {
 #define PyObject_GetBuffer nm_get_buffer
 #define PyBuffer_Release nm_buffer_release
 
+/* The attribute names nm_get_buffer looks up, interned once (PyInit__native): no str is made per lookup. */
+static PyObject *nm_typecode, *nm_format, *nm_itemsize, *nm_tobytes;
+
 /* A copy of an array.array's or a memoryview's items; -1 with an exception for anything else. */
 static int nm_get_buffer(PyObject *obj, nm_buffer *view, int flags) {
     (void)flags;
     memset(view, 0, sizeof(*view));
-    PyObject *code = PyObject_HasAttrString(obj, "typecode") ? PyObject_GetAttrString(obj, "typecode")
-                                                              : PyObject_GetAttrString(obj, "format");
-    if (code == NULL) return -1;
+    PyObject *code = PyObject_GetAttr(obj, nm_typecode); /* array.array */
+    if (code == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+        code = PyObject_GetAttr(obj, nm_format); /* memoryview */
+        if (code == NULL) return -1;
+    }
     Py_ssize_t size = 0;
     const char *text = PyUnicode_Check(code) ? PyUnicode_AsUTF8AndSize(code, &size) : NULL;
     if (text == NULL || size != 1) {
@@ -116,7 +123,7 @@ static int nm_get_buffer(PyObject *obj, nm_buffer *view, int flags) {
     }
     view->fmt[0] = text[0];
     Py_DECREF(code);
-    PyObject *itemsize = PyObject_GetAttrString(obj, "itemsize");
+    PyObject *itemsize = PyObject_GetAttr(obj, nm_itemsize);
     if (itemsize == NULL) return -1;
     view->itemsize = PyLong_AsSsize_t(itemsize);
     Py_DECREF(itemsize);
@@ -124,7 +131,7 @@ static int nm_get_buffer(PyObject *obj, nm_buffer *view, int flags) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "bad itemsize");
         return -1;
     }
-    PyObject *bytes = PyObject_CallMethod(obj, "tobytes", NULL);
+    PyObject *bytes = PyObject_CallMethodObjArgs(obj, nm_tobytes, NULL);
     if (bytes == NULL) return -1;
     if (!PyBytes_Check(bytes)) {
         Py_DECREF(bytes);
@@ -1660,5 +1667,14 @@ PyMODINIT_FUNC PyInit__native(void) {
         if (*more[i].key == NULL && (*more[i].key = PyUnicode_InternFromString(more[i].name)) == NULL) return NULL;
     }
     if (key_ctxt == NULL && (key_ctxt = PyUnicode_InternFromString("context_switch_count")) == NULL) return NULL;
+#if defined(Py_LIMITED_API) && Py_LIMITED_API + 0 < 0x030B0000
+    static const struct {
+        PyObject **name;
+        const char *text;
+    } attrs[] = {{&nm_typecode, "typecode"}, {&nm_format, "format"}, {&nm_itemsize, "itemsize"}, {&nm_tobytes, "tobytes"}};
+    for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+        if (*attrs[i].name == NULL && (*attrs[i].name = PyUnicode_InternFromString(attrs[i].text)) == NULL) return NULL;
+    }
+#endif
     return PyModule_Create(&module);
 }
