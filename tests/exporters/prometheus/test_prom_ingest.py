@@ -20,9 +20,11 @@ from neuron_monitor.exporters.prometheus.families import GAUGE, Family
 from neuron_monitor.exporters.prometheus.ingest import (
     F_GETPIPE_SZ,
     LARGE_REPORT,
+    PIPE_GROWN,
     PIPE_SHARE,
     READ_EARLY,
     SHORT_LINES_PER_TURN,
+    TICK_LINES,
     StdinIngest,
 )
 from neuron_monitor.exporters.prometheus.labelcap import LabelGuard
@@ -122,6 +124,7 @@ def test_a_large_report_is_not_read_early() -> None:
         ingest, applied, _ = _ingest(reader, read_every=1e9)
         ingest.attach(loop)
         big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * LARGE_REPORT}) + b"\n"
+        ingest._pipe_bytes = TICK_LINES * len(big) // 2  # too small to hold a tick's long reports (not grown)
         writer = threading.Thread(target=os.write, args=(w, big))
         writer.start()
         _run_until(loop, lambda: applied == [1.7e9])
@@ -138,12 +141,12 @@ def test_a_large_report_is_not_read_early() -> None:
 def test_small_reads_coalesce_only_while_the_pipe_stays_far_from_full() -> None:
     r, w = os.pipe()
     loop = asyncio.new_event_loop()
-    size = fcntl.fcntl(r, F_GETPIPE_SZ)
     with os.fdopen(r, "rb", buffering=0) as reader:
         ingest, applied, _ = _ingest(reader, read_every=3600.0)
         ingest.attach(loop)
+        size = fcntl.fcntl(r, F_GETPIPE_SZ)  # as grown by attach
         pad = "x" * 1000
-        lines = [orjson.dumps({"system_data": None, "report_time": 1.7e9 + i, "pad": pad}) + b"\n" for i in range(99)]
+        lines = [orjson.dumps({"system_data": None, "report_time": 1.7e9 + i, "pad": pad}) + b"\n" for i in range(2000)]
         many = lines[: size // PIPE_SHARE // len(lines[0]) + 2]
         assert PIPE_SHARE * len(b"".join(many)) > size > len(b"".join(many))
         os.write(w, b"".join(many))  # one read takes more than 1/PIPE_SHARE of the pipe: no coalescing
@@ -195,7 +198,53 @@ def test_short_lines_of_a_read_are_applied_a_few_per_turn_of_the_loop() -> None:
     assert events == [*times[:SHORT_LINES_PER_TURN], "request", *times[SHORT_LINES_PER_TURN:], "eof"]
 
 
-def test_large_reports_are_applied_as_they_arrive() -> None:
+def test_large_reports_coalesce_by_tick_while_the_pipe_holds_them() -> None:
+    """The pipe is grown (as the daemon grows its stdout) so that a tick's long reports wait in it; the first report
+    after a pause wakes the loop at once, the next waits for the tick and is then read with the rest."""
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * 20_000}) + b"\n"
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=3600.0)  # ticks never come within the test
+        ingest.attach(loop)
+        assert ingest._pipe_bytes == fcntl.fcntl(r, F_GETPIPE_SZ) >= PIPE_GROWN, "pipe-max-size below 1 MiB?"
+        os.write(w, big)
+        _run_until(loop, lambda: len(applied) == 1)  # the first report after a pause: at once
+        assert ingest.large
+        assert ingest.next_tick is not None  # coalescing: the next read is a tick
+        os.write(w, big + big)
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert len(applied) == 1  # within a tick: not read until the tick
+        ingest._timer.cancel()  # type: ignore[union-attr]
+        ingest._tick()  # what the tick does
+        _run_until(loop, lambda: len(applied) == 3)
+        os.close(w)
+    loop.close()
+
+
+def test_large_reports_are_applied_as_they_arrive_when_the_pipe_cannot_hold_a_ticks_worth() -> None:
+    """A pipe that could not be grown (pipe-max-size), or a socket: long reports are read as they arrive, so the
+    writer never waits for a tick."""
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * 20_000}) + b"\n"
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=3600.0)
+        ingest.attach(loop)
+        ingest._pipe_bytes = TICK_LINES * len(big) // 2  # as if growing had been refused
+        os.write(w, big)
+        _run_until(loop, lambda: len(applied) == 1)
+        assert ingest.large
+        os.write(w, big)
+        _run_until(loop, lambda: len(applied) == 2)  # the loop's reader stays armed: no tick to wait for
+        assert ingest.next_tick is None
+        os.close(w)
+    loop.close()
+
+
+def test_a_long_line_streaming_in_is_read_as_it_arrives() -> None:
+    """A line already ``LARGE_REPORT`` bytes long while it streams in is read at the pipe's speed, not per tick,
+    even while long reports coalesce."""
     r, w = os.pipe()
     loop = asyncio.new_event_loop()
     big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * 20_000}) + b"\n"
@@ -204,10 +253,15 @@ def test_large_reports_are_applied_as_they_arrive() -> None:
         ingest.attach(loop)
         os.write(w, big)
         _run_until(loop, lambda: len(applied) == 1)
-        assert ingest.large
-        os.write(w, big)
-        _run_until(loop, lambda: len(applied) == 2)  # the loop's reader stays armed: no tick to wait for
-        assert ingest.next_tick is None
+        assert ingest.next_tick is not None
+        ingest._timer.cancel()  # type: ignore[union-attr]
+        ingest._tick()  # reads nothing: the loop's reader is armed again
+        os.write(w, big[: LARGE_REPORT + 10])
+        _run_until(loop, lambda: ingest.lines.pending >= LARGE_REPORT)
+        loop.run_until_complete(asyncio.sleep(0.02))
+        assert ingest.next_tick is None  # streaming in: the reader stays armed
+        os.write(w, big[LARGE_REPORT + 10 :])
+        _run_until(loop, lambda: len(applied) == 2)
         os.close(w)
     loop.close()
 
