@@ -13,6 +13,7 @@ and the sample is in the kernel's layout, from its careful twin `usage_careful` 
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -45,17 +46,44 @@ def _zero(error: str, period: float | None = None) -> RuntimeVcpuUsageBody:
     return body
 
 
+class _Shares:
+    """The rounded numbers of the bodies of one interval: its ``period`` and the share of each tick count. The
+    runtimes of one collection are read at one time, so they share the interval, and at 0.1 s their tick counts
+    are a handful of small numbers: each is computed (and rounded) once per interval, not once per runtime."""
+
+    __slots__ = ("dt", "period", "shares")
+
+    def __init__(self) -> None:
+        self.dt = math.nan
+        self.period = 0.0
+        self.shares: dict[int, float] = {}
+
+    def of(self, dt: float) -> dict[int, float]:
+        """The tick count -> share memo of an interval of ``dt`` seconds (``period`` set to its rounding)."""
+        if dt != self.dt:
+            self.dt, self.period, self.shares = dt, round(dt, 9), {}
+        elif len(self.shares) > _SHARES_MAX:
+            self.shares.clear()
+        return self.shares
+
+
+_SHARES_MAX = 256
+_INTERVAL = _Shares()
+
+
 def usage_careful(data: bytes, utime: int, stime: int, dt: float) -> tuple[RuntimeVcpuUsageBody, int, int]:
     """The body of a period of ``dt`` seconds (> 0) from a raw /proc/PID/stat sample and the utime and stime of the
     previous one, and the sample's utime and stime. ValueError when the sample does not parse."""
     st = parse_pid_stat(data)
-    body = RuntimeVcpuUsageBody(
-        period=round(dt, 9),
-        vcpu_usage=CpuShares(
-            user=round(max(st.utime - utime, 0) / CLOCK_TICKS / dt * 100.0, 2),
-            system=round(max(st.stime - stime, 0) / CLOCK_TICKS / dt * 100.0, 2),
-        ),
-    )
+    shares = _INTERVAL.of(dt)
+    user_ticks, system_ticks = max(st.utime - utime, 0), max(st.stime - stime, 0)
+    user = shares.get(user_ticks)
+    if user is None:
+        user = shares[user_ticks] = round(user_ticks / CLOCK_TICKS / dt * 100.0, 2)
+    system = shares.get(system_ticks)
+    if system is None:
+        system = shares[system_ticks] = round(system_ticks / CLOCK_TICKS / dt * 100.0, 2)
+    body = RuntimeVcpuUsageBody(period=_INTERVAL.period, vcpu_usage=CpuShares(user=user, system=system))
     return body, st.utime, st.stime
 
 

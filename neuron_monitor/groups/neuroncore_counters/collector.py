@@ -143,6 +143,20 @@ def cores_careful(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any]:
                 grouped.setdefault(phys // lnc, []).append(phys)
             members = grouped.values()
         for physical in members:  # one logical core: its physical cores' mean utilization, summed FLOPS, breakdown
+            if len(physical) == 2:  # a pair (LNC=2, both in use: the usual case), in one display each
+                a, b = physical
+                ua, ub, fa, fb = utils[a], utils[b], flops[a], flops[b]
+                # (ua + ub) / 2 is sum([ua, ub]) / 2: the same IEEE operations (0.0 + ua is ua: no share is -0.0)
+                entry = {B.NEURONCORE_UTILIZATION: (ua + ub) / 2}
+                if fa is not None and fb is not None:
+                    entry[B.FLOPS] = fa + fb
+                if breakdown:
+                    entry[group_name] = {
+                        phys_names[a % lnc]: {B.NEURONCORE_UTILIZATION: ua},
+                        phys_names[b % lnc]: {B.NEURONCORE_UTILIZATION: ub},
+                    }
+                cores[first + a // lnc] = entry
+                continue
             shares: list[float] = []
             rates: list[int | None] = []
             per_core: dict[str, dict[str, float]] = {}

@@ -1,0 +1,140 @@
+"""The pure-Python steps' shortcuts against the plain computation they stand for (issue 41 goal 3, pure mode).
+
+- a delta step that keeps the previous reading's rare-counter picks while those counters are unchanged
+  (`Pick.rare_same`) gives what picking both readings again gives;
+- `cores_careful`'s pair of physical cores (one dict display per logical core) gives what the mean and sum over
+  the members' lists give;
+- `usage_careful`'s rounded numbers, computed once per interval and tick count, are the direct rounding.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import CLOCK_TICKS, usage_careful
+from neuron_monitor.groups.neuroncore_counters import body as B
+from neuron_monitor.groups.neuroncore_counters.collector import MAX_MACS, cores_careful
+from neuron_monitor.neuron.datablock import N
+from neuron_monitor.neuron.deltas import Pick, device_deltas_careful
+
+
+@st.composite
+def reading_pairs(draw: st.DrawFn) -> tuple[array[int], array[int], Pick]:
+    cores = draw(st.integers(1, 8))
+    contiguous = draw(st.booleans())
+    if contiguous:  # execution_stats' shape: one frequent counter, then a run of rare ones
+        lo = draw(st.integers(0, N - 2))
+        hi = draw(st.integers(lo + 1, N))
+        indices = (draw(st.integers(0, N - 1)), *range(lo, hi))
+    else:
+        indices = tuple(draw(st.lists(st.integers(0, N - 1), min_size=1, max_size=12)))
+    often = draw(st.integers(1, len(indices)))
+    prev = array("Q", draw(st.lists(st.integers(0, 10**6), min_size=cores * N, max_size=cores * N)))
+    cur = array("Q", prev)
+    for at in draw(st.lists(st.integers(0, cores * N - 1), max_size=6)):  # a few counters move (or go back)
+        cur[at] = draw(st.integers(0, 2 * 10**6))
+    return cur, prev, Pick(indices, often, cores)
+
+
+DTS = st.sampled_from([None, 0.0, 0.05, 0.100289447, 1.0, 3600.0])
+
+
+@settings(max_examples=400, deadline=None)
+@given(reading_pairs(), DTS, st.booleans())
+def test_kept_rare_picks_give_what_picking_again_gives(
+    case: tuple[array[int], array[int], Pick], dt: float | None, as_tuple: bool
+) -> None:
+    cur, prev, pick = case
+    if as_tuple:  # a departed application's merged reading is a tuple: never the span comparison
+        prev = tuple(prev)  # type: ignore[assignment]
+    assert pick.rare_same(cur, prev) == (not as_tuple and pick.rare(cur) == pick.rare(prev))
+    kept = (pick.frequent(prev), pick.rare(prev))  # what the step kept when it looked at ``prev``
+    with_kept = device_deltas_careful(cur, prev, pick, kept, dt)
+    again = device_deltas_careful(cur, prev, pick, None, dt)
+    assert with_kept == again  # the deltas (or the refused index) and this reading's picks, by value
+
+
+@st.composite
+def pair_steps(draw: st.DrawFn) -> tuple[list[Any], tuple[int, int, bool, str, tuple[str, ...]]]:
+    pairs = draw(st.integers(1, 4))
+    n = 2 * pairs
+    dt = draw(st.sampled_from([0.0, 1e-6, 0.1, 0.100289447, 2.5]))
+    busy = draw(st.lists(st.integers(1, 10**7), min_size=n, max_size=n))  # every core in use
+    most = int(MAX_MACS * dt)
+    macs = draw(st.lists(st.one_of(st.integers(0, 10**12), st.integers(most, most + 2)), min_size=n, max_size=n))
+    breakdown = draw(st.booleans())
+    shape = (2, pairs, breakdown, "v3d", ("nc_v3.0", "nc_v3.1") if breakdown else ())
+    counters = array("Q", [0] * (n * N))
+    dd: Any = type("DD", (), {"reading": type("R", (), {"counters": counters, "models": ()})()})()
+    device = draw(st.integers(0, 3))
+    return [(device, dd, dt, n, busy + macs)], shape
+
+
+def _pairs_plainly(steps: list[Any], shape: tuple[int, int, bool, str, tuple[str, ...]]) -> dict[str, Any]:
+    """The logical cores of pairs as the lists of members give them: mean of shares, sum of rates, breakdown."""
+    _lnc, per_device, breakdown, group_name, phys_names = shape
+    out: dict[str, Any] = {}
+    for device, _dd, dt, n, deltas in steps:
+        busy, macs = deltas[:n], deltas[n:]
+        utils = [min(100.0, b / (dt * 1e4)) for b in busy] if dt > 0 else [0.0] * n
+        flops = [int(2 * m / dt) if m <= MAX_MACS * dt else None for m in macs] if dt > 0 else [0] * n
+        for k in range(n // 2):
+            members = [2 * k, 2 * k + 1]
+            shares = [utils[p] for p in members]
+            rates = [flops[p] for p in members]
+            entry: dict[str, Any] = {B.NEURONCORE_UTILIZATION: sum(shares) / len(shares)}
+            if None not in rates:
+                entry[B.FLOPS] = sum(r for r in rates if r is not None)
+            if breakdown:
+                entry[group_name] = {phys_names[p % 2]: {B.NEURONCORE_UTILIZATION: utils[p]} for p in members}
+            out[str(device * per_device + k)] = entry
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(pair_steps())
+def test_cores_in_pairs_are_the_mean_and_sum_of_their_members(
+    case: tuple[list[Any], tuple[int, int, bool, str, tuple[str, ...]]],
+) -> None:
+    steps, shape = case
+    got, want = cores_careful(steps, shape), _pairs_plainly(steps, shape)
+    assert repr(got) == repr(want)
+    assert orjson.dumps(got) == orjson.dumps(want)
+
+
+def _pid_stat(utime: int, stime: int) -> bytes:
+    fields = ["S", *["0"] * 10, str(utime), str(stime), *["0"] * 6, "12345", *["0"] * 20]
+    return b"4242 (rt (x)) " + " ".join(fields).encode() + b"\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 10**6),
+            st.integers(0, 40),
+            st.integers(0, 40),
+            st.sampled_from([0.1, 0.100289447, 0.2, 1e-3, 3.0]),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_runtime_usage_numbers_are_the_direct_rounding(samples: list[tuple[int, int, int, float]]) -> None:
+    """Runtimes in turn with intervals repeating and changing: each body's numbers are round() of its own."""
+    for before, user, system, dt in samples:
+        body, utime, stime = usage_careful(_pid_stat(before + user, before + system), before, before, dt)
+        want = {
+            "period": round(dt, 9),
+            "vcpu_usage": {
+                "user": round(user / CLOCK_TICKS / dt * 100.0, 2),
+                "system": round(system / CLOCK_TICKS / dt * 100.0, 2),
+            },
+        }
+        assert repr(dict(body)) == repr(want)
+        assert (utime, stime) == (before + user, before + system)
