@@ -38,16 +38,16 @@ log = logging.getLogger("neuron_monitor.exporters.prometheus")
 F_GETPIPE_SZ = 1032  # fcntl.F_GETPIPE_SZ (Linux)
 
 CHUNK = 256 * 1024  # one read: four trn2.48xlarge reports; the daemon's pipe holds up to 1 MiB
-READ_EVERY = 0.5  # seconds between reads of stdin while small reports keep coming, at most (see StdinIngest)
+READ_EVERY = 1.0  # seconds between reads of stdin while small reports keep coming, at most (see StdinIngest)
 READ_EARLY = 0.2  # a turn awake anyway reads when the next tick is less than this share of READ_EVERY away
 PIPE_SHARE = 4  # small reads coalesce only while one took at most 1/PIPE_SHARE of the pipe's buffer
 PIPE_BYTES = 64 * 1024  # the buffer assumed when the pipe cannot tell (Linux's default pipe size)
 PIPE_GROWN = 1 << 20  # stdin's pipe is grown to this (Linux's default pipe-max-size), as the daemon grows its stdout
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Linux)
 TICK_LINES = 8  # long reports coalesce by tick too while stdin's pipe holds this many of them (see StdinIngest)
-LONG_TICKS = 2  # long reports' ticks come this many times per ``read_every``
+LONG_TICKS = 4  # long reports' ticks come this many times per ``read_every`` (every 0.25 s)
 LARGE_REPORT = 16 * 1024  # reports this long or longer are read as they arrive; shorter ones coalesce
-SHORT_LINES_PER_TURN = 6  # short lines of a read decoded and applied in one turn of the loop (a tick's: 5-6)
+SHORT_LINES_PER_TURN = 6  # short lines of a read decoded and applied in one turn of the loop
 THIN_MAX = 4 * 1024 * 1024  # longer lines (none a daemon writes) are decoded whole: their snapshot keeps no line
 _END = object()  # end of input, queued behind the lines read before it
 
@@ -68,8 +68,8 @@ class StdinIngest:
     A pipe (or socket) is read without blocking. While small reports keep coming (under ``LARGE_REPORT`` bytes),
     it is read on a tick every ``read_every`` seconds: the first report after a pause wakes the loop at once,
     later ones wait for the next tick, or are read a little before it in a turn the loop is awake for anyway
-    (``read_early``: right after a response). At 10 small reports and 10 scrapes a second that is two reads,
-    counts and publications a second, in the scrapes' own turns, instead of four in turns of their own; each
+    (``read_early``: right after a response). At 10 small reports and 10 scrapes a second that is about one read
+    and one publication a second, in a scrape's turn, instead of four in turns of their own; each
     read, count and publication of a process that sleeps between events costs several times what it costs hot.
     Coalescing holds while a read took at most 1/``PIPE_SHARE`` of the pipe's buffer (``F_GETPIPE_SZ``), so the
     writer always has room for four times the rate it had; past that the loop's reader is armed and each report
@@ -167,8 +167,8 @@ class StdinIngest:
         nothing yet); only the small-report ticks move (a large report, or lines still being applied, keep
         their path)."""
         timer = self._timer
-        if timer is None or self._stepping or self.closed:
-            return
+        if timer is None or self._stepping or self.closed or self.large:
+            return  # a long report's tick (``LONG_TICKS``) is kept as it is
         assert self._loop is not None
         if timer.when() - self._loop.time() > READ_EARLY * self.read_every:
             return
