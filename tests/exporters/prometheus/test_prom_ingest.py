@@ -159,6 +159,33 @@ def test_small_reads_coalesce_only_while_the_pipe_stays_far_from_full() -> None:
     loop.close()
 
 
+def test_a_long_reports_tick_is_not_taken_early() -> None:
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=1e9)
+        ingest.attach(loop)
+        big = [
+            orjson.dumps({"system_data": None, "report_time": 1.7e9 + i, "pad": "x" * LARGE_REPORT}) + b"\n"
+            for i in range(2)
+        ]
+        ingest._pipe_bytes = TICK_LINES * len(big[0]) * 4  # room for a tick's long reports: they coalesce
+        writer = threading.Thread(target=os.write, args=(w, big[0]))
+        writer.start()
+        _run_until(loop, lambda: applied == [1.7e9])
+        writer.join()
+        tick = ingest.next_tick
+        assert tick is not None  # the next long report waits for its tick
+        writer = threading.Thread(target=os.write, args=(w, big[1]))
+        writer.start()
+        writer.join()
+        ingest.read_every = 1e12  # the tick would now be well inside READ_EARLY x read_every
+        ingest.read_early()  # a long report's tick stays: nothing read
+        assert applied == [1.7e9] and ingest.next_tick == tick
+        os.close(w)
+    loop.close()
+
+
 def _turns(lines: list[bytes]) -> list[object]:
     """The reports' times as applied, with "request" where a callback queued at the first apply ran."""
     r, w = os.pipe()
