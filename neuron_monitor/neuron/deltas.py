@@ -107,8 +107,7 @@ class Pick:
     counters' pickers, and the positions of both (frequent first, as array("I")) for the compiled helper."""
 
     __slots__ = (
-        "_bounds", "cores", "frequent", "indices", "limits", "often", "positions", "rare", "rare_spans", "sources",
-        "tops",
+        "_bounds", "cores", "frequent", "indices", "limits", "often", "positions", "rare", "sources", "tops"
     )  # fmt: skip
 
     def __init__(self, indices: tuple[int, ...], often: int, cores: int) -> None:
@@ -118,25 +117,12 @@ class Pick:
         self.frequent = picker(indices[:often], cores)
         self.rare = picker(rare, cores) if rare else _nothing
         self.often = often * cores
-        self.rare_spans = _spans(rare, cores)
         self.positions = array("I", _positions(indices, cores))
         # each picked counter's source (plausible.nc_source), and its rate, burst and top per position for the helper
         self.sources = tuple(nc_source(i) for i in indices)
         self.limits = array("d", [x for src in self.sources for _ in range(cores) for x in (src.rate, src.burst)])
         self.tops = array("Q", [src.top for src in self.sources for _ in range(cores)])
         self._bounds: tuple[float, tuple[float, ...]] = (math.nan, ())  # the last interval and `bounds` over it
-
-    def rare_same(self, cur: Sequence[int], prev: Sequence[int]) -> bool:
-        """True when ``cur`` and ``prev`` (flat counters of one type and length) hold the same rare counters on
-        every core: compared a span at a time, without an int object per counter (``pick.rare`` makes one for each,
-        and the previous reading's rare picks can then be kept as they are). False (the counters are then picked
-        and compared) for two sequences of different types or lengths."""
-        if type(cur) is not type(prev) or len(cur) != len(prev):
-            return False
-        for span in self.rare_spans:  # noqa: SIM110 (a plain loop: all() of a generator costs a frame, 25 % here)
-            if cur[span] != prev[span]:
-                return False
-        return True
 
     def bounds(self, dt: float) -> tuple[float, ...]:
         """Each picked counter's largest step over ``dt`` seconds (its source's ``bound``). The applications of one
@@ -152,17 +138,6 @@ class Pick:
         return self.indices[k // self.cores], k % self.cores
 
 
-def _spans(indices: tuple[int, ...], cores: int) -> tuple[slice, ...]:
-    """Slices of flat counters that together hold counters ``indices`` of cores 0..cores-1 (and nothing else):
-    one per core when the indices are one contiguous run, else one strided slice per counter."""
-    if not indices:
-        return ()
-    lo, hi = min(indices), max(indices) + 1
-    if sorted(indices) == list(range(lo, hi)):
-        return tuple(slice(core * N + lo, core * N + hi) for core in range(cores))
-    return tuple(slice(i, cores * N, N) for i in sorted(set(indices)))
-
-
 Picks = tuple[tuple[int, ...], tuple[int, ...]]  # the frequent and the rare counters picked from one reading
 
 
@@ -174,14 +149,8 @@ def device_deltas_careful(
     back was reset and counts its new value. With ``dt`` (seconds between the readings), by the whole counter rule
     (util/counters.py): the index of the first reading it refuses instead of the deltas. Also what was picked from
     ``cur``, to be passed as ``prev_picks`` next time (then ``prev`` is not picked again)."""
-    picked = pick.frequent(cur)
-    if prev_picks is not None:
-        prev_picked, prev_rare = prev_picks
-        # the rare counters unchanged (the usual case): the previous picks stand for this reading's too
-        rare = prev_rare if pick.rare_spans and pick.rare_same(cur, prev) else pick.rare(cur)
-    else:
-        rare = pick.rare(cur)
-        prev_picked, prev_rare = pick.frequent(prev), pick.rare(prev)
+    picked, rare = pick.frequent(cur), pick.rare(cur)
+    prev_picked, prev_rare = prev_picks if prev_picks is not None else (pick.frequent(prev), pick.rare(prev))
     d = list(map(sub, picked, prev_picked))
     if rare != prev_rare:
         d += map(sub, rare, prev_rare)

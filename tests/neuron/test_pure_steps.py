@@ -1,7 +1,6 @@
 """The pure-Python steps' shortcuts against the plain computation they stand for (issue 41 goal 3, pure mode).
 
-- a delta step that keeps the previous reading's rare-counter picks while those counters are unchanged
-  (`Pick.rare_same`) gives what picking both readings again gives;
+- a delta step from the picks it kept of the previous reading gives what picking both readings again gives;
 - `cores_careful`'s pair of physical cores (one dict display per logical core) gives what the mean and sum over
   the members' lists give;
 - `usage_careful`'s rounded numbers, computed once per interval and tick count, are the direct rounding.
@@ -46,13 +45,12 @@ DTS = st.sampled_from([None, 0.0, 0.05, 0.100289447, 1.0, 3600.0])
 
 @settings(max_examples=400, deadline=None)
 @given(reading_pairs(), DTS, st.booleans())
-def test_kept_rare_picks_give_what_picking_again_gives(
+def test_kept_picks_give_what_picking_again_gives(
     case: tuple[array[int], array[int], Pick], dt: float | None, as_tuple: bool
 ) -> None:
     cur, prev, pick = case
-    if as_tuple:  # a departed application's merged reading is a tuple: never the span comparison
+    if as_tuple:  # a departed application's merged reading is a tuple
         prev = tuple(prev)  # type: ignore[assignment]
-    assert pick.rare_same(cur, prev) == (not as_tuple and pick.rare(cur) == pick.rare(prev))
     kept = (pick.frequent(prev), pick.rare(prev))  # what the step kept when it looked at ``prev``
     with_kept = device_deltas_careful(cur, prev, pick, kept, dt)
     again = device_deltas_careful(cur, prev, pick, None, dt)
