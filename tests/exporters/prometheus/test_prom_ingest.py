@@ -20,6 +20,7 @@ from neuron_monitor.exporters.prometheus.families import GAUGE, Family
 from neuron_monitor.exporters.prometheus.ingest import (
     F_GETPIPE_SZ,
     LARGE_REPORT,
+    LONG_TICKS,
     PIPE_GROWN,
     PIPE_SHARE,
     READ_EARLY,
@@ -182,6 +183,57 @@ def test_a_long_reports_tick_is_not_taken_early() -> None:
         ingest.read_every = 1e12  # the tick would now be well inside READ_EARLY x read_every
         ingest.read_early()  # a long report's tick stays: nothing read
         assert applied == [1.7e9] and ingest.next_tick == tick
+        os.close(w)
+    loop.close()
+
+
+def test_long_reports_tick_long_ticks_times_as_often_as_small_ones() -> None:
+    """A long report's next read is a tick ``read_every / LONG_TICKS`` away (0.25 s: a tick's long reports fit the
+    pipe, docs/prometheus.md), a small report's a whole ``read_every`` away. Only the timers' due times are compared
+    (set when the last read's lines were applied), never how long anything took."""
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    every = 1e9  # ticks never come within the test
+    big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * LARGE_REPORT}) + b"\n"
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=every)
+        ingest.attach(loop)
+        ingest._pipe_bytes = TICK_LINES * len(big) * PIPE_SHARE  # room for a tick's long reports: they coalesce
+        os.write(w, big)
+        _run_until(loop, lambda: applied == [1.7e9])
+        tick = ingest.next_tick
+        assert tick is not None and ingest.large
+        assert tick - loop.time() <= every / LONG_TICKS  # a long report's tick
+        os.write(w, _line(1))
+        ingest._timer.cancel()  # type: ignore[union-attr]
+        ingest._tick()  # what the tick does: the small report is read and applied
+        _run_until(loop, lambda: applied == [1.7e9, 1.7e9 + 1])
+        tick = ingest.next_tick
+        assert tick is not None and not ingest.large
+        assert tick - loop.time() > every / LONG_TICKS  # a small report's tick: read_every away
+        os.close(w)
+    loop.close()
+
+
+def test_an_early_read_that_took_much_of_the_pipe_arms_the_reader() -> None:
+    """``read_early``'s read counts for the pipe rule like a tick's: one that took more than 1/``PIPE_SHARE`` of the
+    pipe's buffer ends coalescing (the reader is armed, each report read as it arrives)."""
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=3600.0)
+        ingest.attach(loop)
+        ingest._pipe_bytes = PIPE_SHARE * 20 * len(_line(0))  # a read of 20 small lines fills a quarter of it
+        os.write(w, _line(0))
+        _run_until(loop, lambda: applied == [1.7e9])
+        assert ingest.next_tick is not None  # a small read: coalescing
+        os.write(w, b"".join(_line(i) for i in range(1, 41)))  # 40 lines: half the pipe
+        ingest.read_every = 3600.0 / READ_EARLY + 60.0  # the tick is now within READ_EARLY x read_every
+        ingest.read_early()
+        _run_until(loop, lambda: len(applied) == 41)
+        _run_until(loop, lambda: not ingest.busy)
+        assert applied == [1.7e9 + i for i in range(41)]
+        assert ingest.next_tick is None  # the reader is armed: no tick
         os.close(w)
     loop.close()
 
