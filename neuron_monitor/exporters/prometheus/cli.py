@@ -29,7 +29,7 @@ from neuron_monitor.exporters.prometheus.app import ExporterApp
 from neuron_monitor.exporters.prometheus.auth import BasicAuth
 from neuron_monitor.exporters.prometheus.budget import BUDGET, SERIES_DETAILS
 from neuron_monitor.exporters.prometheus.collector import ExporterCollector
-from neuron_monitor.exporters.prometheus.ingest import StdinIngest
+from neuron_monitor.exporters.prometheus.ingest import StdinIngest, read_every_for
 from neuron_monitor.exporters.prometheus.labelcap import DEFAULT_MAX_LABEL_LENGTH
 from neuron_monitor.exporters.prometheus.labels import DRA_LABEL_MODES
 from neuron_monitor.exporters.prometheus.process_metrics import ProcessMetrics
@@ -297,7 +297,7 @@ def _main(argv: list[str] | None) -> int:
         publisher.hurry()  # the last report is published at once, not when a scrape is due
         at_eof()
 
-    ingest = StdinIngest(sys.stdin.buffer, stream, applied, input_ended)
+    ingest = StdinIngest(sys.stdin.buffer, stream, applied, input_ended, read_every_for(args.stale_floor))
     ingest.hold = publisher.hold  # the loop is left idle when a scrape is due (publish.py)
 
     def ready(loop: asyncio.AbstractEventLoop) -> None:

@@ -40,6 +40,7 @@ F_GETPIPE_SZ = 1032  # fcntl.F_GETPIPE_SZ (Linux)
 CHUNK = 256 * 1024  # one read: four trn2.48xlarge reports; the daemon's pipe holds up to 1 MiB
 READ_EVERY = 1.0  # seconds between reads of stdin while small reports keep coming, at most (see StdinIngest)
 READ_EARLY = 0.2  # a turn awake anyway reads when the next tick is less than this share of READ_EVERY away
+STALE_SHARE = 4  # a tick comes within this share of the staleness floor (``read_every_for``)
 PIPE_SHARE = 4  # small reads coalesce only while one took at most 1/PIPE_SHARE of the pipe's buffer
 PIPE_BYTES = 64 * 1024  # the buffer assumed when the pipe cannot tell (Linux's default pipe size)
 PIPE_GROWN = 1 << 20  # stdin's pipe is grown to this (Linux's default pipe-max-size), as the daemon grows its stdout
@@ -50,6 +51,14 @@ LARGE_REPORT = 16 * 1024  # reports this long or longer are read as they arrive;
 SHORT_LINES_PER_TURN = 6  # short lines of a read decoded and applied in one turn of the loop
 THIN_MAX = 4 * 1024 * 1024  # longer lines (none a daemon writes) are decoded whole: their snapshot keeps no line
 _END = object()  # end of input, queued behind the lines read before it
+
+
+def read_every_for(stale_floor: float) -> float:
+    """The ticks' interval for an exporter whose staleness window is never shorter than ``stale_floor`` seconds:
+    ``READ_EVERY``, or a ``STALE_SHARE``-th of the floor when that is shorter, so a report that waited for its
+    tick is never near stale when it is counted (a served report's age is measured from its count: with a 0.5 s
+    floor and 1 s ticks, up would flap between ticks). Long reports' ticks are a ``LONG_TICKS``-th of it."""
+    return min(READ_EVERY, stale_floor / STALE_SHARE)
 
 
 def decode_line(stream: ReportStream, line: bytes) -> tuple[dict[str, Any] | None, bytes | None]:

@@ -11,6 +11,8 @@ from pathlib import Path
 import bcrypt
 import pytest
 
+from neuron_monitor.exporters.prometheus import cli
+from neuron_monitor.exporters.prometheus.ingest import READ_EVERY, StdinIngest
 from tests.exporters.prometheus.prom_helpers import one, parse, select
 from tests.exporters.prometheus.prom_process import ExporterProcess, client_context, exporter_cmd, make_certificate
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report
@@ -188,3 +190,24 @@ def test_sigint_exits_cleanly() -> None:
     assert exporter.proc.wait(10) == 0
     exporter.stop()
     assert sys.executable
+
+
+@pytest.mark.parametrize(("floor", "every"), [("0.5", 0.125), ("2", 0.5), ("10", READ_EVERY)])
+def test_stdin_ticks_come_within_a_quarter_of_the_stale_floor(
+    monkeypatch: pytest.MonkeyPatch, floor: str, every: float
+) -> None:
+    """With a short ``--stale-floor`` the staleness window can be shorter than the ticks' usual second: a report
+    that waited for its tick would be counted when the one before had already gone stale, and up would flap. The
+    exporter's ticks are therefore at most a quarter of the floor (the window is never shorter than the floor)."""
+    seen: list[float] = []
+
+    class Probe(StdinIngest):
+        def attach(self, loop: object) -> None:  # type: ignore[override]
+            seen.append(self.read_every)
+            raise SystemExit("SIGTERM")  # stop as a signal would, before anything is read
+
+    monkeypatch.setattr(cli, "StdinIngest", Probe)
+    monkeypatch.setattr(cli, "setup_logging", lambda prog, verbose: None)  # leave this process's logging alone
+    monkeypatch.setattr(cli, "quiet_gc", lambda: None)  # and its garbage collector
+    assert cli._main(["--bind", "127.0.0.1", "--port", "0", "--stale-floor", floor]) == 0
+    assert seen == [every]

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
+from hypothesis import given
+from hypothesis import strategies as st
 
 from neuron_monitor.exporters.prometheus.families import GAUGE, Family
 from neuron_monitor.exporters.prometheus.ingest import (
@@ -24,9 +26,12 @@ from neuron_monitor.exporters.prometheus.ingest import (
     PIPE_GROWN,
     PIPE_SHARE,
     READ_EARLY,
+    READ_EVERY,
     SHORT_LINES_PER_TURN,
+    STALE_SHARE,
     TICK_LINES,
     StdinIngest,
+    read_every_for,
 )
 from neuron_monitor.exporters.prometheus.labelcap import LabelGuard
 from neuron_monitor.schema.stream import ReportStream
@@ -236,6 +241,13 @@ def test_an_early_read_that_took_much_of_the_pipe_arms_the_reader() -> None:
         assert ingest.next_tick is None  # the reader is armed: no tick
         os.close(w)
     loop.close()
+
+
+@given(st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False))
+def test_ticks_never_exceed_a_share_of_the_stale_floor(floor: float) -> None:
+    every = read_every_for(floor)
+    assert 0 < every <= READ_EVERY and every <= floor / STALE_SHARE
+    assert every == READ_EVERY or every == floor / STALE_SHARE
 
 
 def _turns(lines: list[bytes]) -> list[object]:
