@@ -119,7 +119,8 @@ class StdinIngest:
         self._stepping = False  # a step is scheduled
         self._queued = 0  # bytes of the lines in the queue
         self._got = 0  # bytes the last read took
-        self._pipe_bytes = PIPE_BYTES  # the pipe's buffer (read at ``attach``)
+        self._pipe_bytes = PIPE_BYTES  # the pipe's buffer (read at ``attach``, again before each tick is set)
+        self._fifo = False  # stdin is a pipe (its buffer size can be read)
         self.newest = 0  # the newest report's length
         self._fd = -1
         # loop time -> the loop time until which steps wait (a scrape is due: ``publish.Publisher.hold``), or None
@@ -141,6 +142,7 @@ class StdinIngest:
             os.set_blocking(self._fd, False)  # a terminal stays blocking: read only when it is readable
             self._nonblocking = True
         if stat.S_ISFIFO(mode):
+            self._fifo = True
             with contextlib.suppress(OSError):
                 self._pipe_bytes = _grown(self._fd)
 
@@ -235,6 +237,10 @@ class StdinIngest:
             self._unarm()
             return
         assert self._loop is not None
+        if self._got and self._nonblocking and self._fifo:
+            # read again before each tick: another holder of the pipe (the writer, a wrapper) may have resized it
+            with contextlib.suppress(OSError):
+                self._pipe_bytes = int(fcntl.fcntl(self._fd, F_GETPIPE_SZ))
         if (
             self._got
             and self._nonblocking

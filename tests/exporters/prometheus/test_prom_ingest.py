@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from neuron_monitor.exporters.prometheus.families import GAUGE, Family
 from neuron_monitor.exporters.prometheus.ingest import (
     F_GETPIPE_SZ,
+    F_SETPIPE_SZ,
     LARGE_REPORT,
     LONG_TICKS,
     PIPE_GROWN,
@@ -130,7 +131,7 @@ def test_a_large_report_is_not_read_early() -> None:
         ingest, applied, _ = _ingest(reader, read_every=1e9)
         ingest.attach(loop)
         big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * LARGE_REPORT}) + b"\n"
-        ingest._pipe_bytes = TICK_LINES * len(big) // 2  # too small to hold a tick's long reports (not grown)
+        fcntl.fcntl(w, F_SETPIPE_SZ, 64 * 1024)  # too small to hold a tick's long reports (shrunk by the writer)
         writer = threading.Thread(target=os.write, args=(w, big))
         writer.start()
         _run_until(loop, lambda: applied == [1.7e9])
@@ -175,7 +176,7 @@ def test_a_long_reports_tick_is_not_taken_early() -> None:
             orjson.dumps({"system_data": None, "report_time": 1.7e9 + i, "pad": "x" * LARGE_REPORT}) + b"\n"
             for i in range(2)
         ]
-        ingest._pipe_bytes = TICK_LINES * len(big[0]) * 4  # room for a tick's long reports: they coalesce
+        assert fcntl.fcntl(r, F_GETPIPE_SZ) >= TICK_LINES * len(big[0]) * 4  # grown: long reports coalesce
         writer = threading.Thread(target=os.write, args=(w, big[0]))
         writer.start()
         _run_until(loop, lambda: applied == [1.7e9])
@@ -203,7 +204,7 @@ def test_long_reports_tick_long_ticks_times_as_often_as_small_ones() -> None:
     with os.fdopen(r, "rb", buffering=0) as reader:
         ingest, applied, _ = _ingest(reader, read_every=every)
         ingest.attach(loop)
-        ingest._pipe_bytes = TICK_LINES * len(big) * PIPE_SHARE  # room for a tick's long reports: they coalesce
+        assert fcntl.fcntl(r, F_GETPIPE_SZ) >= TICK_LINES * len(big) * PIPE_SHARE  # grown: long reports coalesce
         os.write(w, big)
         _run_until(loop, lambda: applied == [1.7e9])
         tick = ingest.next_tick
@@ -228,11 +229,12 @@ def test_an_early_read_that_took_much_of_the_pipe_arms_the_reader() -> None:
     with os.fdopen(r, "rb", buffering=0) as reader:
         ingest, applied, _ = _ingest(reader, read_every=3600.0)
         ingest.attach(loop)
-        ingest._pipe_bytes = PIPE_SHARE * 20 * len(_line(0))  # a read of 20 small lines fills a quarter of it
+        size = fcntl.fcntl(w, F_SETPIPE_SZ, 4096)  # one page (shrunk by the writer)
+        assert PIPE_SHARE * len(_line(0)) <= size < PIPE_SHARE * 40 * len(_line(1))  # 40 lines: over a quarter
         os.write(w, _line(0))
         _run_until(loop, lambda: applied == [1.7e9])
         assert ingest.next_tick is not None  # a small read: coalescing
-        os.write(w, b"".join(_line(i) for i in range(1, 41)))  # 40 lines: half the pipe
+        os.write(w, b"".join(_line(i) for i in range(1, 41)))  # 40 lines: over a quarter of the pipe
         ingest.read_every = 3600.0 / READ_EARLY + 60.0  # the tick is now within READ_EARLY x read_every
         ingest.read_early()
         _run_until(loop, lambda: len(applied) == 41)
@@ -322,13 +324,38 @@ def test_large_reports_are_applied_as_they_arrive_when_the_pipe_cannot_hold_a_ti
     with os.fdopen(r, "rb", buffering=0) as reader:
         ingest, applied, _ = _ingest(reader, read_every=3600.0)
         ingest.attach(loop)
-        ingest._pipe_bytes = TICK_LINES * len(big) // 2  # as if growing had been refused
+        assert fcntl.fcntl(w, F_SETPIPE_SZ, 64 * 1024) < TICK_LINES * len(big)  # as if growing had been refused
         os.write(w, big)
         _run_until(loop, lambda: len(applied) == 1)
         assert ingest.large
         os.write(w, big)
         _run_until(loop, lambda: len(applied) == 2)  # the loop's reader stays armed: no tick to wait for
         assert ingest.next_tick is None
+        os.close(w)
+    loop.close()
+
+
+def test_a_pipe_shrunk_by_its_writer_stops_long_reports_coalescing() -> None:
+    """The pipe's size is read again before each tick: a writer that shrinks the pipe the exporter grew (it may
+    resize it too) makes long reports be read as they arrive again, so it never waits for a tick it has no room
+    for."""
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * 20_000}) + b"\n"
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=3600.0)
+        ingest.attach(loop)
+        os.write(w, big)
+        _run_until(loop, lambda: len(applied) == 1)
+        assert ingest.next_tick is not None  # the grown pipe holds a tick's long reports
+        ingest._timer.cancel()  # type: ignore[union-attr]
+        ingest._tick()  # reads nothing: the loop's reader is armed again
+        assert fcntl.fcntl(w, F_SETPIPE_SZ, 64 * 1024) < TICK_LINES * len(big)  # the writer shrinks it
+        os.write(w, big)
+        _run_until(loop, lambda: len(applied) == 2)
+        assert ingest.next_tick is None  # no room for a tick's worth: read as they arrive
+        os.write(w, big)
+        _run_until(loop, lambda: len(applied) == 3)
         os.close(w)
     loop.close()
 
