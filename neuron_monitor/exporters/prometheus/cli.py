@@ -299,6 +299,7 @@ def _main(argv: list[str] | None) -> int:
 
     ingest = StdinIngest(sys.stdin.buffer, stream, applied, input_ended, read_every_for(args.stale_floor))
     ingest.hold = publisher.hold  # the loop is left idle when a scrape is due (publish.py)
+    ingest.paused = publisher.reads_paused  # a publication due before the next read starts right after this one
 
     def ready(loop: asyncio.AbstractEventLoop) -> None:
         quiet_gc()

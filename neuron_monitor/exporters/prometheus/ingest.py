@@ -125,6 +125,9 @@ class StdinIngest:
         self._fd = -1
         # loop time -> the loop time until which steps wait (a scrape is due: ``publish.Publisher.hold``), or None
         self.hold: Callable[[float], float | None] | None = None
+        # called with the loop time of the next tick when a read's lines are all counted and the next read waits
+        # for that tick (``publish.Publisher.reads_paused``)
+        self.paused: Callable[[float], None] | None = None
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start reading: on ``loop`` when the input can be polled, else on a daemon thread."""
@@ -311,6 +314,8 @@ class StdinIngest:
         else:
             self._stepping = False
             self._wait()
+            if self._timer is not None and self.paused is not None:
+                self.paused(self._timer.when())  # nothing more is counted before that tick
 
     def _drain(self) -> int:
         """Read what stdin holds now (one read unless non-blocking) into the queue; the number of bytes read."""

@@ -252,6 +252,21 @@ def test_ticks_never_exceed_a_share_of_the_stale_floor(floor: float) -> None:
     assert every == READ_EVERY or every == floor / STALE_SHARE
 
 
+def test_the_publisher_hears_when_a_read_is_counted_and_the_next_waits_for_a_tick() -> None:
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=3600.0)
+        paused: list[tuple[float, int]] = []
+        ingest.paused = lambda until: paused.append((until, len(applied)))
+        ingest.attach(loop)
+        os.write(w, _line(0) + _line(1))
+        _run_until(loop, lambda: len(applied) == 2 and bool(paused))
+        assert paused == [(ingest.next_tick, 2)]  # once, after the read's last report, with the tick's time
+        os.close(w)
+    loop.close()
+
+
 def _turns(lines: list[bytes]) -> list[object]:
     """The reports' times as applied, with "request" where a callback queued at the first apply ran."""
     r, w = os.pipe()

@@ -393,3 +393,35 @@ def test_a_short_publication_is_rendered_whole_as_the_renderer_renders_it() -> N
                 [expected] if publication.whole else publication.parts(openmetrics)
             )
     assert wholes == 5  # every publication after the first short one
+
+
+def test_a_publication_due_before_the_next_read_starts_right_after_this_one() -> None:
+    """``Publisher.reads_paused(until)``: stdin's next read is a tick at ``until``, so nothing newer is counted
+    before it. A publication due by then starts at once (it would publish the same, newest report); one due later
+    waits for its time (the next read may bring a newer report), and so does one while a scrape is due."""
+    loop = asyncio.new_event_loop()
+    state = _state_with_reports(1)
+    collector = ExporterCollector(state)
+    publisher = collector.publisher
+    publisher.attach(loop)
+    publisher.publish_now()  # the first report published: later ones wait for the next scrape
+    publisher._last_scrape, publisher._gap = loop.time(), 3600.0  # the next scrape an hour away
+    state.apply(orjson.loads(_report(1)))
+    publisher.report_applied()
+    timer = publisher._timer
+    assert timer is not None and timer.when() > loop.time()  # put off until just before that scrape
+    due = timer.when()
+    publisher.reads_paused(due - 1.0)  # the next read comes first: wait for it
+    assert publisher._timer is timer and not timer.cancelled() and publisher.publications == 1
+    publisher._last_scrape, publisher._gap = loop.time() - 10.0, 10.0  # a scrape is due right now: hold
+    publisher.reads_paused(due + 1.0)
+    assert publisher._timer is timer and not timer.cancelled() and publisher.publications == 1
+    publisher._last_scrape, publisher._gap = loop.time(), 3600.0
+    publisher.reads_paused(due + 1.0)  # nothing counted before the publication's time: it starts now
+    assert timer.cancelled() and publisher._timer is None
+    deadline = time.monotonic() + DEADLINE
+    while publisher.publications < 2:
+        assert time.monotonic() < deadline
+        loop.run_until_complete(asyncio.sleep(0.01))
+    assert _which_reports(gzip.decompress(collector.body([], False, True)).decode()) == {1.0}
+    loop.close()
