@@ -2,7 +2,7 @@
 
 - a delta step from the picks it kept of the previous reading gives what picking both readings again gives;
 - `cores_careful`'s pair of physical cores (one dict display per logical core) gives what the mean and sum over
-  the members' lists give;
+  the members' lists give, and written into its kept answer (`KeptPairs`) what building it anew gives;
 - `usage_careful`'s rounded numbers, computed once per interval and tick count, are the direct rounding.
 """
 
@@ -12,12 +12,12 @@ from array import array
 from typing import Any
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import CLOCK_TICKS, usage_careful
 from neuron_monitor.groups.neuroncore_counters import body as B
-from neuron_monitor.groups.neuroncore_counters.collector import MAX_MACS, cores_careful
+from neuron_monitor.groups.neuroncore_counters.collector import MAX_MACS, KeptPairs, cores_careful
 from neuron_monitor.neuron.datablock import N
 from neuron_monitor.neuron.deltas import Pick, device_deltas_careful
 
@@ -103,6 +103,58 @@ def test_cores_in_pairs_are_the_mean_and_sum_of_their_members(
     got, want = cores_careful(steps, shape), _pairs_plainly(steps, shape)
     assert repr(got) == repr(want)
     assert orjson.dumps(got) == orjson.dumps(want)
+
+
+@st.composite
+def step_runs(draw: st.DrawFn) -> list[tuple[list[Any], tuple[int, int, bool, str, tuple[str, ...]]]]:
+    """One application's collections in turn: mostly the kept case of one shape, sometimes another (a core idle,
+    a rate past what a core can do, no period, another device or core count, LNC=1, no breakdown)."""
+    (base_steps, _), dt = draw(pair_steps()), draw(st.sampled_from([0.1, 0.100289447, 2.5]))
+    device, dd, _dt, n, _deltas = base_steps[0]
+    base = (device, dd, n, (2, n // 2, True, "v3d", ("nc_v3.0", "nc_v3.1")))
+    runs = []
+    for _ in range(draw(st.integers(2, 8))):
+        if draw(st.integers(0, 3)) == 0:  # another shape altogether
+            runs.append(draw(pair_steps()))
+            continue
+        device, dd, n, shape = base
+        busy = [draw(st.integers(1, 10**7)) for _ in range(n)]
+        macs = [draw(st.integers(0, int(MAX_MACS * dt))) for _ in range(n)]
+        step_dt = dt
+        if draw(st.integers(0, 5)) == 0:  # a core idle this period
+            busy[0] = 0
+        if draw(st.integers(0, 5)) == 0:  # a rate past what a core can do
+            macs[-1] = int(MAX_MACS * dt) + 10
+        if draw(st.integers(0, 7)) == 0:  # no period
+            step_dt = 0.0
+        if draw(st.integers(0, 7)) == 0:
+            shape = (1, n, False, "v3d", ())
+        runs.append(([(device, dd, step_dt, n, busy + macs)], shape))
+    return runs
+
+
+@settings(max_examples=300, deadline=None)
+@given(step_runs())
+def test_cores_written_into_the_kept_answer_are_the_cores_built_anew(
+    runs: list[tuple[list[Any], tuple[int, int, bool, str, tuple[str, ...]]]],
+) -> None:
+    kept = KeptPairs()
+    previous: dict[str, Any] | None = None
+    written = 0
+    for steps, shape in runs:
+        want = cores_careful(steps, shape)
+        key_before = kept.key if kept.answer is not None else None
+        got = cores_careful(steps, shape, kept)
+        assert repr(got) == repr(want)
+        assert orjson.dumps(got) == orjson.dumps(want)
+        _device, _dd, dt, n, deltas = steps[0]
+        usual = shape[0] == 2 and shape[2] and dt > 0 and all(deltas[:n]) and max(deltas[n:]) <= MAX_MACS * dt
+        if usual and previous is not None and key_before == (steps[0][0], n, shape):
+            assert got is previous  # written into the kept dicts: none made
+            written += 1
+        assert (kept.answer is got) == usual
+        previous = got
+    event(f"written into the kept answer: {min(written, 3)}")
 
 
 def _pid_stat(utime: int, stime: int) -> bytes:

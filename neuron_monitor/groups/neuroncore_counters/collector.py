@@ -41,6 +41,7 @@ class NeuroncoreCounters(DataBlockGroup):
         super().__init__(root, DeltaTracker(_INDICES))
         self._shape: tuple[Topology, _Shape] | None = None  # the last topology and what follows from it
         self._in_use: dict[int, dict[str, Any]] = {}  # pid -> its last neuroncores_in_use, updated in place
+        self._kept: dict[int, KeptPairs] = {}  # pid -> that answer's dicts as cores_careful built them, if it did
 
     def _shape_of(self, topo: Topology) -> _Shape:
         """(LNC, logical cores per device, physical breakdown shown, its key, physical core names) of a topology."""
@@ -55,6 +56,7 @@ class NeuroncoreCounters(DataBlockGroup):
     def _forget(self, pid: int) -> None:
         super()._forget(pid)
         self._in_use.pop(pid, None)
+        self._kept.pop(pid, None)
 
     def in_use(self, pid: int) -> dict[str, Any] | None:
         """This application's last ``neuroncores_in_use`` (the next one of the same shape is written into it)."""
@@ -70,7 +72,12 @@ class NeuroncoreCounters(DataBlockGroup):
         if len(steps) == 1:
             in_use = cores_native(steps, shape, self._in_use.get(app.pid))
         if in_use is None:
-            in_use = cores_careful(steps, shape)
+            kept = self._kept.get(app.pid)
+            if kept is None:
+                kept = self._kept[app.pid] = KeptPairs()
+            elif kept.answer is not self._in_use.get(app.pid):  # replaced since (by the helper): built anew
+                kept.answer = None
+            in_use = cores_careful(steps, shape, kept)
         self._in_use[app.pid] = in_use
         body: dict[str, Any] = {B.NEURONCORES_IN_USE: in_use}  # NeuroncoreCountersBody (body.py)
         period = self._period(steps)
@@ -107,16 +114,55 @@ def cores_native(steps: list[DeviceDelta], shape: _Shape, reuse: dict[str, Any] 
     return cores
 
 
+class KeptPairs:
+    """An application's last ``neuroncores_in_use`` as `cores_careful` built it in the usual Trn2 case (one device,
+    LNC=2 with the physical breakdown, every core in use, every rate present, a period with a length), and its dicts
+    in order (each logical core's entry, then its two physical cores'), so that the next answer of the same shape
+    (the same device, core count and topology shape) is written into it, as the helper's `cores` does with its
+    ``reuse``: no dict made or freed (17 per trn2 application and report). ``answer`` None: nothing kept."""
+
+    __slots__ = ("answer", "dicts", "key")
+
+    def __init__(self) -> None:
+        self.answer: dict[str, Any] | None = None
+        self.key: tuple[int, int, _Shape] | None = None
+        self.dicts: tuple[dict[str, Any], ...] = ()
+
+
 @lru_cache(maxsize=16)
 def _logical_cores(n: int, lnc: int) -> tuple[range, ...]:
     """The physical cores of each logical core of a device with ``n`` physical cores, ``lnc`` to a logical one."""
     return tuple(range(k, k + lnc) for k in range(0, n, lnc))
 
 
-def cores_careful(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any]:
+def cores_careful(steps: list[DeviceDelta], shape: _Shape, kept: KeptPairs | None = None) -> dict[str, Any]:
     """``neuroncores_in_use`` from the per-device deltas of TIME_IN_USE and MAC_COUNT: every core the app uses on
-    each device (see `cores_in_use`), keyed by its flat logical index as a string, in ascending order."""
+    each device (see `cores_in_use`), keyed by its flat logical index as a string, in ascending order.
+
+    ``kept``: this application's `KeptPairs` (its previous answer, when it was this function's own in the usual
+    Trn2 case and nothing replaced it since). An answer of that case and the same shape is written into the kept
+    dicts and the kept answer returned; otherwise the answer is built, and kept when it is of that case."""
     lnc, per_device, breakdown, group_name, phys_names = shape
+    if kept is not None:
+        pairs = _pairs(steps, shape)
+        if pairs is None:
+            kept.answer = None
+        else:
+            key, pair_utils, pair_flops = pairs
+            if kept.answer is not None and kept.key == key:
+                dicts = kept.dicts
+                for k in range(0, len(pair_utils), 2):  # logical core k // 2: entry dicts[3k/2], members after it
+                    ua, ub = pair_utils[k], pair_utils[k + 1]
+                    logical, da, db = dicts[3 * k // 2 : 3 * k // 2 + 3]
+                    logical[B.NEURONCORE_UTILIZATION] = (ua + ub) / 2  # as the pair branch below computes it
+                    logical[B.FLOPS] = pair_flops[k] + pair_flops[k + 1]
+                    da[B.NEURONCORE_UTILIZATION] = ua
+                    db[B.NEURONCORE_UTILIZATION] = ub
+                return kept.answer
+            answer = cores_careful(steps, shape)
+            kept.answer, kept.key = answer, key
+            kept.dicts = tuple(d for e in answer.values() for d in (e, *e[group_name].values()))
+            return answer
     cores: dict[int, dict[str, Any]] = {}
     for device, dd, dt, n, deltas in steps:
         busy, macs = deltas[:n], deltas[n:]  # per physical core: TIME_IN_USE, MAC_COUNT
@@ -173,6 +219,24 @@ def cores_careful(steps: list[DeviceDelta], shape: _Shape) -> dict[str, Any]:
             cores[first + physical[0] // lnc] = entry
     keys = _KEYS if not cores or max(cores) < len(_KEYS) else [str(k) for k in range(max(cores) + 1)]
     return {keys[k]: cores[k] for k in sorted(cores)}
+
+
+def _pairs(steps: list[DeviceDelta], shape: _Shape) -> tuple[tuple[int, int, _Shape], list[float], list[int]] | None:
+    """For `KeptPairs`' case (one device, LNC=2 with the breakdown, every core busy, every rate present, a period
+    with a length): (the answer's shape key, each physical core's utilization and FLOPS, as `cores_careful`
+    computes them); None otherwise."""
+    lnc, _per_device, breakdown, _group_name, _phys_names = shape
+    if len(steps) != 1 or lnc != 2 or not breakdown:
+        return None
+    device, _dd, dt, n, deltas = steps[0]
+    busy, macs = deltas[:n], deltas[n:]
+    if dt <= 0 or not n or n % 2 or len(macs) != n or not all(busy):  # all busy: cores_in_use gives every core
+        return None
+    scale, most = dt * 1e4, MAX_MACS * dt
+    if max(macs) > most:
+        return None
+    utils = [u if (u := b / scale) < 100.0 else 100.0 for b in busy]
+    return (device, n, shape), utils, [int(2 * m / dt) for m in macs]
 
 
 GROUP = NeuroncoreCounters
