@@ -15,7 +15,7 @@ import orjson
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import CLOCK_TICKS, usage_careful
+from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import _INTERVAL, _SHARES_MAX, CLOCK_TICKS, usage_careful
 from neuron_monitor.groups.neuroncore_counters import body as B
 from neuron_monitor.groups.neuroncore_counters.collector import MAX_MACS, KeptPairs, cores_careful
 from neuron_monitor.neuron.datablock import N
@@ -188,3 +188,14 @@ def test_runtime_usage_numbers_are_the_direct_rounding(samples: list[tuple[int, 
         }
         assert repr(dict(body)) == repr(want)
         assert (utime, stime) == (before + user, before + system)
+
+
+def test_the_rounded_numbers_kept_for_one_interval_stay_bounded() -> None:
+    """However many tick counts one interval sees (a fixed clock, a host with thousands of runtimes), the memo of
+    their rounded shares stays bounded (ground rule 5: memory bounded), and its numbers stay right."""
+    dt = 0.1
+    for ticks in range(5000):
+        body, _, _ = usage_careful(_pid_stat(ticks, 2 * ticks), 0, 0, dt)
+        assert body["vcpu_usage"]["user"] == round(ticks / CLOCK_TICKS / dt * 100.0, 2)
+        assert body["vcpu_usage"]["system"] == round(2 * ticks / CLOCK_TICKS / dt * 100.0, 2)
+    assert len(_INTERVAL.shares) <= _SHARES_MAX + 2
