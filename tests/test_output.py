@@ -107,6 +107,28 @@ async def test_a_pipe_too_small_for_the_lines_is_grown_once() -> None:
     os.close(w)
 
 
+async def test_a_pipe_its_reader_grew_is_never_shrunk() -> None:
+    """The exporter grows its stdin (this pipe) to 1 MiB when it starts, maybe after our first line; a longer line
+    later must not set the pipe back to the smaller size this writer would have asked for (the exporter sizes its
+    coalescing by the grown pipe: a shrunk one would fill and make the daemon skip slots)."""
+    r, w = os.pipe()
+    fcntl.fcntl(w, F_SETPIPE_SZ, 65536)
+    writer = LineWriter(w)
+    await writer.write(b"first\n")  # the writer sees a 64 KiB pipe
+    assert os.read(r, 100) == b"\nfirst\n"
+    grown = fcntl.fcntl(r, F_SETPIPE_SZ, min(1 << 20, int(Path(PIPE_MAX_SIZE).read_text())))  # as the exporter does
+    line = b"y" * 80_000 + b"\n"  # would ask for 512 KiB
+    await writer.write(line)
+    assert fcntl.fcntl(w, F_GETPIPE_SZ) == grown
+    got = bytearray()
+    while len(got) < len(line):
+        got += os.read(r, 1 << 20)
+    assert bytes(got) == line
+    writer.close()
+    os.close(r)
+    os.close(w)
+
+
 def test_direct_writes_never_block_on_a_pipe_full_of_unread_lines() -> None:
     """A pipe's room is in page slots: 16 unread 3.3 KB lines fill a 64 KiB pipe that holds only 53 KB. A direct
     write that blocked there would stall the event loop (and SIGTERM with it); the writer thread must take it."""

@@ -21,6 +21,8 @@ A pipe whose buffer is smaller than four report lines (Linux's default is 64 KiB
 runtimes is about 80 KB) is grown once with F_SETPIPE_SZ, up to /proc/sys/fs/pipe-max-size (1 MiB by default,
 no privilege needed), so that whole reports fit and go out directly. This buffers at most a few reports in the
 kernel, never in this process; when growing is refused, lines that do not fit take the writer thread as before.
+A pipe is never shrunk: its size is read again before growing it, since the reader may have grown it meanwhile
+(neuron-monitor-prometheus grows its stdin to 1 MiB and sizes its reads by that).
 
 Resync: the first line written starts with a newline. A daemon killed mid-write (kill -9, OOM) leaves a torn line
 in the pipe or file that a restarted daemon writes to; without the newline the restarted daemon's first report
@@ -97,7 +99,7 @@ class LineWriter:
         self._thread = threading.Thread(target=self._run, name="stdout-writer", daemon=True)
         self._thread.start()
         self._kind = _fd_kind(fd)
-        self._capacity = 0  # the pipe's buffer size, read once and after growing it (only we resize it)
+        self._capacity = 0  # the pipe's buffer size, read once and again before growing it (the reader may too)
         self._grown_for = 0  # the longest line growing the pipe was tried for
         self.direct_writes = 0
         self._sent: collections.deque[int] = collections.deque(maxlen=SENT_TRACKED)  # sizes of recent lines
@@ -112,8 +114,10 @@ class LineWriter:
                 want = min(want, int(f.read()))
         except (OSError, ValueError):
             want = min(want, 1 << 20)
+        with contextlib.suppress(OSError):  # the reader may have grown it meanwhile (our exporter grows its stdin)
+            self._capacity = fcntl.fcntl(self.fd, F_GETPIPE_SZ)
         if want <= self._capacity:
-            return
+            return  # never shrink a pipe
         try:
             self._capacity = fcntl.fcntl(self.fd, F_SETPIPE_SZ, want)
             log.info("grew the stdout pipe to %d bytes for %d-byte reports", self._capacity, n)
