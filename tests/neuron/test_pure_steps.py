@@ -3,6 +3,8 @@
 - a delta step from the picks it kept of the previous reading gives what picking both readings again gives;
 - `cores_careful`'s pair of physical cores (one dict display per logical core) gives what the mean and sum over
   the members' lists give, and written into its kept answer (`KeptPairs`) what building it anew gives;
+- `summary_careful`'s values written into the application's kept nested dicts (`KeptSummary`) are what a body
+  built anew holds;
 - `usage_careful`'s rounded numbers, computed once per interval and tick count, are the direct rounding.
 """
 
@@ -15,11 +17,14 @@ import orjson
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from neuron_monitor.groups.execution_stats.collector import _INDICES as ES_INDICES
+from neuron_monitor.groups.execution_stats.collector import KeptSummary, summary_careful
 from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import _INTERVAL, _SHARES_MAX, CLOCK_TICKS, usage_careful
 from neuron_monitor.groups.neuroncore_counters import body as B
 from neuron_monitor.groups.neuroncore_counters.collector import MAX_MACS, KeptPairs, cores_careful
+from neuron_monitor.neuron import layout as L
 from neuron_monitor.neuron.datablock import N
-from neuron_monitor.neuron.deltas import Pick, device_deltas_careful
+from neuron_monitor.neuron.deltas import Pick, device_deltas_careful, picker
 
 
 @st.composite
@@ -155,6 +160,47 @@ def test_cores_written_into_the_kept_answer_are_the_cores_built_anew(
         assert (kept.answer is got) == usual
         previous = got
     event(f"written into the kept answer: {min(written, 3)}")
+
+
+def _latencies(n: int) -> tuple[Any, Any]:
+    return picker((L.NC_LATENCY_DEVICE,), n), picker((L.NC_LATENCY_TOTAL,), n)
+
+
+@st.composite
+def summary_steps(draw: st.DrawFn) -> list[Any]:
+    """One collection's steps of an application: one device mostly, sometimes two; the rare counts changed or
+    not (the deltas then stop after the frequent one); cores idle or not; latencies zero or not."""
+    steps = []
+    for device in range(draw(st.integers(1, 2)) if draw(st.integers(0, 4)) == 0 else 1):
+        n = draw(st.integers(1, 8))
+        rare = draw(st.booleans())
+        counts = st.integers(0, 5) if draw(st.booleans()) else st.integers(1, 10**6)
+        deltas = draw(st.lists(counts, min_size=n * (len(ES_INDICES) if rare else 1), max_size=n * len(ES_INDICES)))
+        deltas = deltas[: n * (len(ES_INDICES) if rare else 1)]
+        latency = st.one_of(st.just(0), st.integers(1, 10**7))
+        counters = array("Q", [0] * (n * N))
+        for core in range(n):
+            counters[core * N + L.NC_LATENCY_DEVICE] = draw(latency)
+            counters[core * N + L.NC_LATENCY_TOTAL] = draw(latency)
+        dd: Any = type("DD", (), {"reading": type("R", (), {"counters": counters})()})()
+        steps.append((device, dd, 0.1, n, deltas))
+    return steps
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(summary_steps(), min_size=1, max_size=8))
+def test_summaries_written_into_the_kept_dicts_are_the_summaries_built_anew(runs: list[list[Any]]) -> None:
+    kept = KeptSummary()
+    bodies = []
+    for steps in runs:
+        want = summary_careful(steps, _latencies)
+        got = summary_careful(steps, _latencies, kept)
+        assert repr(got) == repr(want)
+        assert orjson.dumps(got) == orjson.dumps(want)
+        assert all(got is not body for body in bodies)  # each body its own dict: never an unchanged body
+        bodies.append(got)
+    if len(runs) > 1:
+        assert got["error_summary"] is bodies[0]["error_summary"]  # written into, not made again
 
 
 def _pid_stat(utime: int, stime: int) -> bytes:

@@ -66,6 +66,7 @@ class ExecutionStats(DataBlockGroup):
         super().__init__(root, DeltaTracker(_INDICES, often=1))  # completed changes all the time, the rest rarely
         self._latency_pickers: dict[int, tuple[Picker, Picker]] = {}  # cores -> (device, total) latency pickers
         self._latency_positions: dict[int, array[int]] = {}  # cores -> where both latencies are, for summary_native
+        self._kept: dict[int, KeptSummary] = {}  # pid -> the nested dicts summary_careful last wrote for it
 
     def _latencies(self, n: int) -> tuple[Picker, Picker]:
         pickers = self._latency_pickers.get(n)
@@ -88,11 +89,44 @@ class ExecutionStats(DataBlockGroup):
         if len(steps) == 1:
             body = summary_native(steps[0], self._positions(steps[0][3]))
         if body is None:
-            body = summary_careful(steps, self._latencies)
+            kept = self._kept.get(app.pid)
+            if kept is None:
+                kept = self._kept[app.pid] = KeptSummary()
+            body = summary_careful(steps, self._latencies, kept)
         period = self._period(steps)
         if period is not None:
             body[B.PERIOD] = period
         return body
+
+    def _forget(self, pid: int) -> None:
+        super()._forget(pid)
+        self._kept.pop(pid, None)
+
+
+class KeptSummary:
+    """The nested dicts of an application's last body from `summary_careful` (both summaries, ``latency_stats`` and
+    its two percentile dicts), into which its next body's values are written: no dict made or freed per
+    application and report while they keep their keys (each summary always has its six; a percentile dict is kept
+    while the period has samples). Each body's own dict is new, so the assembly never takes it for an unchanged
+    body."""
+
+    __slots__ = ("device", "errors", "executions", "latency", "total")
+
+    def __init__(self) -> None:
+        self.errors: dict[str, int] | None = None
+        self.executions: dict[str, int] | None = None
+        self.latency: LatencyStats | None = None
+        self.total: dict[str, float] | None = None
+        self.device: dict[str, float] | None = None
+
+
+def _percentiles_into(kept: dict[str, float] | None, samples: list[float]) -> dict[str, float] | None:
+    """`percentiles` of ``samples``, written into ``kept`` when there is one (the same keys in the same order)."""
+    if not samples or kept is None:
+        return percentiles(samples)
+    ordered = sorted(samples)
+    kept.update(zip(_PERCENTILE_NAMES, _ranks(len(ordered))(ordered), strict=True))
+    return kept
 
 
 def latency_positions(n: int) -> array[int]:
@@ -114,9 +148,12 @@ def summary_native(step: DeviceDelta, positions: array[int]) -> dict[str, Any] |
     return body
 
 
-def summary_careful(steps: list[DeviceDelta], latencies: Callable[[int], tuple[Picker, Picker]]) -> dict[str, Any]:
+def summary_careful(
+    steps: list[DeviceDelta], latencies: Callable[[int], tuple[Picker, Picker]], kept: KeptSummary | None = None
+) -> dict[str, Any]:
     """``error_summary``, ``execution_summary`` and ``latency_stats`` from the per-device deltas of the mapped
-    counters (``latencies(cores)`` gives the pickers of the latest device and total latency of each core)."""
+    counters (``latencies(cores)`` gives the pickers of the latest device and total latency of each core).
+    ``kept``: the application's `KeptSummary`, whose dicts take this body's values (the body is the same)."""
     totals: list[int] | None = None
     device_lat: list[float] = []
     total_lat: list[float] = []
@@ -139,6 +176,19 @@ def summary_careful(steps: list[DeviceDelta], latencies: Callable[[int], tuple[P
             total_lat += [v / 1e6 for v in compress(pick_total(counters), executed) if v]
     if totals is None:
         totals = [0] * len(_INDICES)
+    if kept is not None:
+        if kept.errors is None or kept.executions is None or kept.latency is None:
+            kept.errors = dict(zip(_ERR_NAMES, totals[_N_EXEC:], strict=True))
+            kept.executions = dict(zip(_EXEC_NAMES, totals[:_N_EXEC], strict=True))
+            kept.latency = LatencyStats(total_latency=None, device_latency=None)
+        else:
+            kept.errors.update(zip(_ERR_NAMES, totals[_N_EXEC:], strict=True))
+            kept.executions.update(zip(_EXEC_NAMES, totals[:_N_EXEC], strict=True))
+        kept.total = _percentiles_into(kept.total, total_lat)
+        kept.device = _percentiles_into(kept.device, device_lat)
+        kept.latency["total_latency"] = kept.total
+        kept.latency["device_latency"] = kept.device
+        return {B.ERROR_SUMMARY: kept.errors, B.EXECUTION_SUMMARY: kept.executions, B.LATENCY_STATS: kept.latency}
     return {  # ExecutionStatsBody (body.py), as a plain dict: `_body` adds the period to it
         B.ERROR_SUMMARY: dict(zip(_ERR_NAMES, totals[_N_EXEC:], strict=True)),
         B.EXECUTION_SUMMARY: dict(zip(_EXEC_NAMES, totals[:_N_EXEC], strict=True)),
