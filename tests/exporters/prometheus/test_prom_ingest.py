@@ -429,6 +429,27 @@ def test_a_regular_file_is_read_by_a_thread() -> None:
         loop.close()
 
 
+def test_a_terminal_is_read_as_it_becomes_readable_never_on_a_tick() -> None:
+    """A terminal on stdin stays blocking (``restore`` has nothing to undo), so it must never be read on a tick: a
+    blocking read of a terminal with nothing typed would stall the loop and every scrape with it. Each line is read
+    when the terminal becomes readable, and a line typed later is read too."""
+    master, slave = os.openpty()
+    loop = asyncio.new_event_loop()
+    with os.fdopen(slave, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=3600.0)
+        ingest.attach(loop)
+        assert ingest.polled and os.get_blocking(slave)
+        os.write(master, _line(0))
+        _run_until(loop, lambda: applied == [1.7e9])
+        assert ingest.next_tick is None  # the loop's reader stays armed: no tick
+        os.write(master, _line(1))
+        _run_until(loop, lambda: applied == [1.7e9, 1.7e9 + 1])
+        assert ingest.next_tick is None and os.get_blocking(slave)
+        ingest._unarm()
+    os.close(master)
+    loop.close()
+
+
 def test_label_guard_checks_new_series_only() -> None:
     guard = LabelGuard(16)
     fam = Family("f", GAUGE, "h", ("a",), {("short",): 1.0})
