@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import sys
 import sysconfig
 from array import array
 from pathlib import Path
@@ -337,6 +338,73 @@ def test_deltas_decline_what_is_not_two_arrays_of_one_length() -> None:
     assert helper.deltas(b"x" * 8, b"y" * 8, array("I", [0]), 1) is None  # bytes are not unsigned 64-bit ints
     with pytest.raises(TypeError):
         helper.deltas(a, a, pick.positions)
+
+
+class _Stand:
+    """An object that looks like an array to the limited API's buffer stand-in (typecode or format, itemsize,
+    tobytes), each part of which can be made to fail."""
+
+    def __init__(self, items: array[int], **parts: Any) -> None:
+        self._items = items
+        self._parts = parts
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in self._parts:
+            raise AttributeError(name)
+        part = self._parts[name]
+        if isinstance(part, type) and issubclass(part, BaseException):
+            raise part(name)  # a new exception each time (a kept one's traceback would hold this object)
+        return part
+
+    def tobytes(self) -> Any:
+        part = self._parts.get("tobytes", self._items.tobytes())
+        if isinstance(part, type) and issubclass(part, BaseException):
+            raise part("tobytes")
+        return part
+
+
+def test_deltas_take_a_memoryview_as_its_array_and_decline_broken_stand_ins_without_a_leak() -> None:
+    """The buffer stand-in (nm_get_buffer, c6686db) on what is not an array: a memoryview of an array is read as
+    the array; an object whose typecode, format, itemsize or tobytes fails or lies is declined (None, no
+    exception), or read as the array it claims to be where that is what it holds; no reference is leaked."""
+    helper = _helper()
+    pick = Pick((0, 12), 1, 2)
+    a = array("Q", range(2 * N))
+    b = array("Q", (v + 3 for v in a))
+    want = helper.deltas(b, a, pick.positions, pick.often)
+    assert want == [3] * len(want) and want
+    assert helper.deltas(memoryview(b), memoryview(a), pick.positions, pick.often) == want
+    assert helper.deltas(b, a, memoryview(pick.positions), pick.often) == want
+    broken = [
+        _Stand(b, typecode=RuntimeError),
+        _Stand(b, typecode=AttributeError, format=ValueError),
+        _Stand(b),  # neither typecode nor format
+        _Stand(b, typecode="QQ", itemsize=8),
+        _Stand(b, typecode=b"Q", itemsize=8),
+        _Stand(b, typecode=7, itemsize=8),
+        _Stand(b, typecode="\udcff", itemsize=8),
+        _Stand(b, typecode="Q", itemsize=0),
+        _Stand(b, typecode="Q", itemsize=-8),
+        _Stand(b, typecode="Q", itemsize=2**80),
+        _Stand(b, typecode="Q", itemsize="8"),
+        _Stand(b, typecode="Q", itemsize=OverflowError),
+        _Stand(b, typecode="Q", itemsize=8, tobytes=MemoryError),
+        _Stand(b, typecode="Q", itemsize=8, tobytes="not bytes"),
+        _Stand(b, typecode="Q", itemsize=8, tobytes=b"\0" * 7),
+        _Stand(b, typecode="Q", itemsize=8, tobytes=b""),
+        _Stand(b, format="Q", itemsize=8),  # a well-formed stand-in: the array it holds, where it is read at all
+        memoryview(b"\0" * 16 * N).cast("B", (2, 8 * N)),  # two dimensions
+        memoryview(bytes(b)).cast("d"),
+    ]
+    refs = [sys.getrefcount(x) for x in broken]
+    for _ in range(50):
+        for x in broken:
+            assert helper.deltas(x, a, pick.positions, pick.often) in (None, want)
+            assert helper.deltas(b, a, x, pick.often) is None or x is broken[-3]
+            limits = helper.deltas(b, a, pick.positions, pick.often, x, 0.1, pick.tops)
+            assert limits is None or isinstance(limits, list | int)
+    del x  # the loop's last object
+    assert [sys.getrefcount(x) for x in broken] == refs
 
 
 @st.composite
