@@ -450,6 +450,35 @@ def test_a_terminal_is_read_as_it_becomes_readable_never_on_a_tick() -> None:
     loop.close()
 
 
+def test_paused_hears_of_a_tick_only_when_the_next_read_waits_for_one() -> None:
+    """``paused`` (cli: ``Publisher.reads_paused``) is called with the next tick's time when a read's lines are all
+    counted and the next read waits for that tick; when the loop's reader is armed instead (no tick) it is not
+    called, and nothing raises on the loop."""
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    with os.fdopen(r, "rb", buffering=0) as reader:
+        ingest, applied, _ = _ingest(reader, read_every=3600.0)
+        told: list[float] = []
+        ingest.paused = told.append
+        ingest.attach(loop)
+        os.write(w, _line(0))
+        _run_until(loop, lambda: applied == [1.7e9])
+        assert told == [ingest.next_tick] and told[0] is not None
+        size = fcntl.fcntl(w, F_SETPIPE_SZ, 4096)  # one page (shrunk by the writer)
+        many = b"".join(_line(i) for i in range(1, 41))
+        assert PIPE_SHARE * len(many) > size > len(many)  # a read of them all: over a quarter of the pipe
+        os.write(w, many)
+        ingest._timer.cancel()  # type: ignore[union-attr]
+        ingest._tick()  # what the tick does
+        _run_until(loop, lambda: len(applied) == 41 and not ingest.busy)
+        assert ingest.next_tick is None  # the reader is armed: no tick to tell of
+        assert len(told) == 1 and errors == []
+        os.close(w)
+    loop.close()
+
+
 def test_label_guard_checks_new_series_only() -> None:
     guard = LabelGuard(16)
     fam = Family("f", GAUGE, "h", ("a",), {("short",): 1.0})
