@@ -13,6 +13,7 @@ trn2 "v3d") each entry also carries the physical breakdown as AWS prints it: ``"
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -166,10 +167,10 @@ def cores_careful(steps: list[DeviceDelta], shape: _Shape, kept: KeptPairs | Non
     cores: dict[int, dict[str, Any]] = {}
     for device, dd, dt, n, deltas in steps:
         busy, macs = deltas[:n], deltas[n:]  # per physical core: TIME_IN_USE, MAC_COUNT
+        utils: list[float]
+        flops: list[int | None]
         if dt > 0:
-            scale, most = dt * 1e4, MAX_MACS * dt
-            utils = [u if (u := b / scale) < 100.0 else 100.0 for b in busy]  # min(100.0, b / scale)
-            flops: list[int | None] = [int(2 * m / dt) if m <= most else None for m in macs]
+            utils, flops = _core_rates(busy, macs, dt)
         else:
             utils, flops = [0.0] * n, [0] * n
         first = device * per_device
@@ -232,11 +233,19 @@ def _pairs(steps: list[DeviceDelta], shape: _Shape) -> tuple[tuple[int, int, _Sh
     busy, macs = deltas[:n], deltas[n:]
     if dt <= 0 or not n or n % 2 or len(macs) != n or not all(busy):  # all busy: cores_in_use gives every core
         return None
-    scale, most = dt * 1e4, MAX_MACS * dt
-    if max(macs) > most:
+    utils, flops = _core_rates(busy, macs, dt)
+    rates = [f for f in flops if f is not None]
+    if len(rates) != n:  # a refused MAC count: that core has no FLOPS
         return None
-    utils = [u if (u := b / scale) < 100.0 else 100.0 for b in busy]
-    return (device, n, shape), utils, [int(2 * m / dt) for m in macs]
+    return (device, n, shape), utils, rates
+
+
+def _core_rates(busy: Sequence[int], macs: Sequence[int], dt: float) -> tuple[list[float], list[int | None]]:
+    """Each physical core's utilization (percent, at most 100) and FLOPS (None past ``MAX_MACS``: a damaged
+    counter) from its TIME_IN_USE and MAC_COUNT deltas over ``dt`` seconds (> 0)."""
+    scale, most = dt * 1e4, MAX_MACS * dt
+    utils = [u if (u := b / scale) < 100.0 else 100.0 for b in busy]  # min(100.0, b / scale)
+    return utils, [int(2 * m / dt) if m <= most else None for m in macs]
 
 
 GROUP = NeuroncoreCounters
