@@ -6,11 +6,12 @@ import asyncio
 import fcntl
 import os
 import threading
+from fcntl import F_GETPIPE_SZ, F_SETPIPE_SZ
 from pathlib import Path
 
 import pytest
 
-from neuron_monitor.daemon.output import F_GETPIPE_SZ, F_SETPIPE_SZ, PIPE_MAX_SIZE, LineWriter, ReaderGone
+from neuron_monitor.daemon.output import PIPE_MAX_SIZE, LineWriter, ReaderGone
 
 
 async def test_small_lines_to_a_pipe_with_room_are_written_directly() -> None:

@@ -50,8 +50,6 @@ from typing import Protocol
 
 log = logging.getLogger("neuron_monitor.daemon.output")
 
-F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Python >= 3.10 on Linux)
-F_GETPIPE_SZ = 1032  # fcntl.F_GETPIPE_SZ
 PIPE_LINES = 4  # grow a pipe to hold this many lines
 PIPE_MAX_SIZE = "/proc/sys/fs/pipe-max-size"
 _DEV_NULL = os.makedev(1, 3)
@@ -115,11 +113,11 @@ class LineWriter:
         except (OSError, ValueError):
             want = min(want, 1 << 20)
         with contextlib.suppress(OSError):  # the reader may have grown it meanwhile (our exporter grows its stdin)
-            self._capacity = fcntl.fcntl(self.fd, F_GETPIPE_SZ)
+            self._capacity = fcntl.fcntl(self.fd, fcntl.F_GETPIPE_SZ)
         if want <= self._capacity:
             return  # never shrink a pipe
         try:
-            self._capacity = fcntl.fcntl(self.fd, F_SETPIPE_SZ, want)
+            self._capacity = fcntl.fcntl(self.fd, fcntl.F_SETPIPE_SZ, want)
             log.info("grew the stdout pipe to %d bytes for %d-byte reports", self._capacity, n)
         except OSError as e:
             log.info(
@@ -134,7 +132,7 @@ class LineWriter:
             return False
         try:
             if not self._capacity:
-                self._capacity = fcntl.fcntl(self.fd, F_GETPIPE_SZ)
+                self._capacity = fcntl.fcntl(self.fd, fcntl.F_GETPIPE_SZ)
             if n * PIPE_LINES > self._capacity and n > self._grown_for:
                 self._grow_pipe(n)
             unread = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]

@@ -35,7 +35,6 @@ from neuron_monitor.exporters.prometheus.counting import thin_native
 from neuron_monitor.schema.stream import LineBuffer, ReportStream
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
-F_GETPIPE_SZ = 1032  # fcntl.F_GETPIPE_SZ (Linux)
 
 CHUNK = 256 * 1024  # one read: four trn2.48xlarge reports; the daemon's pipe holds up to 1 MiB
 READ_EVERY = 1.0  # seconds between reads of stdin while small reports keep coming, at most (see StdinIngest)
@@ -44,7 +43,6 @@ STALE_SHARE = 4  # a tick comes within this share of the staleness floor (``read
 PIPE_SHARE = 4  # small reads coalesce only while one took at most 1/PIPE_SHARE of the pipe's buffer
 PIPE_BYTES = 64 * 1024  # the buffer assumed when the pipe cannot tell (Linux's default pipe size)
 PIPE_GROWN = 1 << 20  # stdin's pipe is grown to this (Linux's default pipe-max-size), as the daemon grows its stdout
-F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Linux)
 TICK_LINES = 8  # long reports coalesce by tick too while stdin's pipe holds this many of them (see StdinIngest)
 LONG_TICKS = 4  # long reports' ticks come this many times per ``read_every`` (every 0.25 s)
 LARGE_REPORT = 16 * 1024  # reports this long or longer are read as they arrive; shorter ones coalesce
@@ -243,7 +241,7 @@ class StdinIngest:
         if self._got and self._nonblocking and self._fifo:
             # read again before each tick: another holder of the pipe (the writer, a wrapper) may have resized it
             with contextlib.suppress(OSError):
-                self._pipe_bytes = int(fcntl.fcntl(self._fd, F_GETPIPE_SZ))
+                self._pipe_bytes = int(fcntl.fcntl(self._fd, fcntl.F_GETPIPE_SZ))
         if (
             self._got
             and self._nonblocking
@@ -364,8 +362,8 @@ class StdinIngest:
 def _grown(fd: int) -> int:
     """The buffer size of the pipe ``fd``, grown to ``PIPE_GROWN`` first when it is smaller (refused past
     /proc/sys/fs/pipe-max-size without privilege: then as it is). Raises ``OSError`` when it cannot be read."""
-    size = int(fcntl.fcntl(fd, F_GETPIPE_SZ))
+    size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
     if size < PIPE_GROWN:
         with contextlib.suppress(OSError):
-            size = int(fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_GROWN))
+            size = int(fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_GROWN))
     return size

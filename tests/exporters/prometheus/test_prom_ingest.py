@@ -12,6 +12,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from fcntl import F_GETPIPE_SZ, F_SETPIPE_SZ
 from typing import Any
 
 import orjson
@@ -20,8 +21,6 @@ from hypothesis import strategies as st
 
 from neuron_monitor.exporters.prometheus.families import GAUGE, Family
 from neuron_monitor.exporters.prometheus.ingest import (
-    F_GETPIPE_SZ,
-    F_SETPIPE_SZ,
     LARGE_REPORT,
     LONG_TICKS,
     PIPE_GROWN,
