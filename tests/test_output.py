@@ -14,6 +14,14 @@ import pytest
 from neuron_monitor.daemon.output import PIPE_MAX_SIZE, LineWriter, ReaderGone
 
 
+def _read_exactly(r: int, n: int) -> bytes:
+    """The next ``n`` bytes of the pipe ``r`` (blocking reads, as many as it takes)."""
+    got = bytearray()
+    while len(got) < n:
+        got += os.read(r, 1 << 20)
+    return bytes(got)
+
+
 async def test_small_lines_to_a_pipe_with_room_are_written_directly() -> None:
     r, w = os.pipe()
     writer = LineWriter(w)
@@ -99,10 +107,7 @@ async def test_a_pipe_too_small_for_the_lines_is_grown_once() -> None:
     await writer.write(line)
     assert writer.direct_writes == 1  # went out at once: the pipe now holds several such lines
     assert fcntl.fcntl(w, F_GETPIPE_SZ) >= min(4 * len(line), int(Path(PIPE_MAX_SIZE).read_text()))
-    got = bytearray()
-    while len(got) < len(line):
-        got += os.read(r, 1 << 20)
-    assert bytes(got) == line
+    assert _read_exactly(r, len(line)) == line
     writer.close()
     os.close(r)
     os.close(w)
@@ -121,10 +126,7 @@ async def test_a_pipe_its_reader_grew_is_never_shrunk() -> None:
     line = b"y" * 80_000 + b"\n"  # would ask for 512 KiB
     await writer.write(line)
     assert fcntl.fcntl(w, F_GETPIPE_SZ) == grown
-    got = bytearray()
-    while len(got) < len(line):
-        got += os.read(r, 1 << 20)
-    assert bytes(got) == line
+    assert _read_exactly(r, len(line)) == line
     writer.close()
     os.close(r)
     os.close(w)

@@ -5,13 +5,14 @@ label guard that spares walking reports for over-long strings."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import io
 import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fcntl import F_GETPIPE_SZ, F_SETPIPE_SZ
 from typing import Any
 
@@ -39,8 +40,30 @@ from neuron_monitor.schema.stream import ReportStream
 DEADLINE = 30.0
 
 
-def _line(i: int) -> bytes:
-    return orjson.dumps({"system_data": None, "report_time": 1.7e9 + i}) + b"\n"
+def _line(i: int, pad: int = 0) -> bytes:
+    """A report line of ``report_time`` 1.7e9 + ``i``, made longer by ``pad`` bytes of padding when asked."""
+    report: dict[str, Any] = {"system_data": None, "report_time": 1.7e9 + i}
+    if pad:
+        report["pad"] = "x" * pad
+    return orjson.dumps(report) + b"\n"
+
+
+@contextlib.contextmanager
+def _attached(
+    read_every: float,
+) -> Iterator[tuple[asyncio.AbstractEventLoop, StdinIngest, list[float], list[int], int, int]]:
+    """A pipe and a new event loop, and a `StdinIngest` of the pipe's read end attached to that loop: (the loop, the
+    ingest, the report times it applied, its ends of input, the read end, the write end). The test closes the write
+    end itself (end of input is part of what it tests); the loop is closed on the way out."""
+    r, w = os.pipe()
+    loop = asyncio.new_event_loop()
+    try:
+        with os.fdopen(r, "rb", buffering=0) as reader:
+            ingest, applied, eofs = _ingest(reader, read_every=read_every)
+            ingest.attach(loop)
+            yield loop, ingest, applied, eofs, r, w
+    finally:
+        loop.close()
 
 
 def _run_until(loop: asyncio.AbstractEventLoop, done: Callable[[], bool]) -> None:
@@ -61,11 +84,7 @@ def _ingest(fileobj: Any, read_every: float = 0.25) -> tuple[StdinIngest, list[f
 
 
 def test_a_pipe_is_read_on_the_loop_and_small_reports_coalesce_by_tick() -> None:
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, eofs = _ingest(reader, read_every=3600.0)  # ticks never come within the test
-        ingest.attach(loop)
+    with _attached(3600.0) as (loop, ingest, applied, eofs, r, w):  # ticks never come within the test
         assert ingest.polled and not os.get_blocking(r)
         os.write(w, _line(0))
         _run_until(loop, lambda: applied == [1.7e9])  # the first report after a pause wakes the loop
@@ -85,15 +104,10 @@ def test_a_pipe_is_read_on_the_loop_and_small_reports_coalesce_by_tick() -> None
         assert eofs == [1]
         ingest.restore()
         assert os.get_blocking(r)
-    loop.close()
 
 
 def test_a_turn_awake_anyway_takes_the_next_ticks_read_early() -> None:
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, eofs = _ingest(reader, read_every=3600.0)  # ticks never come within the test
-        ingest.attach(loop)
+    with _attached(3600.0) as (loop, ingest, applied, eofs, _r, w):  # ticks never come within the test
         os.write(w, _line(0))
         _run_until(loop, lambda: applied == [1.7e9])
         tick = ingest.next_tick
@@ -120,16 +134,11 @@ def test_a_turn_awake_anyway_takes_the_next_ticks_read_early() -> None:
         loop.run_until_complete(asyncio.sleep(0.05))
         ingest.read_early()
         assert eofs == [1] and len(applied) == 4
-    loop.close()
 
 
 def test_a_large_report_is_not_read_early() -> None:
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, _ = _ingest(reader, read_every=1e9)
-        ingest.attach(loop)
-        big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * LARGE_REPORT}) + b"\n"
+    with _attached(1e9) as (loop, ingest, applied, _, _r, w):
+        big = _line(0, LARGE_REPORT)
         fcntl.fcntl(w, F_SETPIPE_SZ, 64 * 1024)  # too small to hold a tick's long reports (shrunk by the writer)
         writer = threading.Thread(target=os.write, args=(w, big))
         writer.start()
@@ -141,18 +150,12 @@ def test_a_large_report_is_not_read_early() -> None:
         assert applied == [1.7e9]
         _run_until(loop, lambda: applied == [1.7e9, 1.7e9 + 1])
         os.close(w)
-    loop.close()
 
 
 def test_small_reads_coalesce_only_while_the_pipe_stays_far_from_full() -> None:
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, _ = _ingest(reader, read_every=3600.0)
-        ingest.attach(loop)
+    with _attached(3600.0) as (loop, ingest, applied, _, r, w):
         size = fcntl.fcntl(r, F_GETPIPE_SZ)  # as grown by attach
-        pad = "x" * 1000
-        lines = [orjson.dumps({"system_data": None, "report_time": 1.7e9 + i, "pad": pad}) + b"\n" for i in range(2000)]
+        lines = [_line(i, 1000) for i in range(2000)]
         many = lines[: size // PIPE_SHARE // len(lines[0]) + 2]
         assert PIPE_SHARE * len(b"".join(many)) > size > len(b"".join(many))
         os.write(w, b"".join(many))  # one read takes more than 1/PIPE_SHARE of the pipe: no coalescing
@@ -162,19 +165,11 @@ def test_small_reads_coalesce_only_while_the_pipe_stays_far_from_full() -> None:
         _run_until(loop, lambda: applied[-1] == 1.7e9 + 1000)
         assert ingest.next_tick is not None  # a small read again: the next read is a tick
         os.close(w)
-    loop.close()
 
 
 def test_a_long_reports_tick_is_not_taken_early() -> None:
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, _ = _ingest(reader, read_every=1e9)
-        ingest.attach(loop)
-        big = [
-            orjson.dumps({"system_data": None, "report_time": 1.7e9 + i, "pad": "x" * LARGE_REPORT}) + b"\n"
-            for i in range(2)
-        ]
+    with _attached(1e9) as (loop, ingest, applied, _, r, w):
+        big = [_line(i, LARGE_REPORT) for i in range(2)]
         assert fcntl.fcntl(r, F_GETPIPE_SZ) >= TICK_LINES * len(big[0]) * 4  # grown: long reports coalesce
         writer = threading.Thread(target=os.write, args=(w, big[0]))
         writer.start()
@@ -189,20 +184,15 @@ def test_a_long_reports_tick_is_not_taken_early() -> None:
         ingest.read_early()  # a long report's tick stays: nothing read
         assert applied == [1.7e9] and ingest.next_tick == tick
         os.close(w)
-    loop.close()
 
 
 def test_long_reports_tick_long_ticks_times_as_often_as_small_ones() -> None:
     """A long report's next read is a tick ``read_every / LONG_TICKS`` away (0.25 s: a tick's long reports fit the
     pipe, docs/prometheus.md), a small report's a whole ``read_every`` away. Only the timers' due times are compared
     (set when the last read's lines were applied), never how long anything took."""
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
     every = 1e9  # ticks never come within the test
-    big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * LARGE_REPORT}) + b"\n"
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, _ = _ingest(reader, read_every=every)
-        ingest.attach(loop)
+    big = _line(0, LARGE_REPORT)
+    with _attached(every) as (loop, ingest, applied, _, r, w):
         assert fcntl.fcntl(r, F_GETPIPE_SZ) >= TICK_LINES * len(big) * PIPE_SHARE  # grown: long reports coalesce
         os.write(w, big)
         _run_until(loop, lambda: applied == [1.7e9])
@@ -217,17 +207,12 @@ def test_long_reports_tick_long_ticks_times_as_often_as_small_ones() -> None:
         assert tick is not None and not ingest.large
         assert tick - loop.time() > every / LONG_TICKS  # a small report's tick: read_every away
         os.close(w)
-    loop.close()
 
 
 def test_an_early_read_that_took_much_of_the_pipe_arms_the_reader() -> None:
     """``read_early``'s read counts for the pipe rule like a tick's: one that took more than 1/``PIPE_SHARE`` of the
     pipe's buffer ends coalescing (the reader is armed, each report read as it arrives)."""
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, _ = _ingest(reader, read_every=3600.0)
-        ingest.attach(loop)
+    with _attached(3600.0) as (loop, ingest, applied, _, _r, w):
         size = fcntl.fcntl(w, F_SETPIPE_SZ, 4096)  # one page (shrunk by the writer)
         assert PIPE_SHARE * len(_line(0)) <= size < PIPE_SHARE * 40 * len(_line(1))  # 40 lines: over a quarter
         os.write(w, _line(0))
@@ -241,7 +226,6 @@ def test_an_early_read_that_took_much_of_the_pipe_arms_the_reader() -> None:
         assert applied == [1.7e9 + i for i in range(41)]
         assert ingest.next_tick is None  # the reader is armed: no tick
         os.close(w)
-    loop.close()
 
 
 @given(st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False))
@@ -292,8 +276,7 @@ def _turns(lines: list[bytes]) -> list[object]:
 def test_each_long_line_is_decoded_and_applied_in_its_own_turn_of_the_loop() -> None:
     """A read of several long reports never holds the loop for all of them: a callback scheduled meanwhile runs
     between two steps (issue 41: a scrape waits for one step at most)."""
-    pad = "x" * LARGE_REPORT
-    lines = [orjson.dumps({"system_data": None, "report_time": 1.7e9 + i, "pad": pad}) + b"\n" for i in range(3)]
+    lines = [_line(i, LARGE_REPORT) for i in range(3)]
     assert _turns(lines) == [1.7e9, "request", 1.7e9 + 1, 1.7e9 + 2, "eof"]
 
 
@@ -308,12 +291,8 @@ def test_short_lines_of_a_read_are_applied_a_few_per_turn_of_the_loop() -> None:
 def test_large_reports_coalesce_by_tick_while_the_pipe_holds_them() -> None:
     """The pipe is grown (as the daemon grows its stdout) so that a tick's long reports wait in it; the first report
     after a pause wakes the loop at once, the next waits for the tick and is then read with the rest."""
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
-    big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * 20_000}) + b"\n"
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, _ = _ingest(reader, read_every=3600.0)  # ticks never come within the test
-        ingest.attach(loop)
+    big = _line(0, 20_000)
+    with _attached(3600.0) as (loop, ingest, applied, _, r, w):  # ticks never come within the test
         assert ingest._pipe_bytes == fcntl.fcntl(r, F_GETPIPE_SZ) >= PIPE_GROWN, "pipe-max-size below 1 MiB?"
         os.write(w, big)
         _run_until(loop, lambda: len(applied) == 1)  # the first report after a pause: at once
@@ -326,18 +305,13 @@ def test_large_reports_coalesce_by_tick_while_the_pipe_holds_them() -> None:
         ingest._tick()  # what the tick does
         _run_until(loop, lambda: len(applied) == 3)
         os.close(w)
-    loop.close()
 
 
 def test_large_reports_are_applied_as_they_arrive_when_the_pipe_cannot_hold_a_ticks_worth() -> None:
     """A pipe that could not be grown (pipe-max-size), or a socket: long reports are read as they arrive, so the
     writer never waits for a tick."""
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
-    big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * 20_000}) + b"\n"
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, _ = _ingest(reader, read_every=3600.0)
-        ingest.attach(loop)
+    big = _line(0, 20_000)
+    with _attached(3600.0) as (loop, ingest, applied, _, _r, w):
         assert fcntl.fcntl(w, F_SETPIPE_SZ, 64 * 1024) < TICK_LINES * len(big)  # as if growing had been refused
         os.write(w, big)
         _run_until(loop, lambda: len(applied) == 1)
@@ -346,19 +320,14 @@ def test_large_reports_are_applied_as_they_arrive_when_the_pipe_cannot_hold_a_ti
         _run_until(loop, lambda: len(applied) == 2)  # the loop's reader stays armed: no tick to wait for
         assert ingest.next_tick is None
         os.close(w)
-    loop.close()
 
 
 def test_a_pipe_shrunk_by_its_writer_stops_long_reports_coalescing() -> None:
     """The pipe's size is read again before each tick: a writer that shrinks the pipe the exporter grew (it may
     resize it too) makes long reports be read as they arrive again, so it never waits for a tick it has no room
     for."""
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
-    big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * 20_000}) + b"\n"
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, _ = _ingest(reader, read_every=3600.0)
-        ingest.attach(loop)
+    big = _line(0, 20_000)
+    with _attached(3600.0) as (loop, ingest, applied, _, _r, w):
         os.write(w, big)
         _run_until(loop, lambda: len(applied) == 1)
         assert ingest.next_tick is not None  # the grown pipe holds a tick's long reports
@@ -371,18 +340,13 @@ def test_a_pipe_shrunk_by_its_writer_stops_long_reports_coalescing() -> None:
         os.write(w, big)
         _run_until(loop, lambda: len(applied) == 3)
         os.close(w)
-    loop.close()
 
 
 def test_a_long_line_streaming_in_is_read_as_it_arrives() -> None:
     """A line already ``LARGE_REPORT`` bytes long while it streams in is read at the pipe's speed, not per tick,
     even while long reports coalesce."""
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
-    big = orjson.dumps({"system_data": None, "report_time": 1.7e9, "pad": "x" * 20_000}) + b"\n"
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, _ = _ingest(reader, read_every=3600.0)
-        ingest.attach(loop)
+    big = _line(0, 20_000)
+    with _attached(3600.0) as (loop, ingest, applied, _, _r, w):
         os.write(w, big)
         _run_until(loop, lambda: len(applied) == 1)
         assert ingest.next_tick is not None
@@ -395,22 +359,16 @@ def test_a_long_line_streaming_in_is_read_as_it_arrives() -> None:
         os.write(w, big[LARGE_REPORT + 10 :])
         _run_until(loop, lambda: len(applied) == 2)
         os.close(w)
-    loop.close()
 
 
 def test_reports_keep_flowing_between_requests() -> None:
-    r, w = os.pipe()
-    loop = asyncio.new_event_loop()
-    with os.fdopen(r, "rb", buffering=0) as reader:
-        ingest, applied, _ = _ingest(reader, read_every=0.05)
-        ingest.attach(loop)
+    with _attached(0.05) as (loop, _stdin, applied, _, _r, w):
         for i in range(20):
             os.write(w, _line(i))
             loop.run_until_complete(asyncio.sleep(0.01))
         _run_until(loop, lambda: len(applied) == 20)
         assert applied == [1.7e9 + i for i in range(20)]
         os.close(w)
-    loop.close()
 
 
 def test_a_regular_file_is_read_by_a_thread() -> None:
