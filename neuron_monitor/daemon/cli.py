@@ -2,10 +2,10 @@
 
 Exit codes: 0 after SIGTERM/SIGINT or ``--once``; 1 when the stdout reader went away or the daemon failed;
 2 for a bad configuration or bad arguments (one line on stderr, never a traceback).
-Signals: SIGTERM/SIGINT finish the line being written and exit 0, within STOP_DEADLINE_SECONDS whatever a reload
-or a collection is doing (a watchdog thread ends the process if the orderly stop has not; no thread is joined
-without a deadline). SIGHUP reloads the configuration (so does a change of the file: see config_watch.py); a
-burst of them makes one reload (RELOAD_SETTLE_SECONDS), an unchanged file changes nothing, a bad new
+Signals: SIGTERM/SIGINT finish the line being written and exit 0, within STOP_DEADLINE_SECONDS (util/stopping.py)
+whatever a reload or a collection is doing (a watchdog thread ends the process if the orderly stop has not; no
+thread is joined without a deadline). SIGHUP reloads the configuration (so does a change of the file: see
+config_watch.py); a burst of them makes one reload (RELOAD_SETTLE_SECONDS), an unchanged file changes nothing, a bad new
 configuration keeps the old one and says why in one line. A reload never delays a collection (see
 scheduler.keep_due).
 """
@@ -20,7 +20,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +39,7 @@ from neuron_monitor.sim.instance_info import SimulatedInstanceInfo
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, positive_int, setup_logging
 from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.fdlimit import raise_open_file_limit
+from neuron_monitor.util.stopping import StopDeadline
 
 if TYPE_CHECKING:
     from neuron_monitor.timeline.recording import Recorder
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("neuron_monitor")
 
 STOP_GRACE_SECONDS = 1.2  # time allowed to finish the line being written after SIGTERM/SIGINT
-STOP_DEADLINE_SECONDS = 1.8  # after SIGTERM/SIGINT the process is gone by then, orderly or not
 RELOAD_SETTLE_SECONDS = 0.25  # SIGHUPs and file changes within this window make one reload
 
 
@@ -196,13 +195,6 @@ def _error_line(e: BaseException) -> str:
     return text[:300]
 
 
-def _stop_now(signame: str) -> None:
-    """The watchdog: the orderly stop after SIGTERM/SIGINT did not finish in time; leave now."""
-    with contextlib.suppress(OSError):
-        os.write(2, f"neuron-monitor: {signame}: stopping took over {STOP_DEADLINE_SECONDS} s; exiting now\n".encode())
-    os._exit(0)
-
-
 def _ignore_stop_signals() -> None:
     """The daemon stopped: a repeated SIGTERM/SIGINT (a second Ctrl-C, `timeout` signalling the process group)
     must not cut the teardown short, which stops the simulator and removes its tree (bounded: see
@@ -292,7 +284,7 @@ class Daemon:
         self.collector.add_extra("neuron_monitor", self._monitor_object(root))
         self.stop = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._watchdog: threading.Timer | None = None
+        self._deadline = StopDeadline("neuron-monitor")
         self._reload_why: str | None = None
         self._reload_task: asyncio.Task[None] | None = None
 
@@ -349,8 +341,7 @@ class Daemon:
 
     def disarm(self) -> None:
         """The orderly stop finished: the watchdog is not needed (the simulator may take its time to clean up)."""
-        if self._watchdog is not None:
-            self._watchdog.cancel()
+        self._deadline.cancel()
 
     def _on_stop_signal(self, signum: int, _frame: object) -> None:
         """SIGTERM/SIGINT (a plain signal handler: it runs even while the loop is busy): stop the loop's work,
@@ -359,10 +350,7 @@ class Daemon:
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: it has stopped anyway
                 loop.call_soon_threadsafe(self.stop.set)
-        if self._watchdog is None:
-            self._watchdog = threading.Timer(STOP_DEADLINE_SECONDS, _stop_now, (signal.Signals(signum).name,))
-            self._watchdog.daemon = True
-            self._watchdog.start()
+        self._deadline.arm(signal.Signals(signum).name)
 
     async def run(self) -> int:
         loop = self._loop = asyncio.get_running_loop()

@@ -1,11 +1,16 @@
 """The stop flag of a command that reads reports until a signal or the end of its input (neuron-monitor-otlp,
-neuron-monitor-taint). Imports only ``signal`` and ``threading``, so a command installs it before its other imports.
+neuron-monitor-taint), and the stop deadline of every long-running command. Imports only the standard library's
+``contextlib``, ``os``, ``signal`` and ``threading``, so a command installs it before its other imports.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import threading
+
+STOP_DEADLINE_SECONDS = 1.8  # after SIGTERM/SIGINT a command is gone by then, orderly or not
 
 
 class Stopped(BaseException):
@@ -37,3 +42,32 @@ class Stop:
         """This flag handles SIGTERM, SIGINT and SIGHUP."""
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self.on_signal)
+
+
+class StopDeadline:
+    """The watchdog of an orderly stop. ``arm`` (at the first stop signal) starts a daemon timer; when the stop has
+    not ended the process ``seconds`` later (a call that hangs, a close that never returns), the timer writes one
+    line to stderr and ends the process with status 0. ``cancel`` when the orderly stop finished but the process
+    may rightly take longer (a child being cleaned up)."""
+
+    def __init__(self, prog: str, seconds: float = STOP_DEADLINE_SECONDS) -> None:
+        self.prog = prog
+        self.seconds = seconds
+        self._timer: threading.Timer | None = None
+
+    def arm(self, signal_name: str) -> None:
+        """Start the timer (once: a second signal does not move the deadline)."""
+        if self._timer is None:
+            self._timer = threading.Timer(self.seconds, self._expired, (signal_name,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _expired(self, signal_name: str) -> None:
+        line = f"{self.prog}: {signal_name}: stopping took over {self.seconds} s; exiting now\n"
+        with contextlib.suppress(OSError):
+            os.write(2, line.encode())
+        os._exit(0)

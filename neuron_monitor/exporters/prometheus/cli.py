@@ -6,7 +6,8 @@ Accepts AWS's flags (``-p/--port``, ``--key-file``/``--cert-file``, ``--enable-k
 work unchanged. Exit codes: 0 on SIGINT/SIGTERM/SIGHUP, 2 on a bad command line or web config, 1 when the port cannot
 be bound or (with ``--exit-on-eof``) when stdin closes. Without ``--exit-on-eof`` the exporter keeps running
 after stdin closes: ``/healthz`` answers 503 and ``neuron_exporter_up`` is 0 so a supervisor or probe can act,
-and the Neuron series stop once the last report is stale.
+and the Neuron series stop once the last report is stale. A stop signal ends the process within
+``STOP_DEADLINE_SECONDS`` (util/stopping.py): a watchdog ends it if the orderly stop has not.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from neuron_monitor.exporters.prometheus.webconfig import (
 from neuron_monitor.schema.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.util.early_signals import release
+from neuron_monitor.util.stopping import StopDeadline
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 PROG = "neuron-monitor-prometheus"
@@ -215,12 +217,16 @@ def quiet_gc() -> None:
     gc.set_threshold(10_000, 20, 100)
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def _stop(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(signal.Signals(signum).name)  # main() returns 0 and says which signal stopped it
+    """A stop signal while starting (until the loop serves): main() returns 0 and says which signal stopped it."""
+    raise SystemExit(signal.Signals(signum).name)
 
 
 def main(argv: list[str] | None = None) -> int:
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # first: a stop while starting is a clean stop too
+    for signum in STOP_SIGNALS:  # first: a stop while starting is a clean stop too
         signal.signal(signum, _stop)
     try:
         release()  # a signal held since the start is delivered here
@@ -301,7 +307,21 @@ def _main(argv: list[str] | None) -> int:
     ingest.hold = publisher.hold  # the loop is left idle when a scrape is due (publish.py)
     ingest.paused = publisher.reads_paused  # a publication due before the next read starts right after this one
 
+    deadline = StopDeadline(prog)
+    stopped_by = ""
+
+    def stop_serving(name: str) -> None:
+        nonlocal stopped_by
+        stopped_by = stopped_by or name
+        deadline.arm(name)  # the process is gone within STOP_DEADLINE_SECONDS, orderly or not
+        server.stop_running()
+
     def ready(loop: asyncio.AbstractEventLoop) -> None:
+        # While serving, a stop signal only wakes the loop, which stops in its own turn. A handler that raised
+        # SystemExit wherever the main thread was would lose the stop when that was a finalizer or an OpenSSL
+        # callback (Python drops exceptions there; tests/hostile/test_exporter_signals.py).
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, stop_serving, signal.Signals(signum).name)
         quiet_gc()
         scheme = "HTTPS" if tls else "HTTP"
         log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
@@ -312,11 +332,13 @@ def _main(argv: list[str] | None) -> int:
 
     try:
         server.run(ready)  # HTTP and stdin on this thread's event loop (see ingest.py)
-    except SystemExit as e:  # SIGINT, SIGTERM or SIGHUP: a clean stop
-        log.info("stopped by %s", e.code)
-        return 0
+    except SystemExit as e:  # SIGINT, SIGTERM or SIGHUP before serving: a clean stop
+        stopped_by = str(e.code)
     finally:
         ingest.restore()
+    if stopped_by:
+        log.info("stopped by %s", stopped_by)
+        return 0
     return 1 if stopped_by_eof else 0
 
 

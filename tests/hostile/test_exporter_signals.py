@@ -1,0 +1,103 @@
+"""Stop signals against the serving Prometheus exporter, where the signal lands in an awkward place.
+
+Before: the exporter's handlers raised ``SystemExit`` in whatever Python code the main thread ran when the signal
+was handled. When that code was a finalizer (``__del__``, such as a transport's, freed after a failed TLS handshake)
+or a callback OpenSSL makes (the SNI callback), Python prints "Exception ignored in ..." and drops the exception:
+the stop was lost and the process served on until SIGKILL. A CI run saw test_prom_cli's TLS test find its exporter
+still running 10 s after SIGTERM, sent right after a client's failed handshake: the likely cause.
+After: while serving, the handlers only wake the loop (``loop.add_signal_handler``: the signal's number goes
+through a wakeup descriptor, whatever thread the kernel hands it to), the loop stops in its own turn, and a
+watchdog ends the process with status 0 when the orderly stop takes longer than ``STOP_DEADLINE_SECONDS``.
+
+Each case runs the exporter's real ``main`` in a child process with one hook added by a small script. Conditions are
+awaited with a generous deadline; no wall time is asserted.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import REPO
+
+DEADLINE = 60.0
+
+# the exporter's main, with `hook(loop)` called on the loop once it serves (from the `ready` step, through quiet_gc)
+RUN = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys, threading, time
+    from neuron_monitor.exporters.prometheus import cli, server
+
+    def serving(hook):
+        frozen = cli.quiet_gc
+        def quiet_gc():
+            frozen()
+            loop = asyncio.get_event_loop()
+            loop.call_later(0.2, hook, loop)
+            print("serving", file=sys.stderr, flush=True)
+        cli.quiet_gc = quiet_gc
+
+    def finish():
+        sys.exit(cli.main(["--bind", "127.0.0.1", "--port", "0"]))
+    """
+)
+
+IN_A_FINALIZER = RUN + textwrap.dedent(
+    """
+    class Freed:
+        def __del__(self):
+            signal.raise_signal(signal.SIGTERM)  # handled here, inside the finalizer, as it returns
+            sum(range(100))
+
+    serving(lambda loop: Freed())  # made and freed in one loop callback: its finalizer runs there
+    finish()
+    """
+)
+
+STOP_STALLS = RUN + textwrap.dedent(
+    """
+    def stall(self):
+        time.sleep(600)  # the orderly stop never finishes (a stuck close)
+
+    server.HTTPFront._close_all = stall
+    serving(lambda loop: signal.raise_signal(signal.SIGTERM))
+    finish()
+    """
+)
+
+
+def _run(script: str) -> tuple[int, str]:
+    """Runs the script with its stdin open (no end of input), waits for it to end; (status, stderr)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, text=True
+    )
+    try:
+        proc.wait(DEADLINE)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        assert proc.stderr is not None
+        pytest.fail(f"the exporter did not stop within {DEADLINE} s of SIGTERM; stderr: {proc.stderr.read()[-2000:]}")
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+    assert proc.stderr is not None
+    return proc.returncode, proc.stderr.read()
+
+
+def test_a_stop_signal_handled_inside_a_finalizer_is_not_lost() -> None:
+    status, err = _run(IN_A_FINALIZER)
+    assert "serving" in err
+    assert status == 0, err
+    assert "stopped by SIGTERM" in err
+    assert "Exception ignored" not in err
+
+
+def test_a_stalled_stop_ends_at_the_watchdog() -> None:
+    status, err = _run(STOP_STALLS)
+    assert "serving" in err
+    assert status == 0, err
+    assert "SIGTERM: stopping took over" in err
