@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             args.hold,
         )
         threading.Thread(target=_read, args=(stream, slot, ready, eof), name="stdin", daemon=True).start()
-        while True:
+        while not stop.event.is_set():  # also when the Stopped raised by the signal was lost (in a finalizer)
             ready.wait(1.0)
             ready.clear()
             now = time.monotonic()

@@ -5,6 +5,7 @@ call is in progress."""
 from __future__ import annotations
 
 import signal
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,38 @@ def test_sigterm_ends_the_process_while_a_call_hangs(server: StubApiServer, tmp_
         wait_for("a request in progress", lambda: server.count("devicetaintrules") >= 1)
         taint.proc.send_signal(signal.SIGTERM)
         assert taint.proc.wait(DEADLINE) == 0
+        assert taint.summary()["reason"] == "SIGTERM"
+    finally:
+        taint.kill()
+
+
+# the command's main with one hook: the engine's first step frees an object whose finalizer takes SIGTERM, so the
+# Stopped its handler raises there is dropped by Python ("Exception ignored in ...")
+LOST_IN_A_FINALIZER = textwrap.dedent(
+    """
+    import signal, sys
+    from neuron_monitor.taint import cli, engine
+
+    class Freed:
+        def __del__(self):
+            signal.raise_signal(signal.SIGTERM)
+            sum(range(100))
+
+    step = engine.Engine.step
+    def first_step(self, now):
+        engine.Engine.step = step
+        Freed()
+        step(self, now)
+    engine.Engine.step = first_step
+    sys.exit(cli.main())
+    """
+)
+
+
+def test_a_stop_lost_in_a_finalizer_still_ends_the_process(server: StubApiServer, tmp_path: Path) -> None:
+    taint = TaintProcess(server, tmp_path, run=("-c", LOST_IN_A_FINALIZER))
+    try:
+        assert taint.proc.wait(DEADLINE) == 0, taint.stderr()[-2000:]
         assert taint.summary()["reason"] == "SIGTERM"
     finally:
         taint.kill()

@@ -73,15 +73,22 @@ def wait_for(what: str, cond: Callable[[], Any], timeout: float = DEADLINE) -> A
 
 
 class TaintProcess:
-    def __init__(self, server: StubApiServer, tmp: Path, *args: str, node: str = NODE, stdin: Any = None) -> None:
+    def __init__(
+        self,
+        server: StubApiServer,
+        tmp: Path,
+        *args: str,
+        node: str = NODE,
+        stdin: Any = None,
+        run: tuple[str, ...] = ("-m", "neuron_monitor.taint.cli"),
+    ) -> None:
         self.err_path = tmp / f"taint-{time.monotonic_ns()}.err"
         self.metrics = tmp / "taint.prom"
         self._err = self.err_path.open("wb")
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "neuron_monitor.taint.cli",
+                *run,
                 "--k8s-api",
                 server.url,
                 "--k8s-api-token-file",
