@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from neuron_monitor.daemon.output import PIPE_MAX_SIZE, LineWriter, ReaderGone
+from neuron_monitor.daemon.output import LineWriter, ReaderGone
+from neuron_monitor.util.pipes import PIPE_MAX_SIZE
 
 
 def _read_exactly(r: int, n: int) -> bytes:

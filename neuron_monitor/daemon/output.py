@@ -48,10 +48,11 @@ import threading
 import time
 from typing import Protocol
 
+from neuron_monitor.util.pipes import grow_pipe, pipe_size
+
 log = logging.getLogger("neuron_monitor.daemon.output")
 
 PIPE_LINES = 4  # grow a pipe to hold this many lines
-PIPE_MAX_SIZE = "/proc/sys/fs/pipe-max-size"
 _DEV_NULL = os.makedev(1, 3)
 PAGE = os.sysconf("SC_PAGESIZE")  # a pipe buffer slot
 SENT_TRACKED = 64  # recent lines remembered to bound the slots unread bytes occupy
@@ -104,24 +105,23 @@ class LineWriter:
         self._fresh_line = b"\n"  # written before the first line only (see Resync above)
 
     def _grow_pipe(self, n: int) -> None:
-        """Try once per new longest line to make the pipe hold PIPE_LINES lines of n bytes."""
+        """Try once per new longest line to make the pipe hold PIPE_LINES lines of n bytes (never shrinking it: the
+        reader may have grown it meanwhile; our exporter grows its stdin)."""
         self._grown_for = n
-        want = 1 << (PIPE_LINES * n - 1).bit_length()
         try:
-            with open(PIPE_MAX_SIZE, "rb") as f:
-                want = min(want, int(f.read()))
-        except (OSError, ValueError):
-            want = min(want, 1 << 20)
-        with contextlib.suppress(OSError):  # the reader may have grown it meanwhile (our exporter grows its stdin)
-            self._capacity = fcntl.fcntl(self.fd, fcntl.F_GETPIPE_SZ)
-        if want <= self._capacity:
-            return  # never shrink a pipe
-        try:
-            self._capacity = fcntl.fcntl(self.fd, fcntl.F_SETPIPE_SZ, want)
+            before = pipe_size(self.fd)
+            self._capacity = grow_pipe(self.fd, PIPE_LINES * n)
+        except OSError:
+            return
+        if self._capacity > before:
             log.info("grew the stdout pipe to %d bytes for %d-byte reports", self._capacity, n)
-        except OSError as e:
+        elif self._capacity < PIPE_LINES * n:
             log.info(
-                "could not grow the stdout pipe to %d bytes (%s): long reports go through the writer thread", want, e
+                "the stdout pipe holds %d bytes, fewer than %d reports of %d bytes (pipe-max-size, or growing it was"
+                " refused): long reports go through the writer thread",
+                self._capacity,
+                PIPE_LINES,
+                n,
             )
 
     def _room_for(self, n: int) -> bool:
@@ -132,7 +132,7 @@ class LineWriter:
             return False
         try:
             if not self._capacity:
-                self._capacity = fcntl.fcntl(self.fd, fcntl.F_GETPIPE_SZ)
+                self._capacity = pipe_size(self.fd)
             if n * PIPE_LINES > self._capacity and n > self._grown_for:
                 self._grow_pipe(n)
             unread = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]

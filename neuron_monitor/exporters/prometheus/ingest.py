@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import stat
@@ -33,6 +32,7 @@ from typing import Any, BinaryIO
 
 from neuron_monitor.exporters.prometheus.counting import thin_native
 from neuron_monitor.schema.stream import LineBuffer, ReportStream
+from neuron_monitor.util.pipes import grow_pipe, pipe_size
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
 
@@ -145,7 +145,7 @@ class StdinIngest:
         if stat.S_ISFIFO(mode):
             self._fifo = True
             with contextlib.suppress(OSError):
-                self._pipe_bytes = _grown(self._fd)
+                self._pipe_bytes = grow_pipe(self._fd, PIPE_GROWN)
 
     def restore(self) -> None:
         """Give stdin back as it was handed to us (blocking), for whoever shares it after we exit."""
@@ -241,7 +241,7 @@ class StdinIngest:
         if self._got and self._nonblocking and self._fifo:
             # read again before each tick: another holder of the pipe (the writer, a wrapper) may have resized it
             with contextlib.suppress(OSError):
-                self._pipe_bytes = int(fcntl.fcntl(self._fd, fcntl.F_GETPIPE_SZ))
+                self._pipe_bytes = pipe_size(self._fd)
         if (
             self._got
             and self._nonblocking
@@ -357,13 +357,3 @@ class StdinIngest:
         assert self._loop is not None
         with contextlib.suppress(RuntimeError):  # a closed loop: the exporter is stopping anyway
             self._loop.call_soon_threadsafe(self.at_eof)
-
-
-def _grown(fd: int) -> int:
-    """The buffer size of the pipe ``fd``, grown to ``PIPE_GROWN`` first when it is smaller (refused past
-    /proc/sys/fs/pipe-max-size without privilege: then as it is). Raises ``OSError`` when it cannot be read."""
-    size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
-    if size < PIPE_GROWN:
-        with contextlib.suppress(OSError):
-            size = int(fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_GROWN))
-    return size
