@@ -7,7 +7,9 @@ the stop was lost and the process served on until SIGKILL. A CI run saw test_pro
 still running 10 s after SIGTERM, sent right after a client's failed handshake: the likely cause.
 After: while serving, the handlers only wake the loop (``loop.add_signal_handler``: the signal's number goes
 through a wakeup descriptor, whatever thread the kernel hands it to), the loop stops in its own turn, and a
-watchdog ends the process with status 0 when the orderly stop takes longer than ``STOP_DEADLINE_SECONDS``.
+watchdog ends the process with status 0 when the orderly stop takes longer than ``STOP_DEADLINE_SECONDS``. While
+it starts, a stop signal still raises (there is no loop yet), and is also kept: one lost in a finalizer then stops
+the exporter as soon as it serves.
 
 Each case runs the exporter's real ``main`` in a child process with one hook added by a small script. Conditions are
 awaited with a generous deadline; no wall time is asserted.
@@ -57,6 +59,24 @@ IN_A_FINALIZER = RUN + textwrap.dedent(
     """
 )
 
+WHILE_STARTING_IN_A_FINALIZER = RUN + textwrap.dedent(
+    """
+    class Freed:
+        def __del__(self):
+            signal.raise_signal(signal.SIGTERM)  # handled here, while the exporter is still starting
+            sum(range(100))
+
+    collectors = cli.runtime_collectors
+    def runtime_collectors():
+        Freed()
+        return collectors()
+
+    cli.runtime_collectors = runtime_collectors
+    serving(lambda loop: None)
+    finish()
+    """
+)
+
 STOP_STALLS = RUN + textwrap.dedent(
     """
     def stall(self):
@@ -94,6 +114,13 @@ def test_a_stop_signal_handled_inside_a_finalizer_is_not_lost() -> None:
     assert status == 0, err
     assert "stopped by SIGTERM" in err
     assert "Exception ignored" not in err
+
+
+def test_a_stop_signal_lost_in_a_finalizer_while_starting_stops_it_once_it_serves() -> None:
+    status, err = _run(WHILE_STARTING_IN_A_FINALIZER)
+    assert "serving" in err
+    assert status == 0, err
+    assert "stopped by SIGTERM" in err
 
 
 def test_a_stalled_stop_ends_at_the_watchdog() -> None:

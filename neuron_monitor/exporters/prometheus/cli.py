@@ -220,9 +220,14 @@ def quiet_gc() -> None:
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
+STOPPED_WHILE_STARTING: list[str] = []  # kept too: raised inside a finalizer, the SystemExit would be lost
+
+
 def _stop(signum: int, frame: FrameType | None) -> None:
     """A stop signal while starting (until the loop serves): main() returns 0 and says which signal stopped it."""
-    raise SystemExit(signal.Signals(signum).name)
+    name = signal.Signals(signum).name
+    STOPPED_WHILE_STARTING.append(name)
+    raise SystemExit(name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,6 +327,8 @@ def _main(argv: list[str] | None) -> int:
         # callback (Python drops exceptions there; tests/hostile/test_exporter_signals.py).
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, stop_serving, signal.Signals(signum).name)
+        if STOPPED_WHILE_STARTING:  # a stop whose SystemExit was lost while starting
+            loop.call_soon(stop_serving, STOPPED_WHILE_STARTING[0])
         quiet_gc()
         scheme = "HTTPS" if tls else "HTTP"
         log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
