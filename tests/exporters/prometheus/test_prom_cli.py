@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import ssl
 import subprocess
@@ -200,14 +201,24 @@ def test_stdin_ticks_come_within_a_quarter_of_the_stale_floor(
     that waited for its tick would be counted when the one before had already gone stale, and up would flap. The
     exporter's ticks are therefore at most a quarter of the floor (the window is never shorter than the floor)."""
     seen: list[float] = []
+    loops: list[asyncio.AbstractEventLoop] = []
 
     class Probe(StdinIngest):
-        def attach(self, loop: object) -> None:  # type: ignore[override]
+        def attach(self, loop: asyncio.AbstractEventLoop) -> None:
             seen.append(self.read_every)
+            loops.append(loop)
             raise SystemExit("SIGTERM")  # stop as a signal would, before anything is read
 
     monkeypatch.setattr(cli, "StdinIngest", Probe)
     monkeypatch.setattr(cli, "setup_logging", lambda prog, verbose: None)  # leave this process's logging alone
     monkeypatch.setattr(cli, "quiet_gc", lambda: None)  # and its garbage collector
-    assert cli._main(["--bind", "127.0.0.1", "--port", "0", "--stale-floor", floor]) == 0
+    handlers = {signum: signal.getsignal(signum) for signum in cli.STOP_SIGNALS}
+    try:
+        assert cli._main(["--bind", "127.0.0.1", "--port", "0", "--stale-floor", floor]) == 0
+    finally:  # this process's signal handlers and event loop as they were (the exporter's are its loop's)
+        for loop in loops:
+            loop.close()
+        asyncio.set_event_loop(None)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     assert seen == [every]
