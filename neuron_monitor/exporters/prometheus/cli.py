@@ -47,7 +47,7 @@ from neuron_monitor.exporters.prometheus.webconfig import (
 )
 from neuron_monitor.schema.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
-from neuron_monitor.util.early_signals import release
+from neuron_monitor.util.early_signals import SIGNALS, release
 from neuron_monitor.util.stopping import StopDeadline
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
@@ -217,9 +217,6 @@ def quiet_gc() -> None:
     gc.set_threshold(10_000, 20, 100)
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
 STOPPED_WHILE_STARTING: list[str] = []  # kept too: raised inside a finalizer, the SystemExit would be lost
 
 
@@ -231,7 +228,7 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    for signum in STOP_SIGNALS:  # first: a stop while starting is a clean stop too
+    for signum in SIGNALS:  # first: a stop while starting is a clean stop too
         signal.signal(signum, _stop)
     try:
         release()  # a signal held since the start is delivered here
@@ -325,7 +322,7 @@ def _main(argv: list[str] | None) -> int:
         # While serving, a stop signal only wakes the loop, which stops in its own turn. A handler that raised
         # SystemExit wherever the main thread was would lose the stop when that was a finalizer or an OpenSSL
         # callback (Python drops exceptions there; tests/hostile/test_exporter_signals.py).
-        for signum in STOP_SIGNALS:
+        for signum in SIGNALS:
             loop.add_signal_handler(signum, stop_serving, signal.Signals(signum).name)
         if STOPPED_WHILE_STARTING:  # a stop whose SystemExit was lost while starting
             loop.call_soon(stop_serving, STOPPED_WHILE_STARTING[0])

@@ -14,6 +14,7 @@ import pytest
 
 from neuron_monitor.exporters.prometheus import cli
 from neuron_monitor.exporters.prometheus.ingest import READ_EVERY, StdinIngest
+from neuron_monitor.util.early_signals import SIGNALS
 from tests.exporters.prometheus.prom_helpers import one, parse, select
 from tests.exporters.prometheus.prom_process import ExporterProcess, client_context, exporter_cmd, make_certificate
 from tests.exporters.prometheus.prom_reports import runtime, trn2_report
@@ -212,7 +213,7 @@ def test_stdin_ticks_come_within_a_quarter_of_the_stale_floor(
     monkeypatch.setattr(cli, "StdinIngest", Probe)
     monkeypatch.setattr(cli, "setup_logging", lambda prog, verbose: None)  # leave this process's logging alone
     monkeypatch.setattr(cli, "quiet_gc", lambda: None)  # and its garbage collector
-    handlers = {signum: signal.getsignal(signum) for signum in cli.STOP_SIGNALS}
+    handlers = {signum: signal.getsignal(signum) for signum in SIGNALS}
     try:
         assert cli._main(["--bind", "127.0.0.1", "--port", "0", "--stale-floor", floor]) == 0
     finally:  # this process's signal handlers and event loop as they were (the exporter's are its loop's)
