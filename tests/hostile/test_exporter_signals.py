@@ -30,7 +30,7 @@ DEADLINE = 60.0
 # the exporter's main, with `hook(loop)` called on the loop once it serves (from the `ready` step, through quiet_gc)
 RUN = textwrap.dedent(
     """
-    import asyncio, os, signal, sys, threading, time
+    import asyncio, signal, sys, time
     from neuron_monitor.exporters.prometheus import cli, server
 
     def serving(hook):
