@@ -140,7 +140,8 @@ def as_json(health: NodeHealth) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        interrupt_on_signals()  # first: SIGTERM, SIGINT or SIGHUP at any point is one line and "unknown"
+        # first: SIGTERM, SIGINT or SIGHUP at any point is one line and "unknown" (also from the watchdog)
+        interrupt_on_signals("neuron-monitor-health", UNKNOWN)
         return _main(argv)
     except KeyboardInterrupt as e:
         sys.stderr.write(f"neuron-monitor-health: stopped by {e.args[0] if e.args else 'SIGINT'} before a verdict\n")

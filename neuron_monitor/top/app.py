@@ -23,6 +23,7 @@ from neuron_monitor.top.history import History
 from neuron_monitor.top.layout import Frame, render
 from neuron_monitor.top.model import Screen, screen_from_report
 from neuron_monitor.top.sources import Feed, Replay
+from neuron_monitor.util import early_signals
 
 MESSAGE_SECONDS = 30.0  # how long a problem stays on screen
 REDRAW_INTERVAL = 1.0  # the age ticks at least this often (each frame costs CPU: bench_top --live)
@@ -196,6 +197,8 @@ async def run_live(
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGWINCH, wake.set)
+    if early_signals.STOPPED:  # a stop while starting whose KeyboardInterrupt Python dropped (in a finalizer)
+        return 0
     logger = logging.getLogger("neuron_monitor")
     handler = _MessageHandler(viewer)
     saved_handlers, saved_level = logger.handlers[:], logger.level

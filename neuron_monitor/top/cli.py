@@ -217,7 +217,8 @@ def sim_options(args: argparse.Namespace) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        interrupt_on_signals()  # first: SIGTERM, SIGINT or SIGHUP while starting is a clean quit (KeyboardInterrupt)
+        # first: SIGTERM, SIGINT or SIGHUP while starting is a clean quit (KeyboardInterrupt)
+        interrupt_on_signals("neuron-monitor-top")
     except KeyboardInterrupt:
         return 0
     args = build_parser().parse_args(argv)

@@ -47,12 +47,13 @@ class Stop:
 class StopDeadline:
     """The watchdog of an orderly stop. ``arm`` (at the first stop signal) starts a daemon timer; when the stop has
     not ended the process ``seconds`` later (a call that hangs, a close that never returns), the timer writes one
-    line to stderr and ends the process with status 0. ``cancel`` when the orderly stop finished but the process
-    may rightly take longer (a child being cleaned up)."""
+    line to stderr and ends the process with ``status`` (0 unless told). ``cancel`` when the orderly stop finished
+    but the process may rightly take longer (a child being cleaned up)."""
 
-    def __init__(self, prog: str, seconds: float = STOP_DEADLINE_SECONDS) -> None:
+    def __init__(self, prog: str, seconds: float = STOP_DEADLINE_SECONDS, status: int = 0) -> None:
         self.prog = prog
         self.seconds = seconds
+        self.status = status
         self._timer: threading.Timer | None = None
 
     def arm(self, signal_name: str) -> None:
@@ -70,4 +71,4 @@ class StopDeadline:
         line = f"{self.prog}: {signal_name}: stopping took over {self.seconds} s; exiting now\n"
         with contextlib.suppress(OSError):
             os.write(2, line.encode())
-        os._exit(0)
+        os._exit(self.status)
