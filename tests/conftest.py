@@ -19,6 +19,7 @@ import importlib
 import os
 import re
 import shutil
+import signal
 import sys
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from types import ModuleType
 import pytest
 
 from neuron_monitor.sim.layouts import REORGANIZED
+from neuron_monitor.util.early_signals import SIGNALS
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
@@ -184,6 +186,19 @@ def fake_root_192(tmp_path: Path) -> Path:
     shutil.copy(group_testdata("memory_info", "meminfo_trn2"), proc / "meminfo")
     (proc / "uptime").write_text("12345.67 23456.78\n")
     return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def _stop_handlers_put_back() -> Iterator[None]:
+    """A command's ``main`` called in the test process (``neuron-monitor-top --once``, the exporter) installs its
+    SIGHUP/SIGINT/SIGTERM handlers there. They are put back after each test, so a signal to pytest later (a CI job
+    cancelled, Ctrl-C) meets pytest's own handling, never a command's: top's and health's handlers arm the stop
+    watchdog, which would end the whole run 1.8 s later with status 0."""
+    saved = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    yield
+    for signum, handler in saved.items():
+        if handler is not None and signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
 
 
 @pytest.fixture(autouse=True, scope="module")
