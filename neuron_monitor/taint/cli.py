@@ -14,9 +14,9 @@ the handlers are in place, then end the process within 2 s (an API call in progr
 # ruff: noqa: E402  (the signal handlers are installed before the other imports, on purpose)
 from __future__ import annotations
 
-from neuron_monitor.util.stopping import Stop, Stopped
+from neuron_monitor.util.stopping import Stop, StopDeadline, Stopped
 
-STOP = Stop(interrupt=True)
+STOP = Stop(interrupt=True, deadline=StopDeadline("neuron-monitor-taint"))
 STOP.install()
 
 import argparse

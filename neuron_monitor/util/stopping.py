@@ -21,18 +21,23 @@ class Stopped(BaseException):
 class Stop:
     """Set by SIGTERM/SIGINT/SIGHUP or by the end of input. Until ``running`` (start-up: imports, credentials, which
     may wait on the network) a signal ends the process at once with 0; afterwards it sets ``event`` for the orderly
-    stop, and with ``interrupt`` also raises `Stopped` in the main thread."""
+    stop, and with ``interrupt`` also raises `Stopped` in the main thread. With a ``deadline``, the first signal
+    arms it: the process is gone within its seconds even when the exception raised here is dropped (inside a
+    finalizer, Python prints "Exception ignored in ..." and goes on) and the call in progress hangs."""
 
-    def __init__(self, interrupt: bool = False) -> None:
+    def __init__(self, interrupt: bool = False, deadline: StopDeadline | None = None) -> None:
         self.event = threading.Event()
         self.signal_name = ""
         self.running = False
         self.interrupt = interrupt
+        self.deadline = deadline
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if not self.signal_name:
             self.signal_name = signal.Signals(signum).name
         self.event.set()
+        if self.deadline is not None:
+            self.deadline.arm(self.signal_name)
         if not self.running:
             raise SystemExit(0)
         if self.interrupt:

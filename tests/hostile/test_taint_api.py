@@ -115,6 +115,37 @@ def test_a_stop_lost_in_a_finalizer_still_ends_the_process(server: StubApiServer
         taint.kill()
 
 
+# the same, and then the step hangs (an API call that never returns): nothing in the loop sees the stop flag again
+LOST_AND_HANGING = textwrap.dedent(
+    """
+    import signal, sys, time
+    from neuron_monitor.taint import cli, engine
+
+    class Freed:
+        def __del__(self):
+            signal.raise_signal(signal.SIGTERM)
+            sum(range(100))
+
+    def hanging_step(self, now):
+        Freed()
+        time.sleep(600)
+    engine.Engine.step = hanging_step
+    sys.exit(cli.main())
+    """
+)
+
+
+def test_a_stop_lost_in_a_finalizer_during_a_call_that_hangs_ends_at_the_watchdog(
+    server: StubApiServer, tmp_path: Path
+) -> None:
+    taint = TaintProcess(server, tmp_path, run=("-c", LOST_AND_HANGING))
+    try:
+        assert taint.proc.wait(DEADLINE) == 0, taint.stderr()[-2000:]
+        assert "neuron-monitor-taint: SIGTERM: stopping took over" in taint.stderr()
+    finally:
+        taint.kill()
+
+
 def _m(taint: TaintProcess) -> str:
     try:
         return taint.metrics.read_text()
