@@ -375,7 +375,9 @@ class Simulator:
         return busy
 
     def _memory_step(self) -> None:
-        live = [rt for rt in self.runtimes if rt.state != "stopped" and rt.writers]
+        """One runtime's device and host tensor memory drifts (a runtime attached, hung or running; a paused one
+        holds still with its counts, so that a capture or a test compares exact levels)."""
+        live = [rt for rt in self.runtimes if rt.state not in ("stopped", "paused") and rt.writers]
         if not live:
             return
         rt = live[self._mem_turn % len(live)]

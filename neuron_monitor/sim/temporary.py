@@ -107,9 +107,9 @@ class TemporarySimulator:
     ``ecc_uncorrected`` / ``ecc_corrected`` (``device``, ``count``, ``memory``: "mem" or "sram");
     ``stop_runtime`` (``tag``): stops executing and exits (detaches); ``hang_runtime`` / ``resume_runtime``
     (``tag``): stays attached with its cores at 0 %; ``pause`` / ``resume``: all runtimes stop/restart
-    executing (counts are then stable for exact comparisons); ``start_runtime`` (``like``: tag whose cores to
-    reuse, default the last stopped runtime; ``new_tag``; ``untagged``); ``set_rate`` (``tag``, ``exec_rate``,
-    ``utilization``); ``remove_device`` (``device``): the device disappears from sysfs and /dev;
+    executing (counts and memory in use are then stable for exact comparisons); ``start_runtime`` (``like``: tag
+    whose cores to reuse, default the last stopped runtime; ``new_tag``; ``untagged``); ``set_rate`` (``tag``,
+    ``exec_rate``, ``utilization``); ``remove_device`` (``device``): the device disappears from sysfs and /dev;
     ``unhealthy`` / ``healthy`` (``device``, ``component``), ``ecc_repairable`` (``device``, ``count``),
     ``power_no_data`` / ``power_valid`` (``device``), ``hw_error_event`` (``device``, ``count``: the driver's
     health_status/hw_error_event grows) and ``reset_device`` (``device``: a device reset, the driver's ECC and
