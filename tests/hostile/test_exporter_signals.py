@@ -17,15 +17,9 @@ awaited with a generous deadline; no wall time is asserted.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
-import pytest
-
-from tests.conftest import REPO
-
-DEADLINE = 60.0
+from tests.hostile.child_script import start, wait_until_it_ends
 
 # the exporter's main, with `hook(loop)` called on the loop once it serves (from the `ready` step, through quiet_gc)
 RUN = textwrap.dedent(
@@ -90,22 +84,7 @@ STOP_STALLS = RUN + textwrap.dedent(
 
 
 def _run(script: str) -> tuple[int, str]:
-    """Runs the script with its stdin open (no end of input), waits for it to end; (status, stderr)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, text=True
-    )
-    try:
-        proc.wait(DEADLINE)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        assert proc.stderr is not None
-        pytest.fail(f"the exporter did not stop within {DEADLINE} s of SIGTERM; stderr: {proc.stderr.read()[-2000:]}")
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-    assert proc.stderr is not None
-    return proc.returncode, proc.stderr.read()
+    return wait_until_it_ends(start(script), "the exporter")
 
 
 def test_a_stop_signal_handled_inside_a_finalizer_is_not_lost() -> None:

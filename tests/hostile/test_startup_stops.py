@@ -16,15 +16,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 import threading
 
-import pytest
-
-from tests.conftest import REPO
-
-DEADLINE = 60.0
+from tests.hostile.child_script import start, wait_until_it_ends
 
 FREED = textwrap.dedent(
     """
@@ -77,35 +72,17 @@ def _drain(fd: int) -> None:
 
 
 def _run(script: str, terminal: bool) -> tuple[int, str]:
-    """Runs the script (stdin an open pipe; stdout a pseudo-terminal when ``terminal``) until it ends."""
-    master = slave = -1
-    if terminal:
-        master, slave = os.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdin=subprocess.PIPE,
-        stdout=slave if terminal else subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
-        text=True,
-    )
-    if terminal:
+    """Runs the script until it ends (stdout a pseudo-terminal when ``terminal``); (status, stderr)."""
+    if not terminal:
+        return wait_until_it_ends(start(script, subprocess.DEVNULL), "the command")
+    master, slave = os.openpty()
+    try:
+        proc = start(script, slave)
         os.close(slave)
         threading.Thread(target=_drain, args=(master,), daemon=True).start()
-    try:
-        proc.wait(DEADLINE)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        assert proc.stderr is not None
-        pytest.fail(f"the command did not stop within {DEADLINE} s of SIGTERM; stderr: {proc.stderr.read()[-2000:]}")
+        return wait_until_it_ends(proc, "the command")
     finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        if terminal:
-            os.close(master)
-    assert proc.stderr is not None
-    return proc.returncode, proc.stderr.read()
+        os.close(master)
 
 
 def test_top_stops_when_its_startup_stop_was_dropped_in_a_finalizer() -> None:
