@@ -20,7 +20,6 @@ import math
 import signal
 import sys
 from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 from prometheus_client.registry import Collector
@@ -46,8 +45,9 @@ from neuron_monitor.exporters.prometheus.webconfig import (
     load_web_config,
 )
 from neuron_monitor.schema.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
+from neuron_monitor.util import early_signals
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
-from neuron_monitor.util.early_signals import SIGNALS, release
+from neuron_monitor.util.early_signals import SIGNALS
 from neuron_monitor.util.stopping import StopDeadline
 
 log = logging.getLogger("neuron_monitor.exporters.prometheus")
@@ -217,21 +217,12 @@ def quiet_gc() -> None:
     gc.set_threshold(10_000, 20, 100)
 
 
-STOPPED_WHILE_STARTING: list[str] = []  # kept too: raised inside a finalizer, the SystemExit would be lost
-
-
-def _stop(signum: int, frame: FrameType | None) -> None:
-    """A stop signal while starting (until the loop serves): main() returns 0 and says which signal stopped it."""
-    name = signal.Signals(signum).name
-    STOPPED_WHILE_STARTING.append(name)
-    raise SystemExit(name)
-
-
 def main(argv: list[str] | None = None) -> int:
-    for signum in SIGNALS:  # first: a stop while starting is a clean stop too
-        signal.signal(signum, _stop)
     try:
-        release()  # a signal held since the start is delivered here
+        # first: a stop while starting (until the loop serves) is a clean stop too: main() returns 0 and says
+        # which signal stopped it; the signal is also kept (early_signals.STOPPED), for a SystemExit lost in a
+        # finalizer
+        early_signals.stop_on_signals(SystemExit)  # and a signal held since the start is delivered here
         return _main(argv)
     except SystemExit as e:  # a stop signal before serving (a bad command line exits 2 as before)
         if isinstance(e.code, str) and e.code.startswith("SIG"):
@@ -324,8 +315,8 @@ def _main(argv: list[str] | None) -> int:
         # callback (Python drops exceptions there; tests/hostile/test_exporter_signals.py).
         for signum in SIGNALS:
             loop.add_signal_handler(signum, stop_serving, signal.Signals(signum).name)
-        if STOPPED_WHILE_STARTING:  # a stop whose SystemExit was lost while starting
-            loop.call_soon(stop_serving, STOPPED_WHILE_STARTING[0])
+        if early_signals.STOPPED:  # a stop whose SystemExit was lost while starting
+            loop.call_soon(stop_serving, early_signals.STOPPED[0])
         quiet_gc()
         scheme = "HTTPS" if tls else "HTTP"
         log.info("Running %s prometheus server at %s port %d", scheme, args.bind, server.server_address[1])
