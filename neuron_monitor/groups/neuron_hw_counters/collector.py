@@ -159,10 +159,14 @@ class NeuronHwCounters(SystemGroup):
                         f.close()
                         files[k] = _LOOK_AGAIN
                         continue
-                    except OSError:
+                    except OSError as e:
                         f.close()
                         files[k] = _LOOK_AGAIN  # device reset or gone, or the driver moved the file
                         self.tree.forget(device)
+                        if self.tree.find(device, ECC_BY_COUNTER[COUNTERS[k]]).rel is not None:
+                            # still there (no permission, not a regular file): unreadable, not unexposed
+                            bad.append(f"{COUNTERS[k]} of neuron_device {device}: {e.strerror or e}")
+                            continue
                 if not self.tree.find(device, ECC_BY_COUNTER[COUNTERS[k]]).problem:  # else named below
                     missing.setdefault(COUNTERS[k], []).append(device)
             values[device] = row
