@@ -18,8 +18,9 @@ from typing import Any
 import orjson
 
 from neuron_monitor.check import probes
-from neuron_monitor.check.lines import ABSENT, ERROR, FOUND, MISSING, PARTIAL, UNKNOWN, Line
+from neuron_monitor.check.lines import ABSENT, ERROR, FOUND, MISSING, PARTIAL, UNKNOWN, UNREADABLE, Line
 from neuron_monitor.daemon.config import Plan
+from neuron_monitor.groups.neuron_device_health import body as H
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import nodes
 from neuron_monitor.neuron.nodes import Node
@@ -130,12 +131,48 @@ def _groups(report: Report, configured: list[str]) -> list[Line]:
     return out
 
 
+HEALTH_GROUP = "neuron_device_health"
+# the health rules that make a device unknown because the daemon did not read one of its signals (docs/health.md)
+BLIND_RULES = {"signal_unreadable": UNREADABLE, "signal_missing": MISSING}
+
+
+def _health(report: dict[str, Any], configured: list[str]) -> list[Line]:
+    """One line per set of devices whose health verdict is ``unknown`` for the same reasons, from the report's
+    own verdicts: the check never says every source is there while a verdict is blind. A device unknown because
+    a signal was not read (a file there but unreadable, a node not found, even when a failed read made the group
+    look for its nodes again and its ``sources`` no longer list them) is a failing line needed by
+    neuron_device_health; one unknown for what the device itself says (power NO_DATA after boot, firmware not
+    answering) is shown, never failing."""
+    if HEALTH_GROUP not in configured:
+        return []
+    body = report.get("system_data", {}).get(HEALTH_GROUP)
+    devices = body.get(H.NEURON_DEVICES) if isinstance(body, dict) else None
+    by_reasons: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+    for entry in devices if isinstance(devices, list) else ():
+        health = entry.get(H.HEALTH) if isinstance(entry, dict) else None
+        if not isinstance(health, dict) or health.get(H.STATE) != H.UNKNOWN:
+            continue
+        reasons = [r for r in health.get(H.REASONS) or () if isinstance(r, dict)]
+        status = next((BLIND_RULES[str(r.get(H.RULE))] for r in reasons if r.get(H.RULE) in BLIND_RULES), UNKNOWN)
+        texts = tuple(f"{r.get(H.RULE)} {r.get(H.DETAIL)}".strip() for r in reasons if r.get(H.SEVERITY) == H.UNKNOWN)
+        index = entry.get(H.DEVICE_INDEX)
+        if isinstance(index, int):
+            by_reasons.setdefault((status, texts), []).append(index)
+    lines = []
+    for (status, texts), indexes in by_reasons.items():
+        detail = f"verdict unknown: {', '.join(texts) or 'no reason given'}"
+        group = HEALTH_GROUP if status != UNKNOWN else ""
+        lines.append(Line(f"health of device {device_ranges(sorted(indexes))}", status, detail, group))
+    return lines
+
+
 def check_lines(args: argparse.Namespace, plan: Plan, root: RootFS, report: dict[str, Any]) -> list[Line]:
     configured = configured_groups(plan)
     rep = read_report(report)
     lines, devices = probes.driver_lines(root, configured)
     lines += _families(rep, configured, root, devices)
     lines += _groups(rep, configured)
+    lines += _health(report, configured)
     lines += probes.device_node_lines(root, devices, configured)
     lines += probes.efa_lines(root, devices, configured)
     lines += probes.procfs_lines(root, configured)

@@ -1,0 +1,70 @@
+"""`neuron-monitor --check` never says every source is there while a health verdict is blind, and a counter file that
+is there but cannot be read is named as such, never as "not exposed by the driver".
+
+A FIFO at the known place of a signal the device must expose stands for a file that cannot be read (as root a mode
+0 file is still readable; a FIFO is refused by every reader whoever runs it). Before: the health group forgot the
+device's nodes after the failed read, so its ``sources`` listed none, the group itself was "collected", and
+`--check` ended "every source the configured groups need is there (exit 0)" while `neuron-monitor-health` said
+unknown (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from neuron_monitor.groups.neuron_hw_counters.collector import NeuronHwCounters
+from neuron_monitor.host.rootfs import RootFS
+from tests.conftest import daemon_cmd
+from tests.neuron.layouts import DEVICES, build
+
+TIMEOUT = 300
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _check(root: Path, tmp_path: Path, group: str) -> subprocess.CompletedProcess[str]:
+    conf = tmp_path / "monitor.conf"
+    conf.write_text(json.dumps({"period": "1s", "system_metrics": [{"type": group}]}))
+    args = ("--root", str(root), "-c", str(conf), "--exact-groups", "--check", "--json", "--no-imds")
+    return subprocess.run(daemon_cmd(*args), capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def test_an_unreadable_health_signal_fails_the_check(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    build(root, "trn1.2xlarge", "2.30.2.0")
+    _fifo(root / DEVICES / "neuron0" / "stats" / "hardware" / "mem_ecc_uncorrected")
+    out = _check(root, tmp_path, "neuron_device_health")
+    assert out.returncode == 1, out.stdout + out.stderr
+    doc = json.loads(out.stdout)
+    line = next(s for s in doc["sources"] if s["source"] == "health of device 0")
+    assert line["status"] == "unreadable" and line["needed"]
+    assert line["group"] == "neuron_device_health"
+    assert "signal_unreadable mem_ecc_uncorrected" in line["detail"]
+
+
+def test_unknown_for_what_the_device_says_is_shown_not_failing(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    build(root, "trn1.2xlarge", "2.30.2.0")  # every file readable; the power roll-up says NO_DATA (a fresh boot)
+    out = _check(root, tmp_path, "neuron_device_health")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = [s for s in json.loads(out.stdout)["sources"] if s["source"].startswith("health of")]
+    assert [(s["source"], s["status"], s["needed"]) for s in lines] == [("health of device 0", "unknown", False)]
+    assert "power_status NO_DATA" in lines[0]["detail"]
+
+
+def test_an_unreadable_counter_is_named_not_called_unexposed(tmp_path: Path) -> None:
+    build(tmp_path, "trn1.2xlarge", "2.30.2.0")
+    _fifo(tmp_path / DEVICES / "neuron0" / "stats" / "hardware" / "mem_ecc_corrected")
+    group = NeuronHwCounters(RootFS(tmp_path))
+    group.prime()
+    body = group.collect()
+    entry = body["neuron_devices"][0]
+    assert "mem_ecc_corrected" not in entry  # not read: left out, never 0
+    assert "mem_ecc_corrected of neuron_device 0: not a regular file" in body["error"]
+    assert "not exposed" not in body["error"]
