@@ -4,7 +4,9 @@
 `replay(root)` runs ``neuron-monitor --root <root> --once --no-imds`` as a real process; `same_report(host,
 replayed)` returns the differences (empty when they match). Per-period counts and times differ by nature (a capture
 is one moment, so a replay counts nothing new): numbers are compared only where they are levels the capture holds
-(the hardware info, memory in use, the EFA join), everything else by structure and text.
+(the hardware info, memory in use, the EFA join), everything else by structure and text, except what only says
+what happened in the period (the latency percentiles, whether a model ran), which a replay cannot give.
+`check(root)` runs ``neuron-monitor --root <root> --check --json --no-imds`` and returns its JSON.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from typing import Any
 
 from tests.conftest import daemon_cmd
 
-SKIP_KEYS = frozenset({"report_time", "period", "fresh", "neuron_monitor", "instance_info", "neuron_k8s_info"})
+SKIP_KEYS = frozenset({"report_time", "period", "fresh", "neuron_monitor", "instance_info", "neuron_k8s_info",
+                       # of the period, not levels: a live host's report has the percentiles of the executions in
+                       # its window and its models running, a replay (which executes nothing) null and false
+                       "latency_stats", "is_running"})  # fmt: skip
 LEVEL_GROUPS = frozenset({"memory_used"})  # runtime groups whose numbers are levels (bytes in use)
 
 
@@ -37,6 +42,15 @@ def replay(root: Path, *extra: str) -> dict[str, Any]:
     )  # fmt: skip
     report: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return report
+
+
+def check(root: Path) -> dict[str, Any]:
+    """The replayed host's ``--check --json`` (exit 0 or 1; anything else fails)."""
+    out = subprocess.run(daemon_cmd("--root", str(root), "--check", "--json", "--no-imds"),
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode in (0, 1), out.stderr
+    doc: dict[str, Any] = json.loads(out.stdout)
+    return doc
 
 
 def _diff(a: Any, b: Any, where: str, levels: bool, out: list[str]) -> None:

@@ -13,7 +13,7 @@ import pytest
 from neuron_monitor.sim.layouts import REORGANIZED
 from neuron_monitor.sim.shapes import SHAPES
 from neuron_monitor.sim.temporary import TemporarySimulator
-from tests.captures.replay import extract, replay, same_report
+from tests.captures.replay import check, extract, replay, same_report
 from tests.conftest import daemon_cmd
 
 HERE = Path(__file__).parent
@@ -25,9 +25,37 @@ def test_there_are_captures() -> None:
 
 
 @pytest.mark.parametrize("archive", ARCHIVES, ids=[a.name for a in ARCHIVES])
+def test_capture_replay_reads_every_needed_source(archive: Path, tmp_path: Path) -> None:
+    """The readers find and read, on the replayed host, every source a configured group needs: a capture from a
+    driver they do not handle fails here (its host's own report carries the same errors, so comparing with it
+    cannot tell) until they do."""
+    doc = check(extract(archive, tmp_path))
+    failing = [f"{s['source']}: {s['status']} {s['detail']}" for s in doc["sources"] if s["needed"]
+               and s["status"] in ("missing", "unreadable", "error")]  # fmt: skip
+    assert failing == [] and doc["exit_code"] == 0
+
+
+@pytest.mark.parametrize("archive", ARCHIVES, ids=[a.name for a in ARCHIVES])
 def test_capture_replays_to_its_host_report(archive: Path, tmp_path: Path) -> None:
     root = extract(archive, tmp_path)
+    if json.loads((root / "capture/check.json").read_text())["exit_code"] != 0:
+        pytest.skip("its host's --check failed: that host's report is not the reference, the check above is")
     host = json.loads((root / "capture/report.json").read_text())
+    assert same_report(host, replay(root)) == []
+
+
+def test_a_live_host_capture_replays_to_its_report(tmp_path: Path) -> None:
+    """A host that is executing when it is captured (as every user's is): the report's percentiles and running
+    models are of its window, which a replay cannot give; everything else matches. Memory holds still here
+    (``memory_interval`` 0), as a real runtime's does once its models are loaded."""
+    archive = tmp_path / "c.tar.gz"
+    with TemporarySimulator("trn1.2xlarge", runtimes=2, seed=5, memory_interval=0) as sim:
+        out = subprocess.run(daemon_cmd("--root", str(sim.root), "--capture", str(archive), "--redact", "--no-imds"),
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    root = extract(archive, tmp_path / "x")
+    host = json.loads((root / "capture/report.json").read_text())
+    assert [r["neuron_runtime_tag"] for r in host["neuron_runtime_data"]] == ["runtime-1", "runtime-2"]
     assert same_report(host, replay(root)) == []
 
 
