@@ -160,6 +160,8 @@ def test_unread_counters_serve_nothing_not_zero() -> None:
         "neuron_devices": [
             {"neuron_device_index": 0, "mem_ecc_uncorrected": 0, "sram_ecc_uncorrected": 1},
             {"neuron_device_index": 1},  # nothing read
+            {"neuron_device_index": 2, "sram_ecc_uncorrected": 0, "mem_ecc_corrected": 0},  # mem uncorrected unread
+            {"neuron_device_index": 3, "sram_ecc_uncorrected": 0, "mem_ecc_corrected": 2},  # ... with events beside
         ],
         "error": "mem_ecc_uncorrected not exposed by the driver for neuron_device 1",
     }
@@ -171,3 +173,5 @@ def test_unread_counters_serve_nothing_not_zero() -> None:
     assert (("0",), "", 1) in datums
     cells = {c[1]: c[2] for c in S.top(value, 1.0)}
     assert cells[("1",)] == "-" and cells[("0",)] == "1"
+    assert cells[("2",)] == "-"  # an unread uncorrected count is never shown as 0
+    assert cells[("3",)] == "2"  # what was counted is still shown

@@ -113,8 +113,12 @@ def findings(value: NeuronHwCounters) -> Iterator[S.DetFinding]:
 COL_ECC = S.TopColumn(S.TOP_DEVICES, "ecc", 8, order=10, always=True)
 
 
+UNCORRECTED = (B.MEM_ECC_UNCORRECTED, B.SRAM_ECC_UNCORRECTED)  # a device with ECC files exposes both
+
+
 def top(value: NeuronHwCounters, period: float | None) -> Iterator[S.TopCell]:
-    """ECC events of the period per device: red when one is uncorrected."""
+    """ECC events of the period per device: red when one is uncorrected. ``-`` when nothing was read, and when an
+    uncorrected counter was not read and the others counted nothing (never a 0 that stands for an unread count)."""
     for device in value.devices:
         if device.index is None:
             continue
@@ -122,7 +126,8 @@ def top(value: NeuronHwCounters, period: float | None) -> Iterator[S.TopCell]:
         total = sum(events.values())
         uncorrected = sum(v for k, v in events.items() if "uncorrected" in k)
         style = "bold red" if uncorrected else "yellow" if total else "dim"
-        yield COL_ECC, (str(device.index),), str(total) if events else "-", style
+        blind = not events or (total == 0 and any(k not in events for k in UNCORRECTED))
+        yield COL_ECC, (str(device.index),), "-" if blind else str(total), style
 
 
 SPEC = S.GroupSpec(
