@@ -84,6 +84,7 @@ class FakeApps:
         self.apps: list[App] = []
         self.fail = False
         self.version = 0
+        self.problem = ""
 
     def snapshot(self) -> list[App]:
         if self.fail:

@@ -488,7 +488,7 @@ class Scheduler:
             "collection_seconds": round(self.last_collection_seconds, 6),
             "driver_version": self._driver_version(),
             "sources": self._sources(),
-            "error": "",
+            "error": self.collector.app_source.problem,
         }
 
     def _driver_version(self) -> str:

@@ -38,4 +38,9 @@ class AppSource(Protocol):
 
     def snapshot(self) -> list[App]: ...
 
+    @property
+    def problem(self) -> str:
+        """Why some device's applications could not be listed at the last snapshot ("" when none)."""
+        ...
+
     def close(self) -> None: ...

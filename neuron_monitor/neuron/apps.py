@@ -124,6 +124,7 @@ class NeuronAppSource:
         self._steady: _Steady | None = None
         self._indexes: tuple[int, ...] = ()  # the device listing the open devices were last checked against
         self._lost: dict[int, str] = {}  # device -> why it was dropped, for the error of its applications
+        self._unasked: dict[int, str] = {}  # listed device -> why its applications cannot be listed now
         self.version = 0  # bumped whenever a snapshot may differ from the previous one (see AppSource)
 
     def _refresh_devices(self) -> None:
@@ -143,10 +144,29 @@ class NeuronAppSource:
                 try:
                     self._devices[index] = open_device(self.root, index)
                 except OSError as e:
-                    log.debug("device %d unavailable: %s", index, e)
+                    self._cannot_ask(index, f"opening it failed: {e.strerror or e}")
                     self.tree.forget_listing()  # gone since it was listed? The next collection lists again
         for index in [i for i in self._devices if i not in indexes]:
             self._devices.pop(index).close()
+        for index in [i for i in self._unasked if i not in indexes]:
+            del self._unasked[index]
+
+    def _cannot_ask(self, index: int, why: str) -> None:
+        """Device ``index`` is listed but its applications cannot be listed: named in `problem`, logged once per
+        reason (a warning: a host whose devices cannot be opened would otherwise look like one running nothing)."""
+        if self._unasked.get(index) != why:
+            log.warning("the applications on neuron%d cannot be listed: %s", index, why)
+        self._unasked[index] = why
+
+    @property
+    def problem(self) -> str:
+        """Why some listed device's applications cannot be listed now ("" when every device answered): the
+        report's ``neuron_monitor.error``, so an empty ``neuron_runtime_data`` is never taken for an idle host."""
+        if not self._unasked:
+            return ""
+        return "Neuron applications not listed: " + "; ".join(
+            f"neuron{index}: {why}" for index, why in sorted(self._unasked.items())
+        )
 
     def snapshot(self) -> list[App]:
         self._refresh_devices()
@@ -156,8 +176,11 @@ class NeuronAppSource:
             try:
                 lists.append((index, dev, dev.list_apps()))
             except OSError as e:
-                log.debug("listing applications on neuron%d failed: %s", index, e)
-                self._drop_device(index, f"listing its applications failed: {e.strerror or e}")
+                why = f"listing its applications failed: {e.strerror or e}"
+                self._cannot_ask(index, why)
+                self._drop_device(index, why)
+            else:
+                self._unasked.pop(index, None)
         steady = self._steady
         if steady is not None and _same_lists(steady.lists, lists):
             apps = self._steady_snapshot(steady, now)

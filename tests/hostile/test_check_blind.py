@@ -68,3 +68,24 @@ def test_an_unreadable_counter_is_named_not_called_unexposed(tmp_path: Path) -> 
     assert "mem_ecc_corrected" not in entry  # not read: left out, never 0
     assert "mem_ecc_corrected of neuron_device 0: not a regular file" in body["error"]
     assert "not exposed" not in body["error"]
+
+
+def test_devices_that_cannot_be_opened_are_no_idle_host(tmp_path: Path) -> None:
+    """The driver lists a device whose /dev node cannot be opened (not mounted in a container, not a Neuron
+    device): the report's runtimes are empty, and ``neuron_monitor.error`` says they were not listed, so the empty
+    list is never taken for a host running nothing; a warning (one line) says the same."""
+    root = tmp_path / "root"
+    build(root, "trn1.2xlarge", "2.30.2.0")
+    (root / "dev").mkdir(exist_ok=True)
+    (root / "dev" / "neuron0").write_bytes(b"not a device")
+    conf = tmp_path / "monitor.conf"
+    conf.write_text(json.dumps({"period": "1s", "neuron_runtimes": [{"metrics": [{"type": "memory_used"}]}]}))
+    args = ("--root", str(root), "-c", str(conf), "--exact-groups", "--once", "--no-imds", "--verbose", "2")
+    out = subprocess.run(daemon_cmd(*args), capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["neuron_runtime_data"] == []
+    error = report["neuron_monitor"]["error"]
+    assert error.startswith("Neuron applications not listed: neuron0: opening it failed: ")
+    warnings = [line for line in out.stderr.splitlines() if "cannot be listed" in line]
+    assert len(warnings) == 1 and "Traceback" not in out.stderr
