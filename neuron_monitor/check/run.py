@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -62,20 +63,38 @@ def _node_by_family() -> dict[str, Node]:
     return {v.family: v for v in vars(nodes).values() if isinstance(v, Node)}
 
 
-def _where(tree: DriverTree, devices: tuple[int, ...], node: Node | None) -> tuple[str, list[int], str]:
-    """Where the readers' discovery finds ``node``: its path on the first device that has it, the devices
-    without it, and why (two candidates, ...) when the discovery says."""
+@dataclass(slots=True)
+class _Where:
+    """Where the readers' discovery finds a node family: its path on the first device that has it, the devices
+    without it and why (two candidates, ...) when the discovery says, and the devices where the file found cannot
+    be read, with the first reason."""
+
+    path: str = ""
+    lacking: list[int] = field(default_factory=list)
+    why: str = ""
+    unreadable: list[int] = field(default_factory=list)
+    read_error: str = ""
+
+
+def _where(root: RootFS, tree: DriverTree, devices: tuple[int, ...], node: Node | None) -> _Where:
+    """Where ``node`` is on each device (see `_Where`); each file found is read once, as its reader would."""
+    out = _Where()
     if node is None:
-        return "", [], ""
-    path, lacking, why = "", [], ""
+        return out
     for index in devices:
         found = tree.find(index, node, 0 if node.core else -1)
         if found.rel is None:
-            lacking.append(index)
-            why = why or found.problem
-        elif not path:
-            path = found.rel
-    return path, lacking, why
+            out.lacking.append(index)
+            out.why = out.why or found.problem
+            continue
+        out.path = out.path or found.rel
+        if not node.directory:
+            try:
+                root.read_bytes(found.rel)
+            except OSError as e:
+                out.unreadable.append(index)
+                out.read_error = out.read_error or (e.strerror or str(e))
+    return out
 
 
 def _families(report: Report, configured: list[str], root: RootFS, devices: tuple[int, ...]) -> list[Line]:
@@ -94,10 +113,14 @@ def _families(report: Report, configured: list[str], root: RootFS, devices: tupl
         if not info.found:
             lines.append(Line(f"{group}: node families", UNKNOWN, f"layout {info.layout}, no family listed"))
         for family, ok in info.found.items():
-            path, lacking, why = _where(tree, devices, by_family.get(family))
+            where = _where(root, tree, devices, by_family.get(family))
+            path, lacking = where.path, where.lacking
             on = f" on device {device_ranges(lacking)}" if lacking else ""
-            why = f": {why}" if why else ""
-            if ok:
+            why = f": {where.why}" if where.why else ""
+            if ok and where.unreadable:  # found, but its reader cannot read it: a fault wherever it is required
+                detail = f"cannot be read on device {device_ranges(where.unreadable)}: {where.read_error} ({path})"
+                lines.append(Line(f"{group}: {family}", UNREADABLE, detail, need if family in info.required else ""))
+            elif ok:
                 lines.append(Line(f"{group}: {family}", FOUND, f"layout {info.layout}, e.g. {path or '?'}", need))
             elif family in info.required:
                 lines.append(Line(f"{group}: {family}", MISSING, f"not found{on}{why} (layout {info.layout})", need))

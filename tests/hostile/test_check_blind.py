@@ -48,6 +48,19 @@ def test_an_unreadable_health_signal_fails_the_check(tmp_path: Path) -> None:
     assert "signal_unreadable mem_ecc_uncorrected" in line["detail"]
 
 
+def test_an_unreadable_required_counter_fails_the_check_without_the_health_group(tmp_path: Path) -> None:
+    """The counter group alone: its own error is partial (it reports the counters it read), but a required file
+    it found and cannot read is a failing line (before: "partial", exit 0)."""
+    root = tmp_path / "root"
+    build(root, "trn1.2xlarge", "2.30.2.0")
+    _fifo(root / DEVICES / "neuron0" / "stats" / "hardware" / "mem_ecc_uncorrected")
+    out = _check(root, tmp_path, "neuron_hw_counters")
+    assert out.returncode == 1, out.stdout + out.stderr
+    by_source = {s["source"]: s for s in json.loads(out.stdout)["sources"]}
+    line = by_source["neuron_hw_counters: hardware/mem_ecc_uncorrected"]
+    assert line["status"] == "unreadable" and line["needed"] and "not a regular file" in line["detail"]
+
+
 def test_unknown_for_what_the_device_says_is_shown_not_failing(tmp_path: Path) -> None:
     root = tmp_path / "root"
     build(root, "trn1.2xlarge", "2.30.2.0")  # every file readable; the power roll-up says NO_DATA (a fresh boot)
