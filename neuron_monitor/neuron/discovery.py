@@ -150,17 +150,26 @@ class DeviceNodes:
     def __init__(self, root: RootFS, device_rel: str) -> None:
         self.root = root
         self.rel = device_rel
-        self.layout: KnownLayout | None = next(
-            (k for k in KNOWN_LAYOUTS if root.is_dir(f"{device_rel}/{k.stats}")), None
-        )
-        self.found: dict[tuple[Node, int], Found] = {}  # (node, core or -1) -> where
+        self.layout: KnownLayout | None = None
+        self.found: dict[tuple[Node, int], Found] = {}  # (node, core or -1) -> where (the last lookup's answer)
+        self._current: set[tuple[Node, int]] = set()  # the keys of `found` looked up since the last `reset`
         self._search: SearchResult | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        """Look for every node again at its next `find` (one vanished or failed). Until a node is looked up
+        again, ``found`` keeps its last answer, so what the device was seen to expose is still reported (a
+        failed read between two lookups does not empty the group's ``sources``)."""
+        self.layout = next((k for k in KNOWN_LAYOUTS if self.root.is_dir(f"{self.rel}/{k.stats}")), None)
+        self._current.clear()
+        self._search = None
 
     def find(self, node: Node, core: int = -1) -> Found:
         key = (node, core)
-        got = self.found.get(key)
-        if got is None:
-            got = self.found[key] = self._locate(node, core)
+        if key in self._current:
+            return self.found[key]
+        got = self.found[key] = self._locate(node, core)
+        self._current.add(key)
         return got
 
     def searched(self) -> SearchResult:

@@ -88,11 +88,11 @@ class DriverTree:
         return self.nodes(index).find(node, core)
 
     def forget(self, index: int | None = None) -> None:
-        """Look for device ``index``'s nodes again (every device's when None): one of them vanished or failed."""
-        if index is None:
-            self._nodes.clear()
-        else:
-            self._nodes.pop(index, None)
+        """Look for device ``index``'s nodes again (every device's when None): one of them vanished or failed.
+        What each node was last found to be stays in `sources` until it is looked up again."""
+        for i, device_nodes in self._nodes.items():
+            if index is None or i == index:
+                device_nodes.reset()
         self._finds += 1
 
     def sources(self, devices: tuple[int, ...] | None = None) -> dict[str, Any]:

@@ -102,3 +102,23 @@ def test_devices_that_cannot_be_opened_are_no_idle_host(tmp_path: Path) -> None:
     assert error.startswith("Neuron applications not listed: neuron0: opening it failed: ")
     warnings = [line for line in out.stderr.splitlines() if "cannot be listed" in line]
     assert len(warnings) == 1 and "Traceback" not in out.stderr
+
+
+def test_a_failed_read_leaves_every_groups_sources_listed(tmp_path: Path) -> None:
+    """A failed read makes a group look for the device's nodes again; until it does, what was found stays in
+    ``neuron_monitor.sources`` (before: the health group's emptied to ``layout none, found {}``, and the counter
+    group's to the one node looked up after the failure, so a blind group's ``required`` and the exporter's
+    ``neuron_monitor_source_found{source="all"}`` said nothing was missing)."""
+    root = tmp_path / "root"
+    build(root, "trn1.2xlarge", "2.30.2.0")
+    readable = json.loads(subprocess.run(daemon_cmd("--root", str(root), "--once", "--no-imds"), capture_output=True,
+                                         text=True, timeout=TIMEOUT, check=True).stdout.splitlines()[-1])  # fmt: skip
+    _fifo(root / DEVICES / "neuron0" / "stats" / "hardware" / "mem_ecc_uncorrected")
+    blind = json.loads(subprocess.run(daemon_cmd("--root", str(root), "--once", "--no-imds"), capture_output=True,
+                                      text=True, timeout=TIMEOUT, check=True).stdout.splitlines()[-1])  # fmt: skip
+    before, after = readable["neuron_monitor"]["sources"], blind["neuron_monitor"]["sources"]
+    assert set(after) == set(before) == {"neuron_device_health", "neuron_hw_counters", "neuron_device_telemetry"}
+    for group, entry in before.items():
+        assert after[group]["layout"] == entry["layout"] == "known:stats", group
+        assert sorted(after[group]["found"]) == sorted(entry["found"]), group
+        assert after[group]["required"] == entry["required"], group

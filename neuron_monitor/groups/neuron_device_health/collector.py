@@ -95,6 +95,7 @@ class NeuronDeviceHealth(SystemGroup):
         self.tree = DriverTree(root)
         self.clock = clock
         self._listed: tuple[int, ...] | None = None
+        self._replan = False  # a read failed: plan the files again at the next poll
         self._devices: list[_DeviceFiles] = []
         self._fds: list[int] | None = None  # the kept descriptors in plan order (-1: not exposed), once all opened
         self._class_fd: int | None = None  # the device listing's directory
@@ -287,7 +288,7 @@ class NeuronDeviceHealth(SystemGroup):
         except OSError:
             self._fds = None
         if not ok:  # a file vanished or failed (moved?): find the devices' files again at the next poll
-            self._listed = None
+            self._replan = True  # (`_listed` stays: `sources` still names what the plan found)
         return out
 
     def _signals(self, listed: tuple[int, ...], raw: list[bytes | None]) -> list[H.DeviceSignals]:
@@ -331,7 +332,8 @@ class NeuronDeviceHealth(SystemGroup):
     def _poll(self) -> bool:
         """Read the signals; update verdicts and the ledger. True when anything a report shows changed."""
         listed = self._list_devices()
-        if listed != self._listed:
+        if listed != self._listed or self._replan:
+            self._replan = False
             self._plan(listed)
             self.expected |= set(listed)
         raw = self._read_raw()
