@@ -4,10 +4,12 @@
 
 ``--output api`` (default) calls PutMetricData from a sender thread fed through a bounded buffer, so reading stdin
 never waits on CloudWatch; ``--output emf`` writes Embedded Metric Format lines to stdout or ``--emf-file`` for the
-CloudWatch agent. SIGTERM, SIGINT, SIGHUP or end of input flushes what is buffered (within ``--flush-timeout``)
-and exits 0;
-a bad option (numbers must be finite and in range) or missing region/credentials prints one line and exits 2; an
-EMF destination whose reader went away (EPIPE) exits 1 at once. A summary line goes to stderr at exit.
+CloudWatch agent. End of input flushes what is buffered within ``--flush-timeout`` and exits 0; SIGTERM, SIGINT or
+SIGHUP does the same within ``STOP_FLUSH_SECONDS`` (or ``--flush-timeout`` when shorter), and the first one arms the
+stop watchdog, so the process is gone within 2 s in any phase (a credential chain or a PutMetricData call that
+hangs included; what was not sent is counted). A bad option (numbers must be finite and in range) or missing
+region/credentials prints one line and exits 2; an EMF destination whose reader went away (EPIPE) exits 1 at once.
+A summary line goes to stderr at exit.
 No credential reaches a log: every stderr line, botocore's debug output included, passes `redact.CredentialRedactor`.
 """
 
@@ -42,8 +44,10 @@ from neuron_monitor.schema.stream import ReportStream
 from neuron_monitor.util.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.inputfile import InputFileError, open_append
+from neuron_monitor.util.stopping import StopDeadline
 
 PROG = "neuron-monitor-cloudwatch"
+STOP_FLUSH_SECONDS = 1.0  # on a stop signal: delivery goes on this long at most, then the summary (within 2 s)
 log = logging.getLogger("neuron_monitor.exporters.cloudwatch")
 
 
@@ -187,15 +191,17 @@ def _setup_logging(prog: str, verbose: int) -> CredentialRedactor:
 def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     received: list[str] = []
+    prog = called_name(PROG)
+    watchdog = StopDeadline(prog)  # gone within 2 s of the first stop, whatever hangs (start-up included)
 
     def on_signal(signum: int, _frame: object) -> None:
         received.append(signal.Signals(signum).name)
         stop.set()
+        watchdog.arm(received[0])
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # first: a stop while starting is kept
         signal.signal(signum, on_signal)
     release()
-    prog = called_name(PROG)
     try:
         settings = parse_settings(argv)
     except ValidationError as exc:
@@ -208,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
 
     publisher: Publisher | None = None
     emf: EmfWriter | None = None
-    if settings.output == "api":
+    if settings.output == "api":  # the credential chain may wait on the network (the watchdog bounds a stop)
         try:
             client, protocol = make_client(
                 settings.region, settings.endpoint_url, settings.profile, on_credentials=redactor.add_secrets
@@ -250,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115
 
     if publisher is not None:
-        publisher.finish(settings.flush_timeout)
+        publisher.finish(min(settings.flush_timeout, STOP_FLUSH_SECONDS) if received else settings.flush_timeout)
     summary: dict[str, Any] = {
         "reason": received[0] if received else "emf_destination_gone" if fatal else "eof",
         "reports": stream.stats.reports,

@@ -9,6 +9,10 @@ Outcomes of one call (``classify``):
   dropped and counted as ``unconfirmed``: resending could store the datums twice, and we promise never to;
 * any other error (a 4xx such as InvalidParameterValue) -> dropped and counted as ``rejected``.
 botocore's own retries are switched off (see ``client.py``) so that this module alone decides what is resent.
+
+``finish(timeout)`` is a total: a call still in progress at its deadline (an endpoint that accepts and never answers
+holds one for up to 25 s) is abandoned on its daemon thread, and its datums are counted as ``unconfirmed`` (they may
+have reached CloudWatch) or, not sent yet, ``unsent_at_exit``; whatever that thread does afterwards changes no count.
 """
 
 from __future__ import annotations
@@ -130,6 +134,10 @@ class Publisher:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._problem_log = LogRateLimit(log_interval)
+        self._lock = threading.Lock()  # the counts, the request held and `_abandoned`
+        self._held = 0  # samples of the request taken from the buffer and not yet counted
+        self._sending = False  # that request is on its way (or its answer awaited)
+        self._abandoned = False  # `finish` gave up on this thread: it counts nothing more
 
     # -- logging --------------------------------------------------------------------------------------------------
     def _warn(self, message: str) -> None:
@@ -144,52 +152,75 @@ class Publisher:
     def send_once(self, batch: list[Datum]) -> Outcome:
         now = time.time()
         fresh = [d for d in batch if in_time_window(d.timestamp, now)]
-        if len(fresh) != len(batch):
-            self.stats.expired_samples += sum(d.samples() for d in batch) - sum(d.samples() for d in fresh)
-            self._warn("dropped datums older than CloudWatch accepts (buffered for too long)")
-        if not fresh:
-            return Outcome.SENT
-        self.stats.requests += 1
         samples = sum(d.samples() for d in fresh)
+        with self._lock:
+            if self._abandoned:  # `finish` counted this request as unsent
+                return Outcome.REJECTED
+            if len(fresh) != len(batch):
+                self.stats.expired_samples += sum(d.samples() for d in batch) - samples
+                self._warn("dropped datums older than CloudWatch accepts (buffered for too long)")
+            if not fresh:
+                self._held = 0
+                return Outcome.SENT
+            self.stats.requests += 1
+            self._held, self._sending = samples, True
         try:
             self.client.put_metric_data(Namespace=self.namespace, MetricData=[d.to_api() for d in fresh])
         except Exception as exc:
             outcome, why = classify(exc)
-            if outcome is Outcome.RETRY:
-                if why.startswith("throttled"):
-                    self.stats.throttled += 1
-                elif why.startswith("server"):
-                    self.stats.server_errors += 1
-                else:
-                    self.stats.connection_errors += 1
-                self.buffer.requeue(fresh)
-                self._warn(f"PutMetricData failed, will retry: {why}")
-            elif outcome is Outcome.UNCONFIRMED:
-                self.stats.unconfirmed_samples += samples
-                self._warn(f"PutMetricData got no answer; {samples} samples not resent (never send twice): {why}")
-            else:
-                self.stats.rejected_samples += samples
-                self._warn(f"PutMetricData rejected {samples} samples: {why}")
+            with self._lock:
+                if self._abandoned:  # `finish` counted this request as unconfirmed
+                    return outcome
+                self._held, self._sending = 0, False
+                self._count_failure(outcome, why, fresh, samples)
             return outcome
-        self.stats.requests_ok += 1
-        self.stats.datums_sent += len(fresh)
-        self.stats.samples_sent += samples
-        self.stats.bytes_estimated += sum(d.wire_size(self.protocol) for d in fresh)
+        with self._lock:
+            if self._abandoned:
+                return Outcome.SENT
+            self._held, self._sending = 0, False
+            self.stats.requests_ok += 1
+            self.stats.datums_sent += len(fresh)
+            self.stats.samples_sent += samples
+            self.stats.bytes_estimated += sum(d.wire_size(self.protocol) for d in fresh)
         return Outcome.SENT
+
+    def _count_failure(self, outcome: Outcome, why: str, fresh: list[Datum], samples: int) -> None:
+        if outcome is Outcome.RETRY:
+            if why.startswith("throttled"):
+                self.stats.throttled += 1
+            elif why.startswith("server"):
+                self.stats.server_errors += 1
+            else:
+                self.stats.connection_errors += 1
+            self.buffer.requeue(fresh)
+            self._warn(f"PutMetricData failed, will retry: {why}")
+        elif outcome is Outcome.UNCONFIRMED:
+            self.stats.unconfirmed_samples += samples
+            self._warn(f"PutMetricData got no answer; {samples} samples not resent (never send twice): {why}")
+        else:
+            self.stats.rejected_samples += samples
+            self._warn(f"PutMetricData rejected {samples} samples: {why}")
 
     # -- the loop ---------------------------------------------------------------------------------------------------
     def run(self) -> None:
-        while time.monotonic() < self._deadline:
+        while time.monotonic() < self._deadline and not self._abandoned:
             batch = self.buffer.take(self._packer, timeout=0.5)
             if not batch:
                 if self.buffer.closed and len(self.buffer) == 0:
                     return
                 continue
+            with self._lock:
+                if self._abandoned:  # taken after `finish` drained the buffer: counted as unsent here
+                    self.stats.unsent_at_exit += sum(d.samples() for d in batch)
+                    return
+                self._held = sum(d.samples() for d in batch)
             outcome = self.send_once(batch)
             if outcome is Outcome.RETRY:
                 delay = self.policy.delay(self._attempt, self._rng)
                 self._attempt += 1
-                self.stats.retries += 1
+                with self._lock:
+                    if not self._abandoned:
+                        self.stats.retries += 1
                 self._wake.wait(max(0.0, min(delay, self._deadline - time.monotonic())))
                 self._wake.clear()
             else:
@@ -200,10 +231,19 @@ class Publisher:
         self._thread.start()
 
     def finish(self, timeout: float) -> None:
-        """Stop accepting data, send what is buffered for at most ``timeout`` seconds, count what is left."""
+        """Stop accepting data, send what is buffered for at most ``timeout`` seconds in all, count what is left (a
+        request still in progress then is abandoned: see the module docstring)."""
         self._deadline = time.monotonic() + timeout
         self.buffer.close()
         self._wake.set()  # cut a long backoff short: the deadline now bounds every wait
         if self._thread is not None:
-            self._thread.join(timeout + 5.0)
-        self.stats.unsent_at_exit += sum(d.samples() for d in self.buffer.drain())
+            self._thread.join(max(0.0, self._deadline - time.monotonic()))
+        with self._lock:
+            self._abandoned = True
+            if self._sending:
+                self.stats.unconfirmed_samples += self._held
+                self._warn(f"PutMetricData got no answer before the exit; {self._held} samples not resent")
+            else:
+                self.stats.unsent_at_exit += self._held
+            self._held = 0
+            self.stats.unsent_at_exit += sum(d.samples() for d in self.buffer.drain())

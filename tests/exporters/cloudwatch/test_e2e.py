@@ -103,6 +103,9 @@ def test_throttling_and_503_for_a_while_nothing_lost_or_twice(moto_url: str, trn
 
 
 def test_sigterm_flushes_what_is_buffered(moto_url: str, trn1_report: dict[str, Any]) -> None:
+    """CloudWatch answers 503 while reports are buffered and is back as SIGTERM comes: the stop's delivery (at most
+    1 s: the process is gone within 2 s) sends what it can; every sample is then stored once or counted unsent (how
+    many go out in that second is the machine's business, so it is not asserted)."""
     now = time.time()
     reports = report_sequence(trn1_report, 2, start=now - 100, step=61)
     namespace = "e2e_sigterm"
@@ -122,16 +125,21 @@ def test_sigterm_flushes_what_is_buffered(moto_url: str, trn1_report: dict[str, 
         while proxy.count("503") < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert proxy.count("503") >= 3 and proxy.count("pass") == 0  # everything is still buffered
+        down.clear()  # CloudWatch is back as the stop begins
         proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
-        down.clear()  # CloudWatch comes back during the flush
         _, stderr = proc.communicate(timeout=30)
         proc.stdin.close()
     assert proc.returncode == 0, stderr
     s = summary(stderr)
     datums = mapped(reports)
-    assert s["reason"] == "SIGTERM" and s["samples_sent"] == len(datums) and s["unsent_at_exit"] == 0
-    assert_stored_exactly(moto_url, namespace, datums)
+    assert s["reason"] == "SIGTERM" and s["unconfirmed_samples"] == 0 and s["dropped_samples"] == 0
+    assert s["samples_sent"] + s["unsent_at_exit"] == len(datums)
+    if s["unsent_at_exit"] == 0:
+        assert_stored_exactly(moto_url, namespace, datums)
+    else:  # what was sent is stored once
+        want = expected_totals(datums)
+        stored = stored_totals(cw_client(moto_url), namespace, sorted(want), now - 200, now)
+        assert sum(count for count, _ in stored.values()) == s["samples_sent"]
 
 
 def test_network_down_bounded_buffer_keeps_newest(moto_url: str, trn1_report: dict[str, Any]) -> None:
