@@ -70,6 +70,15 @@ def test_a_missing_root_is_one_line_exit_2(tmp_path: Path) -> None:
     assert (got.returncode, got.stderr) == (2, f"neuron-monitor: --root {a_file}: not a directory\n")
 
 
+@pytest.mark.parametrize("extra", [(), ("--check",)])
+def test_root_and_simulate_together_are_one_line_exit_2(tmp_path: Path, extra: tuple[str, ...]) -> None:
+    """Both given, the simulated host used to replace the root asked for without a word (a check of a capture
+    passed on the simulator)."""
+    got = _run("--root", str(tmp_path), "--simulate", "trn1.2xlarge", "--once", *extra)
+    assert got.returncode == 2 and got.stdout == ""
+    assert got.stderr == f"neuron-monitor: --root {tmp_path} and --simulate trn1.2xlarge: give one of them\n"
+
+
 def test_record_creates_its_directory(tmp_path: Path) -> None:
     rec = tmp_path / "var" / "log" / "neuron-monitor" / "rec.gz"
     root = tmp_path / "root"

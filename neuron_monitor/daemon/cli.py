@@ -211,7 +211,10 @@ def _fail(message: str, code: int) -> int:
 
 @contextlib.contextmanager
 def host_root(args: argparse.Namespace) -> Iterator[str]:
-    """The directory to read the host below: ``--root``, or a temporary simulated host for ``--simulate``."""
+    """The directory to read the host below: ``--root``, or a temporary simulated host for ``--simulate`` (not
+    both: the simulated host would silently replace the root asked for)."""
+    if args.simulate and os.path.normpath(args.root) != "/":
+        raise ConfigError(f"--root {args.root} and --simulate {args.simulate}: give one of them")
     if not args.simulate:
         if not os.path.isdir(args.root):
             why = "not a directory" if os.path.exists(args.root) else "no such directory"
