@@ -14,7 +14,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -141,6 +144,101 @@ def test_fifo_under_root_is_an_error_not_a_hang(tmp_path: Path) -> None:
     os.mkfifo(root / "sys" / "class" / "dmi" / "id" / "product_name")
     report = _report(root, tmp_path)
     assert "regular file" in report["system_data"]["memory_info"]["error"]  # type: ignore[index]
+
+
+RUNTIME_CPU_ONLY = {
+    "period": "1s",
+    "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": "neuron_runtime_vcpu_usage"}]}],
+}
+
+
+@pytest.mark.parametrize("planted", ["fifo", "/dev/zero"])
+def test_a_runtimes_procfs_uptime_that_is_a_fifo_or_dev_zero_is_an_error_not_a_hang(
+    tmp_path: Path, planted: str
+) -> None:
+    """A root whose ``proc/<pid>`` is a directory (a capture, a copied tree) gives the runtime's first-sight uptime
+    from ``<root>/proc/uptime``. Before, that file was read with a plain unbounded read, not through the root: a FIFO
+    there hung the runtime groups for good (no report ever came; ``--once`` never returned) and a link to /dev/zero
+    read until a MemoryError. Now it is read as every file is, and the reports go on."""
+    from neuron_monitor.sim.temporary import TemporarySimulator
+
+    conf = tmp_path / "runtime.conf"
+    conf.write_text(json.dumps(RUNTIME_CPU_ONLY))
+    with TemporarySimulator("trn1.2xlarge", runtimes=1, seed=3) as sim:
+        pid = _own_proc_dir(sim.root, planted)
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "neuron_monitor.daemon.cli", "--no-imds", "--root", str(sim.root), "-c", str(conf)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+        )
+        try:
+            bodies = _runtime_bodies(daemon, int(pid), 2)
+        finally:
+            daemon.kill()
+            daemon.wait()
+    assert all(b["error"] == "" and b["period"] > 0 for b in bodies), bodies
+
+
+def _own_proc_dir(root: Path, planted: str) -> str:
+    """Turn the simulator's ``<root>/proc/<pid>`` link (to /proc/<pid>) of its runtime into a directory of the root
+    with a copy of its stat, and plant ``planted`` (a FIFO, a directory or a link target) as ``<root>/proc/uptime``;
+    the pid."""
+    proc = root / "proc"
+    deadline = time.monotonic() + DEADLINE
+    while not (pids := [p for p in os.listdir(proc) if p.isdigit()]):
+        assert time.monotonic() < deadline, "the simulated runtime never started"
+        time.sleep(0.05)
+    pid = pids[0]
+    (proc / pid).unlink()
+    (proc / pid).mkdir()
+    (proc / pid / "stat").write_bytes(Path(f"/proc/{pid}/stat").read_bytes())
+    (proc / "uptime").unlink()
+    if planted == "fifo":
+        os.mkfifo(proc / "uptime")
+    elif planted == "directory":
+        (proc / "uptime").mkdir()
+    else:
+        (proc / "uptime").symlink_to(planted)
+    return pid
+
+
+def test_a_first_sight_without_a_readable_uptime_names_it() -> None:
+    """The first body of a runtime is measured against its procfs's uptime: when that cannot be read (here a
+    directory) the body says why instead of passing zeros for a measurement (before: error "", period 0)."""
+    from neuron_monitor.groups.neuron_runtime_vcpu_usage.collector import NeuronRuntimeVcpuUsage
+    from neuron_monitor.host.rootfs import RootFS
+    from neuron_monitor.neuron.app import App
+    from neuron_monitor.sim.temporary import TemporarySimulator
+
+    with TemporarySimulator("trn1.2xlarge", runtimes=1, seed=3) as sim:
+        pid = int(_own_proc_dir(sim.root, "directory"))
+        group = NeuronRuntimeVcpuUsage(RootFS(sim.root))
+        try:
+            first = group.collect([App(pid, "t")], [])[pid]
+        finally:
+            group.close()
+    assert "proc/uptime" in first["error"] and "regular file" in first["error"], first
+
+
+def _runtime_bodies(daemon: subprocess.Popen[bytes], pid: int, n: int) -> list[dict[str, Any]]:
+    """The first ``n`` neuron_runtime_vcpu_usage bodies of ``pid`` in the daemon's reports (within DEADLINE)."""
+    assert daemon.stdout is not None
+    got: list[dict[str, Any]] = []
+    timer = threading.Timer(DEADLINE, daemon.kill)  # a daemon that hangs ends the read with EOF
+    timer.start()
+    try:
+        for line in daemon.stdout:
+            if not line.strip():
+                continue
+            for runtime in orjson.loads(line).get("neuron_runtime_data", []):
+                if runtime["pid"] == pid:
+                    got.append(runtime["report"]["neuron_runtime_vcpu_usage"])
+            if len(got) >= n:
+                return got
+    finally:
+        timer.cancel()
+    raise AssertionError(f"{len(got)} of {n} reports of pid {pid} within {DEADLINE} s")
 
 
 def test_fallback_resolution_without_openat2_stays_in_root(tmp_path: Path) -> None:

@@ -3,8 +3,10 @@
 Reads ``<root>/proc/<pid>/stat`` (utime, stime) through a descriptor kept per pid, which also keeps a recycled
 pid from being mistaken for the same process. Percent of one vCPU (as `top`): a process using two vCPUs fully
 shows 200. On first sight of a pid the baseline is the process start (starttime against the uptime of the procfs
-that pid lives in, found by resolving ``<root>/proc/<pid>``), so the first report covers the process's life so far
-and says so in its ``period``. An application that exited
+that pid lives in, found by resolving ``<root>/proc/<pid>``: the host's ``/proc/uptime`` when it links there, as the
+simulator's do, else ``<root>/proc/uptime``; either read as every file is, regular only, non-blocking and capped),
+so the first report covers the process's life so far and says so in its ``period``; an uptime that cannot be read
+makes that first body zeros with the reason in its ``error``. An application that exited
 gets AWS's error text ("open /proc/PID/stat: no such file or directory") and zeros, never a crash.
 
 Each period's body comes from `usage_native` (the compiled helper, from the raw sample) when the helper is built
@@ -18,7 +20,6 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 from neuron_monitor.groups.base import RuntimeGroup
@@ -29,6 +30,7 @@ from neuron_monitor.native import NATIVE
 from neuron_monitor.neuron.app import App
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_HOST = RootFS("/")  # the host's own procfs, where a root's proc/<pid> may link (the simulator's do)
 
 
 @dataclass
@@ -109,11 +111,13 @@ class NeuronRuntimeVcpuUsage(RuntimeGroup):
         st = parse_pid_stat(kept.read())
         base = _Baseline(kept, st.utime, st.stime, now)
         # starttime counts from the boot of the kernel the process runs on: use that procfs's uptime
-        uptime_path = Path(os.path.realpath(self.root.path(f"proc/{pid}"))).parent / "uptime"
+        linked_to_host = os.path.dirname(os.path.realpath(self.root.where(f"proc/{pid}"))) == "/proc"
+        procfs = _HOST if linked_to_host else self.root
         try:
-            lifetime = parse_uptime(uptime_path.read_bytes()) - st.starttime / CLOCK_TICKS
-        except (OSError, ValueError, IndexError):
-            lifetime = -1.0
+            lifetime = parse_uptime(procfs.read_bytes("proc/uptime")) - st.starttime / CLOCK_TICKS
+        except (OSError, ValueError, IndexError) as e:
+            where = procfs.where("proc/uptime")
+            return base, _zero(f"read {where}: {(getattr(e, 'strerror', None) or str(e)).lower()}"[:300], 0.0)
         if lifetime <= 0.05:
             return base, _zero("", 0.0)
         return base, RuntimeVcpuUsageBody(
