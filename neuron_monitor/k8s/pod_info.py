@@ -56,6 +56,7 @@ from neuron_monitor.k8s.podresources import (
 )
 from neuron_monitor.neuron.pci import set_dra_efa_addresses
 from neuron_monitor.util.ratelimit import LogRateLimit, held_back
+from neuron_monitor.util.sanitize import sanitize
 
 log = logging.getLogger("neuron_monitor.k8s")
 
@@ -332,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         watcher.close()
     sys.stdout.buffer.write(orjson.dumps(info, option=orjson.OPT_INDENT_2) + b"\n")
     if info["error"]:
-        print(f"error: {info['error']}", file=sys.stderr)
+        print(f"error: {sanitize(info['error'])}", file=sys.stderr)  # the kubelet's and API server's words
         return 1
     return 0
 

@@ -14,6 +14,7 @@ import io
 import logging
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -171,3 +172,35 @@ def test_a_traceback_keeps_its_lines_but_not_the_inputs_controls() -> None:
     text = out.getvalue()
     assert "Traceback" in text and text.count("\n") > 2
     assert "\x1b" not in text
+
+
+@pytest.mark.parametrize("name", list(ATTACKS))
+def test_pod_info_prints_the_kubelets_error_inert(tmp_path: Path, name: str) -> None:
+    """``python3 -m neuron_monitor.k8s.pod_info`` (the node check docs/running.md gives) prints the group's error on
+    stderr: a kubelet's gRPC status message is the kubelet's text (before: printed raw, its escapes reached the
+    terminal)."""
+    pytest.importorskip("grpc")
+    import grpc
+
+    from tests.k8s.podresources_server import FakeKubelet
+
+    sock = tmp_path / "kubelet.sock"
+    kubelet = FakeKubelet(str(sock))
+    kubelet.fail_with = grpc.StatusCode.INTERNAL
+    kubelet.fail_details = f"no {ATTACKS[name]} here"
+    kubelet.start()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "neuron_monitor.k8s.pod_info", "--pod-resources-socket", str(sock),
+             "--k8s-api", "off"],
+            capture_output=True,
+            cwd=REPO,
+            timeout=60,
+            check=False,
+        )  # fmt: skip
+    finally:
+        kubelet.stop()
+    assert done.returncode == 1, done.stderr[-2000:]
+    err = done.stderr.decode()
+    assert err.endswith("\n") and err.count("\n") == 1 and "no " in err and "here" in err, err
+    assert sanitize(err[:-1]) == err[:-1]  # no control, C1 or bidi character left

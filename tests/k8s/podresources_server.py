@@ -52,7 +52,8 @@ class FakeKubelet:
     ``pods``: [{"name", "namespace", "containers": [{"name", "devices": [(resource, [ids])],
                "claims": [{"name", "namespace", "devices": [(driver, pool, device)]}]}]}]
     ``allocatable``: [(resource, [ids])], or None to answer UNIMPLEMENTED like an old kubelet.
-    ``fail_with``: a grpc.StatusCode to fail every call with. ``delay``: seconds List waits before it answers.
+    ``fail_with``: a grpc.StatusCode to fail every call with (``fail_details`` its message). ``delay``: seconds List
+    waits before it answers.
     """
 
     def __init__(self, socket_path: str) -> None:
@@ -60,6 +61,7 @@ class FakeKubelet:
         self.pods: list[dict[str, Any]] = []
         self.allocatable: list[tuple[str, list[str]]] | None = []
         self.fail_with: grpc.StatusCode | None = None
+        self.fail_details = "kubelet says no"
         self.delay = 0.0  # seconds every call waits before it answers (or until ``stop``)
         self._stopping = threading.Event()
         self.calls: dict[str, int] = {"List": 0, "GetAllocatableResources": 0}
@@ -107,7 +109,7 @@ class FakeKubelet:
                 fake.calls["List"] += 1
                 fake._stopping.wait(fake.delay)
                 if fake.fail_with is not None:
-                    context.abort(fake.fail_with, "kubelet says no")
+                    context.abort(fake.fail_with, fake.fail_details)
                 pods = [
                     pb2.PodResources(
                         name=p["name"],
@@ -130,7 +132,7 @@ class FakeKubelet:
             def GetAllocatableResources(self, request: Any, context: Any) -> Any:
                 fake.calls["GetAllocatableResources"] += 1
                 if fake.fail_with is not None:
-                    context.abort(fake.fail_with, "kubelet says no")
+                    context.abort(fake.fail_with, fake.fail_details)
                 if fake.allocatable is None:
                     context.abort(grpc.StatusCode.UNIMPLEMENTED, "old kubelet")
                 return pb2.AllocatableResourcesResponse(devices=fake._devices(fake.allocatable), cpu_ids=[0, 1, 2, 3])
