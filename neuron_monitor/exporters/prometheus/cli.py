@@ -90,7 +90,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Serve neuron-monitor reports read from stdin as Prometheus metrics.",
     )
     p.add_argument("-p", "--port", type=int, default=8000, help="HTTP port on which to run the server (8000)")
-    p.add_argument("--bind", default="0.0.0.0", help="address to listen on (0.0.0.0; '::' for IPv6 and IPv4)")
+    p.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        help="address to listen on (127.0.0.1: this host only; 0.0.0.0 to serve the network, '::' for IPv6 and IPv4)",
+    )
     p.add_argument(
         "--web-config",
         "--web.config.file",
