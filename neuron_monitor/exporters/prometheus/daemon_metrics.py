@@ -5,7 +5,9 @@ The daemon's own health (``shape_daemon``): ``neuron_monitor_daemon_info{version
 ``neuron_monitor_daemon_start_time_seconds``, ``neuron_monitor_daemon_skipped_collections_total`` (collection slots
 skipped because the reader or a collection was slower than the period: the daemon's cumulative count, reset when
 it restarts), ``neuron_monitor_daemon_late_collections_total`` (collections started late: same reset rule) and
-``neuron_monitor_daemon_collection_duration_seconds`` (how long the newest report's collection took).
+``neuron_monitor_daemon_collection_duration_seconds`` (how long the newest report's collection took), and
+``neuron_monitor_daemon_error`` (1, served only while the report's ``neuron_monitor.error`` is not empty: the daemon
+could not see part of the host, e.g. a listed device whose applications it cannot list).
 
 What the daemon found of the Neuron driver's nodes (``shape_sources``) -> ``neuron_monitor_source_found{group,
 source}``, read through the schema (`Report.sources`: the object's ``sources``, each group's node families found
@@ -30,6 +32,10 @@ from neuron_monitor.exporters.prometheus.values import number, text
 from neuron_monitor.schema.info import Sources
 
 PREFIX = "neuron_monitor_daemon"
+ERROR_HELP = (
+    "1 while the daemon's report says it could not see part of the host (neuron_monitor.error, e.g. a Neuron "
+    "device whose applications cannot be listed: their runtimes are missing, not idle); absent otherwise"
+)
 
 
 def shape_daemon(ctx: ShapeContext, daemon: dict[str, Any] | None) -> None:
@@ -60,6 +66,8 @@ def shape_daemon(ctx: ShapeContext, daemon: dict[str, Any] | None) -> None:
         value = number(daemon.get(key), f"{where}.{key}")
         if value is not None and (kind != COUNTER or 0.0 <= value < math.inf):  # a counter is never negative
             ctx.fams.family(f"{PREFIX}_{name}", kind, help_text, labels).samples[values] = value
+    if text(daemon.get("error"), f"{where}.error"):  # served while there is one (series budgets unchanged)
+        ctx.fams.family(f"{PREFIX}_error", GAUGE, ERROR_HELP, labels).samples[values] = 1.0
 
 
 FAMILY = "neuron_monitor_source_found"

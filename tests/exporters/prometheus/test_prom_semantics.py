@@ -240,6 +240,10 @@ def test_daemon_health_from_the_report() -> None:
     assert one(series, "neuron_monitor_daemon_skipped_collections_total") == 3
     assert one(series, "neuron_monitor_daemon_collection_duration_seconds") == 0.0042
     assert one(series, "neuron_monitor_daemon_start_time_seconds") == 1.7e9
+    assert not select(series, "neuron_monitor_daemon_error")  # served only while there is an error
+    blind = "Neuron applications not listed: neuron0: opening it failed: Permission denied"
+    report["neuron_monitor"]["error"] = blind
+    assert one(parse(scrape(feed([report]))), "neuron_monitor_daemon_error") == 1.0
     aws_style = trn2_report([runtime(1, "a", [0])])
     del aws_style["neuron_monitor"]
     assert not select(parse(scrape(feed([aws_style]))), "neuron_monitor_daemon_info")
