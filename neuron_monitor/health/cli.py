@@ -22,6 +22,7 @@ from neuron_monitor.health.verdicts import UNKNOWN, NodeHealth, exit_code, from_
 from neuron_monitor.util.cli_common import ArgumentParser
 from neuron_monitor.util.deadline import BodyTooLarge, DeadlineExceeded, exchange
 from neuron_monitor.util.early_signals import interrupt_on_signals
+from neuron_monitor.util.sanitize import url_shown
 
 MAX_BODY = 16 << 20  # a /metrics page of a trn2.48xlarge with 16 runtimes is about 1 MiB
 
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _metrics_url(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"--url must be an http(s) URL, got {shown(url, 60)!r}")
+        raise ValueError(f"--url must be an http(s) URL, got {shown(url_shown(url), 60)!r}")
     path = parts.path if parts.path not in ("", "/") else "/metrics"
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
@@ -72,6 +73,7 @@ def from_url(url: str, timeout: float) -> NodeHealth:
     except ValueError as e:
         return NodeHealth("unknown", problem=str(e))
     parts = urllib.parse.urlsplit(target)
+    target = url_shown(target)  # as messages show it (a password in the URL is never sent, nor shown)
     headers = {"Accept": "text/plain;version=0.0.4", "User-Agent": "neuron-monitor-health"}
     try:  # the whole exchange within --timeout (util.deadline), however slowly the server answers
         conn = _connection(parts, timeout)

@@ -17,6 +17,7 @@ from typing import Any
 
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.util.deadline import BodyTooLarge, Deadline, DeadlineExceeded, exchange
+from neuron_monitor.util.sanitize import url_shown
 
 log = logging.getLogger("neuron_monitor.imds")
 
@@ -64,7 +65,7 @@ class ImdsClient:
     def __init__(self, endpoint: str, deadline: Deadline) -> None:
         u = urllib.parse.urlsplit(endpoint)
         if u.scheme != "http" or not u.hostname:
-            raise ValueError(f"IMDS endpoint must be http://host[:port], got {endpoint!r}")
+            raise ValueError(f"IMDS endpoint must be http://host[:port], got {url_shown(endpoint)!r}")
         self.host = u.hostname
         self.port = u.port or 80
         self.deadline = deadline

@@ -26,6 +26,7 @@ import orjson
 
 from neuron_monitor.util.deadline import BodyTooLarge, DeadlineExceeded, exchange
 from neuron_monitor.util.inputfile import InputFileError, read_regular, shown
+from neuron_monitor.util.sanitize import url_shown
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_TOKEN_FILE = f"{SERVICE_ACCOUNT_DIR}/token"
@@ -85,13 +86,13 @@ def parse_server(server: str) -> Endpoint:
     """Check an API server URL: https anywhere, http only to loopback (a token never travels in clear)."""
     url = urllib.parse.urlsplit(server)
     if url.scheme not in ("https", "http") or not url.hostname:
-        raise KubeApiError(f"API server {shown(server)}: expected an http(s)://host[:port] URL")
+        raise KubeApiError(f"API server {shown(url_shown(server))}: expected an http(s)://host[:port] URL")
     if url.scheme == "http" and not is_loopback(url.hostname):
-        raise KubeApiError(f"API server {shown(server)}: plain http is allowed to a loopback address only")
+        raise KubeApiError(f"API server {shown(url_shown(server))}: plain http is allowed to a loopback address only")
     try:
         port = url.port or (443 if url.scheme == "https" else 80)
     except ValueError:
-        raise KubeApiError(f"API server {shown(server)}: bad port") from None
+        raise KubeApiError(f"API server {shown(url_shown(server))}: bad port") from None
     return Endpoint(url.scheme, url.hostname, port, url.path.rstrip("/"))
 
 

@@ -10,9 +10,10 @@ top view's layout counts characters) and nothing is lost from sight:
 - C1 controls (U+0080-U+009F), bidi embeddings, overrides, isolates and marks, and the line and paragraph
   separators become U+FFFD.
 
-`html_text` is `sanitize` then HTML escaping, for the exporter's landing page. `SafeFormatter` is the log
-formatter of every command: the message of each record is sanitized (a newline from input cannot forge a log
-line), a traceback keeps its own newlines.
+`html_text` is `sanitize` then HTML escaping, for the exporter's landing page. `url_shown` is a URL for a message
+with the password (any user information) it may carry replaced, so that no credential reaches an error line.
+`SafeFormatter` is the log formatter of every command: the message of each record is sanitized (a newline from
+input cannot forge a log line), a traceback keeps its own newlines.
 
 Apply these where text leaves the program (the terminal writer, the page, the log handler), not where it is read.
 """
@@ -43,6 +44,19 @@ def sanitize_keeping_newlines(text: str) -> str:
     if _UNSAFE.search(text) is None:
         return text
     return text.translate(_KEEP_NEWLINES)
+
+
+def url_shown(url: str) -> str:
+    """``url`` with the user information of its authority (``user:password@``) replaced by ``[REDACTED]@``, for an
+    error line: a URL a user gave may carry a password, whatever else is wrong with it (scheme, host, port). The
+    authority is what follows ``scheme://`` (or the start, when there is none) up to ``/``, ``?`` or ``#``."""
+    scheme, sep, rest = url.partition("://")
+    head, tail = (scheme + sep, rest) if sep else ("", url)
+    end = min((i for i in (tail.find(c) for c in "/?#") if i >= 0), default=len(tail))
+    authority = tail[:end]
+    if "@" not in authority:
+        return url
+    return head + "[REDACTED]@" + authority.rpartition("@")[2] + tail[end:]
 
 
 def html_text(value: object) -> str:

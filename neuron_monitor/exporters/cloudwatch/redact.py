@@ -3,8 +3,9 @@
 `CredentialRedactor` is a logging.Filter installed on the exporter's stderr handler: it formats each record once,
 replaces the known secret values (the access key id, secret key and session token of the credentials in use) and
 anything shaped like one (access key ids ``AKIA…``/``ASIA…``, the values of ``X-Amz-Security-Token``,
-``Authorization`` and ``Signature``, ``aws_secret_access_key``/``aws_session_token`` settings) by ``[REDACTED]``,
-and hands on the redacted text. Key id and token shapes: https://docs.aws.amazon.com/IAM/latest/UserGuide/
+``Authorization`` and ``Signature``, ``aws_secret_access_key``/``aws_session_token`` settings, the user information
+``user:password@`` of a URL such as an ``--endpoint-url`` that botocore echoes) by ``[REDACTED]``, and hands on the
+redacted text. Key id and token shapes: https://docs.aws.amazon.com/IAM/latest/UserGuide/
 reference_identifiers.html (key id prefixes) and https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/
 CommonParameters.html (X-Amz-Security-Token).
 """
@@ -20,6 +21,7 @@ _PATTERNS = (
     re.compile(r"(?i)(x-amz-security-token['\"]?\s*[:=,]\s*b?['\"]?)[^'\"\s,&}]+"),
     re.compile(r"(?i)(authorization['\"]?\s*[:=,]\s*b?['\"]?)[^'\"\n}]+"),
     re.compile(r"(?i)(signature=)[0-9a-f]+"),
+    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s@'\"?#]+(?=@)"),  # a URL's user:password (the @ stays)
     re.compile(
         r"(?i)((?:aws_)?(?:secret_access_key|session_token|secret_key|security_token)['\"]?\s*[:=]\s*['\"]?)[^'\"\s,}]+"
     ),

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from neuron_monitor.util.deadline import BodyTooLarge, DeadlineExceeded, exchange
+from neuron_monitor.util.sanitize import url_shown
 
 MAX_ANSWER_BYTES = 64 * 1024
 Signer = Callable[[str, bytes, dict[str, str]], dict[str, str]]  # (url, body, headers) -> headers to add
@@ -59,12 +60,12 @@ class Endpoint:
     @staticmethod
     def parse(url: str) -> Endpoint:
         parts = urllib.parse.urlsplit(url)
+        if url_shown(url) != url:  # first: no other message may show them
+            raise EndpointError("the endpoint must not carry credentials in its URL; use --header")
         if parts.scheme not in ("http", "https"):
             raise EndpointError(f"endpoint {url!r}: the scheme must be http or https")
         if not parts.hostname:
             raise EndpointError(f"endpoint {url!r} has no host")
-        if parts.username or parts.password:
-            raise EndpointError("the endpoint must not carry credentials in its URL; use --header")
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
