@@ -28,6 +28,9 @@ MAX_DIR_ENTRIES = 4096  # entries looked at in one directory (a sysfs directory 
 # directory cannot use up the caps before its siblings are read
 MAX_DEPTH = 12
 MAX_SKIPPED_NOTES = 200
+# Files a walk never copies, by name: they name the host, and no reader of ours opens them. An EFA adapter's
+# ``node_desc`` is its RDMA node description, which rdma-ndd sets to the host name and the device name.
+NAMES_THE_HOST = {"node_desc": "the RDMA node description names the host (rdma-ndd writes the host name)"}
 
 
 @dataclass
@@ -205,6 +208,8 @@ class Collector:
                         self.add_link(rel, os.readlink(entry.name, dir_fd=fd))
                     elif stat.S_ISDIR(mode):
                         subdirs.append(rel)
+                    elif entry.name in NAMES_THE_HOST:
+                        self.skip(rel, f"left out: {NAMES_THE_HOST[entry.name]}, and neuron-monitor never reads it")
                     elif stat.S_ISREG(mode):
                         self.add_file(rel)
                     else:

@@ -76,6 +76,24 @@ def test_redacted_capture_has_no_tag_or_model_name(tmp_path: Path) -> None:
     assert same_report(json.loads((root / "capture/report.json").read_text()), replayed) == []
 
 
+def test_capture_leaves_out_the_efa_node_description(tmp_path: Path) -> None:
+    """rdma-ndd writes the host's name into each EFA adapter's ``node_desc``: a capture never copies it."""
+    archive = tmp_path / "capture.tar.gz"
+    host_name = "ip-10-1-2-3-secret-host"
+    with TemporarySimulator("trn2.48xlarge", runtimes=1, seed=3) as sim:
+        sim.pause()
+        adapters = sorted((sim.root / "sys/class/infiniband").iterdir())
+        assert adapters, "the simulated trn2.48xlarge has EFA adapters"
+        for adapter in adapters:
+            (adapter.resolve() / "node_desc").write_text(f"{host_name} {adapter.name}\n")
+        out = _capture(sim.root, archive)
+        assert out.returncode == 0, out.stderr
+    got = members(archive)
+    assert not [name for name in got if name.endswith("/node_desc")]
+    assert host_name.encode() not in b"".join(got.values())
+    assert b"node_desc: left out" in got["capture/skipped.txt"]
+
+
 def test_usage_errors() -> None:
     out = subprocess.run(daemon_cmd("--redact"), capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--redact goes with --capture" in out.stderr
