@@ -22,6 +22,7 @@ from neuron_monitor.check import probes
 from neuron_monitor.check.lines import ABSENT, ERROR, FOUND, MISSING, PARTIAL, UNKNOWN, UNREADABLE, Line
 from neuron_monitor.daemon.config import Plan
 from neuron_monitor.groups.neuron_device_health import body as H
+from neuron_monitor.groups.neuron_device_health.spec import SIGNAL_MISSING, SIGNAL_UNREADABLE
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import nodes
 from neuron_monitor.neuron.nodes import Node
@@ -156,7 +157,7 @@ def _groups(report: Report, configured: list[str]) -> list[Line]:
 
 HEALTH_GROUP = "neuron_device_health"
 # the health rules that make a device unknown because the daemon did not read one of its signals (docs/health.md)
-BLIND_RULES = {"signal_unreadable": UNREADABLE, "signal_missing": MISSING}
+BLIND_STATUS = {SIGNAL_UNREADABLE: UNREADABLE, SIGNAL_MISSING: MISSING}
 
 
 def _health(report: dict[str, Any], configured: list[str]) -> list[Line]:
@@ -176,7 +177,7 @@ def _health(report: dict[str, Any], configured: list[str]) -> list[Line]:
         if not isinstance(health, dict) or health.get(H.STATE) != H.UNKNOWN:
             continue
         reasons = [r for r in health.get(H.REASONS) or () if isinstance(r, dict)]
-        status = next((BLIND_RULES[str(r.get(H.RULE))] for r in reasons if r.get(H.RULE) in BLIND_RULES), UNKNOWN)
+        status = next((BLIND_STATUS[str(r.get(H.RULE))] for r in reasons if r.get(H.RULE) in BLIND_STATUS), UNKNOWN)
         texts = tuple(f"{r.get(H.RULE)} {r.get(H.DETAIL)}".strip() for r in reasons if r.get(H.SEVERITY) == H.UNKNOWN)
         index = entry.get(H.DEVICE_INDEX)
         if isinstance(index, int):

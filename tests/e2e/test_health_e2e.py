@@ -12,6 +12,7 @@ sleeps.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -184,6 +185,37 @@ def test_a_blind_device_is_never_healthy_end_to_end(tmp_path: Path) -> None:
             }  # the two counters it could not read serve no series, not a zero
             done = health_cli("--root", str(sim.root))
             assert done.returncode == 2 and "signal_missing" in done.stdout
+        finally:
+            exporter.stop()
+            daemon.terminate()
+            daemon.wait(timeout=15)
+
+
+def test_a_health_file_that_cannot_be_read_makes_readyz_503(tmp_path: Path) -> None:
+    """A health file there but unreadable (a FIFO stands for it: refused by every reader, whoever runs it; as a
+    non-root user a root-only file is the same): the verdict is unknown by ``signal_unreadable``, and /readyz is
+    503 naming it, as for a node the daemon does not find (before: 200, the rollout went on blind)."""
+    conf = tmp_path / "plain.conf"
+    conf.write_text('{"period": "1s"}')
+    with TemporarySimulator("trn2.48xlarge", runtimes=1, seed=5) as sim:
+        ecc = sim.root / "sys/devices/virtual/neuron_device/neuron4/stats/hardware/mem_ecc_uncorrected"
+        ecc.unlink()
+        os.mkfifo(ecc)
+        daemon = subprocess.Popen(
+            daemon_cmd("--root", str(sim.root), "-c", str(conf), "--no-imds"),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        exporter = ExporterProcess(stdin=daemon.stdout)
+        try:
+            _, _, text = wait_for(
+                "/readyz naming the unreadable file",
+                lambda: (got := exporter.get("/readyz"))[0] == 503 and "cannot read" in got[2] and got,
+            )
+            assert "cannot read mem_ecc_uncorrected on neuron_device 4" in text, text
+            body = exporter.get("/metrics")[2]
+            assert _value(body, "neuron_device_health_state", neuron_device_index="4", state="unknown") == 1
         finally:
             exporter.stop()
             daemon.terminate()

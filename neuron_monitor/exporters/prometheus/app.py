@@ -6,10 +6,10 @@ negotiated format (Prometheus text 0.0.4 or OpenMetrics), gzip when ``Accept-Enc
 honoured). ``/healthz`` (liveness) answers ``200 ok`` while a fresh report is served and stdin is open, else ``503``
 with the reason; ``/readyz`` (readiness) answers ``503`` until the first report that lists a Neuron device has been
 applied, ``200`` from then on (as Neuron Observer's /readyz waits for its first collection cycle), except while the
-newest report's health verdicts are blind: ``503`` naming the driver signals the daemon did not find and on which
-devices (rule ``signal_missing``, docs/health.md). Both need no credentials, so kubelet probes work with basic auth
-on. With basic auth users configured, every other path needs them: a cached verdict answers at once, anything else
-waits for the bounded bcrypt pool (``auth``, ``server``).
+newest report's health verdicts are blind: ``503`` naming the driver signals the daemon did not find, or found and
+could not read, and on which devices (rules ``signal_missing``, ``signal_unreadable``; docs/health.md). Both need
+no credentials, so kubelet probes work with basic auth on. With basic auth users configured, every other path needs
+them: a cached verdict answers at once, anything else waits for the bounded bcrypt pool (``auth``, ``server``).
 
 Content negotiation for ``/metrics`` (``gzip_accepted``, ``exposition_format``): ``Accept-Encoding`` follows RFC
 9110 section 12.5.3: a coding is acceptable when listed with a q-value above 0; ``gzip;q=0`` refuses it, ``*``

@@ -34,8 +34,8 @@ import orjson
 from neuron_monitor.exporters.prometheus.created import CreatedClock
 from neuron_monitor.exporters.prometheus.snapshot import Shaped, ShapeOptions, Snapshot, SnapshotBuilder
 from neuron_monitor.exporters.prometheus.values import MalformedReport
+from neuron_monitor.groups.neuron_device_health.spec import BLIND_RULES, NeuronDeviceHealth, blind_signals
 from neuron_monitor.groups.neuron_device_health.spec import NAME as HEALTH_GROUP
-from neuron_monitor.groups.neuron_device_health.spec import NeuronDeviceHealth, missing_signals
 from neuron_monitor.schema.read import Report, read_report
 from neuron_monitor.schema.stream import MAX_RUNTIMES  # entries past it are not served (issue 32)
 from neuron_monitor.util.ranges import device_ranges
@@ -68,15 +68,19 @@ BLIND_TEXT_MAX = 400  # characters of /readyz's reason
 
 
 def blind_reason(read: Report) -> str:
-    """Why the report's health verdicts are blind: the signals the daemon did not find and on which devices
-    (``neuron_device_health``'s ``signal_missing`` reasons), sanitized and capped; "" when none is missing."""
+    """Why the report's health verdicts are blind: the signals the daemon did not find, or found and could not
+    read, and on which devices (``neuron_device_health``'s ``signal_missing`` and ``signal_unreadable`` reasons),
+    sanitized and capped; "" when the daemon read every signal."""
     group = read.system.get(HEALTH_GROUP)
     value = group.data_as(NeuronDeviceHealth) if group is not None else None
-    missing = missing_signals(value) if value is not None else {}
-    if not missing:
+    blind = blind_signals(value) if value is not None else {}
+    if not blind:
         return ""
-    parts = [f"{family} on neuron_device {device_ranges(sorted(set(devs)))}" for family, devs in missing.items()]
-    text = sanitize("the daemon does not find " + "; ".join(parts))
+    parts = [
+        f"{BLIND_RULES[rule]} {signal} on neuron_device {device_ranges(sorted(set(devs)))}"
+        for (rule, signal), devs in blind.items()
+    ]
+    text = sanitize("the daemon " + "; ".join(parts))
     return text if len(text) <= BLIND_TEXT_MAX else text[: BLIND_TEXT_MAX - 3] + "..."
 
 

@@ -294,18 +294,21 @@ def top(value: NeuronDeviceHealth, period: float | None) -> Iterator[S.TopCell]:
 
 
 SIGNAL_MISSING = "signal_missing"
+SIGNAL_UNREADABLE = "signal_unreadable"
+# the rules by which a verdict is blind (a signal the daemon did not read), and how /readyz says each
+BLIND_RULES = {SIGNAL_MISSING: "does not find", SIGNAL_UNREADABLE: "cannot read"}
 
 
-def missing_signals(value: NeuronDeviceHealth) -> dict[str, list[int]]:
-    """Node family -> the devices whose verdict could not be made because the daemon did not find it (rule
-    ``signal_missing``): what the exporter's /readyz names."""
-    out: dict[str, list[int]] = {}
+def blind_signals(value: NeuronDeviceHealth) -> dict[tuple[str, str], list[int]]:
+    """(rule, node family or file) -> the devices whose verdict could not be made because the daemon did not find
+    it (rule ``signal_missing``) or could not read it (``signal_unreadable``): what the exporter's /readyz names."""
+    out: dict[tuple[str, str], list[int]] = {}
     for dev in value.devices:
         if dev.index is None:
             continue
         for r in dev.reasons:
-            if r.rule == SIGNAL_MISSING:
-                out.setdefault(r.detail, []).append(dev.index)
+            if r.rule in BLIND_RULES:
+                out.setdefault((r.rule, r.detail), []).append(dev.index)
     return out
 
 
