@@ -19,7 +19,9 @@ READ_LIMIT bytes. An open or listing that fails because no descriptor is left ra
 `neuron_monitor.util.fdlimit.OutOfDescriptors` (not an OSError, so no reader takes it for a missing file). One
 exception keeps roots built from links working: a path below ``proc``, ``sys`` or ``dev``
 may resolve into the host's own tree of that name (a root made of ``proc -> /proc`` links, or the simulator's
-``proc/PID -> /proc/PID``); the opened file's real path is checked to lie there.
+``proc/PID -> /proc/PID``); the target's real path is checked to lie there before it is opened (it is looked at
+with O_PATH, then that very file opened through ``/proc/self/fd``), and a device, FIFO or socket there is refused
+unopened: opening a device can act (a watchdog opened is armed).
 """
 
 from __future__ import annotations
@@ -114,6 +116,18 @@ def resolve_in_root(root: str, rel: str) -> str:
     return os.path.join(root, *done)
 
 
+def _reopen(probe: int, flags: int, path: str) -> int:
+    """The file an O_PATH descriptor names, opened with ``flags`` (the very file checked: no second resolution),
+    unless it is a device, FIFO or socket, which is refused unopened. ``probe`` is closed."""
+    try:
+        mode = os.fstat(probe).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or socket is never read)", path)
+        return os.open(f"/proc/self/fd/{probe}", flags)
+    finally:
+        os.close(probe)
+
+
 def check_regular(fd: int, path: object) -> None:
     """Raise OSError (and close ``fd``) unless ``fd`` is a regular file."""
     mode = os.fstat(fd).st_mode
@@ -168,8 +182,8 @@ class RootFS:
         top = rel.split("/", 1)[0]
         if top not in _PSEUDO_TOPS:
             return None
-        try:
-            fd = os.open(self.path(rel), flags)
+        try:  # a path only: the target is not opened before it is known (opening a device can act, e.g. a watchdog)
+            fd = os.open(self.path(rel), os.O_PATH | os.O_CLOEXEC)
         except OSError:
             return None
         try:
@@ -177,7 +191,7 @@ class RootFS:
         except OSError:
             real = ""
         if real == f"/{top}" or real.startswith(f"/{top}/"):
-            return fd
+            return fd if flags & os.O_PATH else _reopen(fd, flags, self.where(rel))
         os.close(fd)
         root = os.path.realpath(self.root)
         if real.startswith(f"{root}/"):

@@ -1,6 +1,7 @@
 """Access to one Neuron device's process list and data blocks: ioctl + mmap on a real device, files under the sim.
 
-`open_device(root, index)` looks at ``<root>/dev/neuronN``: a character device gets `IoctlDevice` (opened
+`open_device(root, index)` looks at ``<root>/dev/neuronN`` (resolved as every file under the root, unopened until
+it is known to be a node named ``neuronN``): a character device gets `IoctlDevice` (opened
 O_RDWR, GET_ALL_APPS_INFO and ACQUIRE_NEURON_DS ioctls, read-only mmap of the slab at the returned offset); a
 regular file with ``<root>/dev/neuron-sim/neuronN.ioctl`` beside it gets `SimFileDevice`, which reads the same
 bytes from the file. Each device hands out its data blocks as `Block` objects whose ``read()`` returns the block's
@@ -205,12 +206,33 @@ def open_device(root: RootFS, index: int) -> DeviceIO:
         raise
 
 
+def device_node(root: RootFS, index: int) -> tuple[int, int]:
+    """An O_PATH descriptor of ``<root>/dev/neuronN`` (found as every file under the root is: inside it, or a link
+    into the host's own /dev) and its mode; the caller opens the very node through ``/proc/self/fd`` (no second
+    lookup) and closes the descriptor. OSError ENODEV when the path leads to a node not named ``neuronN``: a link to
+    another device is never opened nor sent the driver's ioctls (opening a watchdog arms it)."""
+    rel = f"dev/neuron{index}"
+    probe = root.open_fd(rel, os.O_PATH | os.O_CLOEXEC)
+    try:
+        real = os.readlink(f"/proc/self/fd/{probe}")
+        if os.path.basename(real) != f"neuron{index}":
+            raise OSError(errno.ENODEV, f"{root.where(rel)} leads to {real[:120]}, not a Neuron device node")
+        return probe, os.fstat(probe).st_mode
+    except BaseException:
+        os.close(probe)
+        raise
+
+
 def _open_device(root: RootFS, index: int) -> DeviceIO:
-    path = root.path(f"dev/neuron{index}")
-    st = os.stat(path)
-    if stat.S_ISCHR(st.st_mode):
-        return IoctlDevice(index, str(path))
-    sim = root.path(f"{L.SIM_IOCTL_DIR}/neuron{index}.ioctl")
-    if stat.S_ISREG(st.st_mode) and sim.exists():
-        return SimFileDevice(index, str(path), str(sim))
-    raise OSError(errno.ENODEV, f"{path} is neither a Neuron character device nor a simulated one")
+    probe, mode = device_node(root, index)
+    try:
+        if stat.S_ISCHR(mode):
+            return IoctlDevice(index, f"/proc/self/fd/{probe}")
+        sim = root.path(f"{L.SIM_IOCTL_DIR}/neuron{index}.ioctl")
+        if stat.S_ISREG(mode) and sim.exists():
+            return SimFileDevice(index, f"/proc/self/fd/{probe}", str(sim))
+    finally:
+        os.close(probe)
+    raise OSError(
+        errno.ENODEV, f"{root.where(f'dev/neuron{index}')} is neither a Neuron character device nor a simulated one"
+    )

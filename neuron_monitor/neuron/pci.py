@@ -31,6 +31,7 @@ import struct
 
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron import layout as L
+from neuron_monitor.neuron.devio import device_node
 
 BDF_EXT = struct.Struct("<IIIBB2x")  # nd_index, domain, bus_number, slot, func (+2 bytes of the struct's padding)
 IOCTL_DEVICE_BDF_EXT = 0x80084E6A  # _IOR('N', 106, pointer): read, size 8, type 0x4E, number 106
@@ -80,19 +81,17 @@ def device_pci_address(root: RootFS, index: int) -> str:
     """Device ``index``'s PCI address from the driver (or its recorded answer); OSError with the errno when it
     cannot be had (no device node, permission, a driver that does not know the ioctl: EINVAL or ENOTTY),
     ValueError when the answer makes no sense."""
-    rel = f"dev/neuron{index}"
-    probe = root.open_fd(rel, os.O_PATH | os.O_CLOEXEC)  # what it is, without opening it (a FIFO cannot block)
+    probe, mode = device_node(root, index)  # what it is, without opening it (a FIFO cannot block)
     try:
-        is_char = stat.S_ISCHR(os.fstat(probe).st_mode)
+        if stat.S_ISCHR(mode):
+            # O_WRONLY: the driver's free-access lane (no attach); the ioctl only reads the device's PCI coordinates
+            fd = os.open(f"/proc/self/fd/{probe}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+            try:
+                return _ask_driver(fd)
+            finally:
+                os.close(fd)
     finally:
         os.close(probe)
-    if is_char:
-        # O_WRONLY: the driver's free-access lane (no attach); the ioctl only reads the device's PCI coordinates
-        fd = root.open_fd(rel, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-        try:
-            return _ask_driver(fd)
-        finally:
-            os.close(fd)
     try:
         data = root.read_bytes(sim_answer_rel(index))
     except FileNotFoundError:

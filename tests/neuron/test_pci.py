@@ -58,10 +58,26 @@ def test_fifo_device_node_does_not_block(tmp_path: Path) -> None:
 
 
 def test_a_real_character_device_that_refuses(tmp_path: Path) -> None:
+    """A character device named neuron0 that is not the driver's (here /dev/null's numbers, made with mknod, which
+    needs CAP_MKNOD): asked, it refuses the ioctl."""
+    import stat
+
     (tmp_path / "dev").mkdir()
-    (tmp_path / "dev/neuron0").symlink_to("/dev/null")  # a root may link its dev entries to the host's own
+    try:
+        os.mknod(tmp_path / "dev/neuron0", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("mknod needs CAP_MKNOD")
     address, why = pci.try_pci_address(RootFS(tmp_path), 0)
     assert address == "" and why.startswith("ENOTTY"), why  # the kernel's answer to an ioctl /dev/null lacks
+
+
+def test_a_link_to_another_device_is_never_opened(tmp_path: Path) -> None:
+    """A root may link its dev entries to the host's own, but only to a node named as the link: a link to another
+    device is refused unopened (before: /dev/null was opened and sent the driver's ioctl)."""
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/neuron0").symlink_to("/dev/null")
+    address, why = pci.try_pci_address(RootFS(tmp_path), 0)
+    assert address == "" and why.startswith("ENODEV") and "not a Neuron device node" in why, why
 
 
 def test_link_out_of_the_root_is_not_followed(tmp_path: Path) -> None:

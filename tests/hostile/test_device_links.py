@@ -1,0 +1,64 @@
+"""Links under ``--root`` to the host's device nodes are never opened unless they are what they claim to be.
+
+A root may link ``proc``, ``sys`` and ``dev`` entries to the host's own trees (the simulator's ``proc/<pid>``, a
+root made of links). Before: such a link was opened first and checked after, so ``<root>/dev/x -> /dev/<any>`` was
+opened (opening a device can act: a watchdog opened is armed), and ``<root>/dev/neuron0 -> /dev/<any char device>``
+was opened O_RDWR and sent the Neuron driver's ioctls. After: the target is looked at unopened (O_PATH); a device,
+FIFO or socket is refused as "not a regular file", and a device node is opened only when it is named ``neuronN``.
+"""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from neuron_monitor.host.rootfs import RootFS
+from neuron_monitor.neuron.devio import open_device
+from tests.conftest import REPO
+
+READ_IN_A_NEW_SESSION = """
+import sys
+from neuron_monitor.host.rootfs import RootFS
+try:
+    RootFS(sys.argv[1]).read_bytes("dev/probe")
+    print("read")
+except OSError as e:
+    print(e.errno, e.strerror)
+"""
+
+
+def test_a_link_to_a_host_device_is_refused_unopened(tmp_path: Path) -> None:
+    """/dev/tty, opened by a process without a controlling terminal, fails with ENXIO: refused as a device (EINVAL,
+    "not a regular file") it was never opened; before, the failed open fell back to the root's own "no such file"."""
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "probe").symlink_to("/dev/tty")
+    done = subprocess.run(
+        [sys.executable, "-c", READ_IN_A_NEW_SESSION, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        start_new_session=True,  # no controlling terminal
+        check=False,
+    )
+    assert done.stdout.strip() == f"{errno.EINVAL} not a regular file (a FIFO, device or socket is never read)", (
+        done.stdout + done.stderr
+    )
+
+
+def test_a_regular_file_the_root_links_to_in_proc_is_still_read(tmp_path: Path) -> None:
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "self-stat").symlink_to("/proc/self/stat")
+    assert RootFS(tmp_path).read_bytes("proc/self-stat").split(b" ", 1)[0].isdigit()
+
+
+def test_a_neuron_device_link_to_another_device_is_never_opened(tmp_path: Path) -> None:
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "neuron0").symlink_to("/dev/null")
+    with pytest.raises(OSError) as caught:
+        open_device(RootFS(tmp_path), 0).close()  # before: /dev/null opened O_RDWR, its ioctls to come
+    assert caught.value.errno == errno.ENODEV and "not a Neuron device node" in str(caught.value)
