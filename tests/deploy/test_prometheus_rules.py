@@ -188,9 +188,26 @@ EFA = {"efa_tx_pkts_total", "efa_retrans_pkts_total", "efa_impaired_remote_conn_
 KEYWORDS = {"and", "or", "unless", "bool", "offset"}
 
 
-def test_rules_use_the_metric_names_and_label_values_the_real_pipeline_serves() -> None:
-    """One report from the real daemon (simulated trn1.2xlarge) through the exporter's code: every metric and
-    every label value the rules select on exists."""
+def _report_of_a_daemon_that_cannot_list_applications(tmp_path: Path) -> dict[str, Any]:
+    """The real daemon's report of a trn1.2xlarge tree whose /dev/neuron0 cannot be opened (not a device): its
+    ``neuron_monitor.error`` says so, which is what serves ``neuron_monitor_daemon_error``."""
+    from tests.neuron.layouts import build
+
+    root = tmp_path / "root"
+    build(root, "trn1.2xlarge", "2.30.2.0")
+    (root / "dev").mkdir(exist_ok=True)
+    (root / "dev" / "neuron0").write_bytes(b"not a device")
+    cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "--root", str(root), "--once", "--no-imds"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=True)
+    report: dict[str, Any] = yaml.safe_load(out.stdout.strip().splitlines()[-1])
+    assert report["neuron_monitor"]["error"], "the daemon says it could not list the applications"
+    return report
+
+
+def test_rules_use_the_metric_names_and_label_values_the_real_pipeline_serves(tmp_path: Path) -> None:
+    """One report from the real daemon (simulated trn1.2xlarge) through the exporter's code, and one of a host
+    where the daemon cannot list the applications: every metric and every label value the rules select on
+    exists."""
     from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
     from neuron_monitor.sim.shapes import SHAPES
     from tests.exporters.prometheus.prom_helpers import feed, parse, scrape
@@ -210,6 +227,7 @@ def test_rules_use_the_metric_names_and_label_values_the_real_pipeline_serves() 
     # under the default series budget, in both core-label modes (the rules' join through neuroncore_info is for
     # --core-labels aws)
     series = {**parse(scrape(feed([report]))), **parse(scrape(feed([report], ShapeOptions(core_device_label=False))))}
+    series.update(parse(scrape(feed([_report_of_a_daemon_that_cannot_list_applications(tmp_path)]))))
     names = {name for name, _ in series}
     metric_like: set[str] = set()
     for rule in (r for g in groups() for r in g["rules"]):
