@@ -24,6 +24,7 @@ from neuron_monitor.top.layout import Frame, render
 from neuron_monitor.top.model import Screen, screen_from_report
 from neuron_monitor.top.sources import Feed, Replay
 from neuron_monitor.util import early_signals
+from neuron_monitor.util.stopping import StopDeadline
 
 MESSAGE_SECONDS = 30.0  # how long a problem stays on screen
 REDRAW_INTERVAL = 1.0  # the age ticks at least this often (each frame costs CPU: bench_top --live)
@@ -189,14 +190,40 @@ async def run_live(
     keys_fd: int | None,
 ) -> int:
     """Own the terminal and show ``viewer`` until q, SIGTERM or SIGINT; returns the exit code (0)."""
-    from neuron_monitor.top.terminal import FullScreen
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     wake = asyncio.Event()
+    # A plain handler that interrupts system calls, not the loop's (whose SA_RESTART lets a write to a terminal
+    # whose output is stopped, Ctrl-S, wait for good): the first stop also arms the 1.8 s watchdog, so top is gone
+    # within 2 s even while a frame or the terminal's restoring cannot be written.
+    watchdog = StopDeadline("neuron-monitor-top")
+
+    def on_stop(signum: int, _frame: object) -> None:
+        watchdog.arm(signal.Signals(signum).name)
+        with contextlib.suppress(RuntimeError):  # the loop closed: the stop is already under way
+            loop.call_soon_threadsafe(stop.set)
+
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop.set)
+        signal.signal(sig, on_stop)
+        signal.siginterrupt(sig, True)
     loop.add_signal_handler(signal.SIGWINCH, wake.set)
+    try:
+        return await _run_live(viewer, source_run, keys_fd, loop, stop, wake)
+    finally:
+        watchdog.cancel()  # the terminal is restored: what is left (a simulator to stop) may take its time
+
+
+async def _run_live(
+    viewer: Viewer,
+    source_run: Callable[[Feed, asyncio.Event], Coroutine[Any, Any, None]] | None,
+    keys_fd: int | None,
+    loop: asyncio.AbstractEventLoop,
+    stop: asyncio.Event,
+    wake: asyncio.Event,
+) -> int:
+    from neuron_monitor.top.terminal import FullScreen
+
     if early_signals.STOPPED:  # a stop while starting whose KeyboardInterrupt Python dropped (in a finalizer)
         return 0
     logger = logging.getLogger("neuron_monitor")

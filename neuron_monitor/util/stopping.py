@@ -1,12 +1,13 @@
 """The stop flag of a command that reads reports until a signal or the end of its input (neuron-monitor-otlp,
 neuron-monitor-taint), and the stop deadline of every long-running command. Imports only the standard library's
-``contextlib``, ``os``, ``signal`` and ``threading``, so a command installs it before its other imports.
+``contextlib``, ``os``, ``select``, ``signal`` and ``threading``, so a command installs it before its other imports.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import threading
 
@@ -74,6 +75,24 @@ class StopDeadline:
 
     def _expired(self, signal_name: str) -> None:
         line = f"{self.prog}: {signal_name}: stopping took over {self.seconds} s; exiting now\n"
-        with contextlib.suppress(OSError):
-            os.write(2, line.encode())
+        # stderr may be a terminal whose output is stopped (Ctrl-S), the very thing that may have held the stop: a
+        # write that cannot go out at once is left to a thread of its own, and the process ends either way
+        if _writable(2):
+            _write_stderr(line.encode())
+        else:
+            writer = threading.Thread(target=_write_stderr, args=(line.encode(),), daemon=True)
+            writer.start()
+            writer.join(0.1)
         os._exit(self.status)
+
+
+def _writable(fd: int) -> bool:
+    try:
+        return bool(select.select([], [fd], [], 0)[1])
+    except (OSError, ValueError):
+        return False
+
+
+def _write_stderr(data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, data)
