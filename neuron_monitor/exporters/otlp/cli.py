@@ -28,13 +28,13 @@ import socket
 import ssl
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
 
 from neuron_monitor import __version__
-from neuron_monitor.exporters.cloudwatch.redact import CredentialRedactor
+from neuron_monitor.exporters.cloudwatch.redact import CredentialRedactor, redact
 from neuron_monitor.exporters.otlp.buffer import RequestBuffer
 from neuron_monitor.exporters.otlp.jsonwire import JsonEncoder
 from neuron_monitor.exporters.otlp.model import ReportConverter
@@ -90,7 +90,7 @@ def _header(text: str) -> tuple[str, str]:
     try:
         return header_option(text)
     except SettingsError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--header: ")) from None
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--header: ").removeprefix("--header ")) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             compression=args.compression,
             certificate=args.certificate,
         )
-        redactor.add_secrets(*conn.headers.values())
+        redactor.add_secrets(*header_secrets(conn.headers.values()))
         endpoint = Endpoint.parse(conn.endpoint)
         context = (
             _ssl_context(conn.certificate, conn.client_certificate, conn.client_key)
@@ -326,7 +326,14 @@ def main(argv: list[str] | None = None) -> int:
     if conn.compression == "gzip":
         headers["Content-Encoding"] = "gzip"
     transport = Transport(endpoint, conn.headers, conn.timeout, context, signer)
-    sender = Sender(buffer, transport, headers, RetryPolicy(args.retry_base_delay, args.retry_max_delay), json)
+    sender = Sender(
+        buffer,
+        transport,
+        headers,
+        RetryPolicy(args.retry_base_delay, args.retry_max_delay),
+        json,
+        scrub=lambda text: redact(text, redactor.secrets),
+    )
     stop.running = True  # from here on a signal stops in order (delivery for STOP_FLUSH_SECONDS, then the summary)
     if stop.event.is_set():
         return 0
@@ -380,6 +387,13 @@ def main(argv: list[str] | None = None) -> int:
         summary["last_error"] = stats.last_error
     print(f"{prog}: summary {redactor_text(redactor, orjson.dumps(summary).decode())}", file=sys.stderr, flush=True)
     return 0  # a reader still blocked on stdin holds no lock (stream.chunks reads with os.read): exit is clean
+
+
+def header_secrets(values: Iterable[str]) -> list[str]:
+    """What the log redactor hides of the header values: each value whole and each of its words, so that a token
+    a receiver echoes without its scheme (``Bearer``, ``Basic``, ``ApiKey``) is hidden too (the redactor ignores
+    words shorter than 8 characters)."""
+    return [part for value in values for part in (value, *value.split())]
 
 
 def redactor_text(redactor: CredentialRedactor, text: str) -> str:

@@ -73,8 +73,16 @@ def retry_after(value: str, now: float | None = None) -> float | None:
     return min(max(delay, 0.0), RETRY_AFTER_CAP)
 
 
-def classify(answer: Answer) -> tuple[Outcome, str]:
-    """What an exchange's answer means for its request, and a short description."""
+Scrub = Callable[[str], str]
+
+
+def _keep(text: str) -> str:
+    return text
+
+
+def classify(answer: Answer, scrub: Scrub = _keep) -> tuple[Outcome, str]:
+    """What an exchange's answer means for its request, and a short description; ``scrub`` takes the credentials
+    out of the receiver's text before it is shortened (a secret cut in two would no longer be found whole)."""
     if answer.too_large:  # the receiver answered, at length: the request reached it (not sent again)
         return Outcome.SENT, ""
     if answer.status == 0:
@@ -82,14 +90,14 @@ def classify(answer: Answer) -> tuple[Outcome, str]:
     if 200 <= answer.status < 300:
         return Outcome.SENT, ""
     if answer.status in RETRYABLE_STATUSES:
-        return Outcome.RETRY, f"HTTP {answer.status}" + _message(answer)
+        return Outcome.RETRY, f"HTTP {answer.status}" + _message(answer, scrub)
     if 300 <= answer.status < 400:
-        where = sanitize(answer.location[:MESSAGE_CHARS]) or "no Location"
+        where = sanitize(scrub(answer.location))[:MESSAGE_CHARS] or "no Location"
         return Outcome.REJECTED, f"HTTP {answer.status} redirect to {where} not followed (set the endpoint to it)"
-    return Outcome.REJECTED, f"HTTP {answer.status}" + _message(answer)
+    return Outcome.REJECTED, f"HTTP {answer.status}" + _message(answer, scrub)
 
 
-def _message(answer: Answer) -> str:
+def _message(answer: Answer, scrub: Scrub) -> str:
     """The receiver's error text: a google.rpc.Status message, else the start of the body (printable only)."""
     if not answer.body:
         return ""
@@ -97,8 +105,8 @@ def _message(answer: Answer) -> str:
     if "protobuf" in answer.content_type:
         text = wire.status_message(answer.body)
     if not text:
-        text = answer.body[:MESSAGE_CHARS].decode("utf-8", "replace")
-    text = sanitize(" ".join(text.split()))[:MESSAGE_CHARS]
+        text = answer.body.decode("utf-8", "replace")  # whole (at most 64 KiB): scrubbed, then shortened
+    text = sanitize(" ".join(scrub(text).split()))[:MESSAGE_CHARS]
     return f": {text}" if text else ""
 
 
@@ -129,6 +137,7 @@ class Sender:
         json: bool = False,
         rng: Callable[[], float] = random.random,
         log_interval: float = 60.0,
+        scrub: Scrub = _keep,
     ) -> None:
         self.buffer = buffer
         self.transport = transport
@@ -136,6 +145,7 @@ class Sender:
         self.policy = policy
         self.json = json
         self.rng = rng
+        self.scrub = scrub  # takes credentials out of a receiver's text before it is shortened (see classify)
         self.stats = SendStats()
         self._wake = threading.Event()
         self._stopping = False
@@ -176,7 +186,7 @@ class Sender:
             if self._stopping:
                 self.buffer.release()
                 return
-            outcome, why = classify(answer)
+            outcome, why = classify(answer, self.scrub)
             if outcome is Outcome.RETRY:
                 self.buffer.release()
                 self.stats.retries += 1
@@ -235,7 +245,7 @@ class Sender:
                 log.warning(
                     "the receiver rejected %d data points of a request: %s%s",
                     rejected,
-                    sanitize(" ".join(message.split()))[:MESSAGE_CHARS] or "(no message)",
+                    sanitize(" ".join(self.scrub(message).split()))[:MESSAGE_CHARS] or "(no message)",
                     held_back(n, "partial successes"),
                 )
 

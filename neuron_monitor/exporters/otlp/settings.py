@@ -60,7 +60,10 @@ def parse_headers(text: str, where: str) -> dict[str, str]:
         key = key.strip()
         if not sep or not key or not _token(key):
             raise SettingsError(f"{where}: an entry is not key=value with a header name as key")
-        headers[key] = urllib.parse.unquote(value.strip())
+        decoded = urllib.parse.unquote(value.strip())
+        if problem := header_value_problem(decoded):
+            raise SettingsError(f"{where}: the value of {key} {problem}")
+        headers[key] = decoded
     return headers
 
 
@@ -70,13 +73,30 @@ def header_option(text: str) -> tuple[str, str]:
     key = key.strip()
     if not sep or not key or not _token(key):
         raise SettingsError("--header: expected NAME=VALUE with a header name")
-    if "\n" in value or "\r" in value:
-        raise SettingsError(f"--header {key}: the value has a line break")
-    return key, value.strip()
+    value = value.strip()
+    if problem := header_value_problem(value):
+        raise SettingsError(f"--header {key}: the value {problem}")
+    return key, value
+
+
+def header_value_problem(value: str) -> str:
+    """Why ``value`` cannot be sent as a header value ("" when it can): tab, space, visible ASCII and the Latin-1
+    letters 0xA0-0xFF only (RFC 9110, "Field Values", less the C1 controls; Python's client sends values as
+    Latin-1). Otherwise every request would fail and be retried for ever, and Python's error text names the whole
+    value; the answer never shows the value (it is often a credential), only the offending character's code."""
+    for c in value:
+        if c == "\t" or " " <= c <= "~" or "\xa0" <= c <= "\xff":
+            continue
+        if c in "\r\n":
+            return "has a line break"
+        if c < "\xa0":
+            return f"has a control character (U+{ord(c):04X})"
+        return f"has a character a header cannot carry (U+{ord(c):04X}, e.g. a typographic dash or quote)"
+    return ""
 
 
 def _token(name: str) -> bool:
-    return all(c.isalnum() or c in "!#$%&'*+-.^_`|~" for c in name)
+    return all((c.isascii() and c.isalnum()) or c in "!#$%&'*+-.^_`|~" for c in name)
 
 
 def with_path(url: str) -> str:
@@ -114,8 +134,8 @@ def resolve(
 ) -> Connection:
     """The connection settings (see the module docstring); raises ``SettingsError``."""
     c = Connection()
-    if endpoint:
-        c.endpoint = with_path(endpoint)
+    if endpoint and endpoint.strip():
+        c.endpoint = with_path(endpoint.strip())
     elif (metrics := env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()) != "":
         c.endpoint = with_path(metrics)
     elif (base := env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()) != "":

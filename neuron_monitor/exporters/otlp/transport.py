@@ -62,6 +62,11 @@ class Endpoint:
         parts = urllib.parse.urlsplit(url)
         if url_shown(url) != url:  # first: no other message may show them
             raise EndpointError("the endpoint must not carry credentials in its URL; use --header")
+        if bad := next((c for c in url if c <= " " or c >= "\x7f"), None):
+            raise EndpointError(
+                f"endpoint {url!r}: a space, control or non-ASCII character (U+{ord(bad):04X}) cannot be sent;"
+                " percent-encode it"
+            )
         if parts.scheme not in ("http", "https"):
             raise EndpointError(f"endpoint {url!r}: the scheme must be http or https")
         if not parts.hostname:
