@@ -158,10 +158,11 @@ class IoctlDevice:
 class SimFileDevice:
     """The simulator's /dev/neuronN (a regular file of slabs) and its ioctl stand-in file."""
 
-    def __init__(self, index: int, path: str, ioctl_path: str) -> None:
+    def __init__(self, index: int, path: str, ioctl_path: str, ioctl: KeptFile | None = None) -> None:
+        """``ioctl``: the stand-in file as a root opens it (inside the root); else ``ioctl_path`` as it is."""
         self.index = index
         self._file = _SharedFd(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
-        self._ioctl = KeptFile(Path(ioctl_path), L.SIM_IOCTL_FILE_SIZE + 1)
+        self._ioctl = ioctl if ioctl is not None else KeptFile(Path(ioctl_path), L.SIM_IOCTL_FILE_SIZE + 1)
         self._acquire: dict[int, tuple[int, int]] = {}
         self._last: tuple[int | None, list[AppInfo]] = (None, [])  # the last generation and its parse
 
@@ -228,9 +229,10 @@ def _open_device(root: RootFS, index: int) -> DeviceIO:
     try:
         if stat.S_ISCHR(mode):
             return IoctlDevice(index, f"/proc/self/fd/{probe}")
-        sim = root.path(f"{L.SIM_IOCTL_DIR}/neuron{index}.ioctl")
-        if stat.S_ISREG(mode) and sim.exists():
-            return SimFileDevice(index, f"/proc/self/fd/{probe}", str(sim))
+        sim = f"{L.SIM_IOCTL_DIR}/neuron{index}.ioctl"
+        if stat.S_ISREG(mode) and root.exists(sim):  # read inside the root, as every file under it
+            ioctl = root.open_kept(sim, L.SIM_IOCTL_FILE_SIZE + 1)
+            return SimFileDevice(index, f"/proc/self/fd/{probe}", root.where(sim), ioctl)
     finally:
         os.close(probe)
     raise OSError(

@@ -62,3 +62,18 @@ def test_a_neuron_device_link_to_another_device_is_never_opened(tmp_path: Path) 
     with pytest.raises(OSError) as caught:
         open_device(RootFS(tmp_path), 0).close()  # before: /dev/null opened O_RDWR, its ioctls to come
     assert caught.value.errno == errno.ENODEV and "not a Neuron device node" in str(caught.value)
+
+
+def test_a_simulated_device_reads_its_ioctl_file_inside_the_root(tmp_path: Path) -> None:
+    """The simulator's ioctl stand-in is read inside the root as every file under it: a link to a file outside
+    (here an absolute one, which resolves inside the root, where there is none) is no device (before: the outside
+    file was opened and parsed as the device's process list)."""
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"\0" * 65536)
+    root = tmp_path / "root"
+    (root / "dev" / "neuron-sim").mkdir(parents=True)
+    (root / "dev" / "neuron0").write_bytes(b"\0" * 4096)
+    (root / "dev" / "neuron-sim" / "neuron0.ioctl").symlink_to(outside)
+    with pytest.raises(OSError) as caught:
+        open_device(RootFS(root), 0).close()
+    assert caught.value.errno == errno.ENODEV, caught.value
