@@ -202,3 +202,40 @@ def test_emf_fifo_with_a_reader_receives_the_events(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr.decode()
     events = [orjson.loads(line) for line in b"".join(got).splitlines() if line.strip()]
     assert events and len(events) == _summary(done.stderr.decode())["emf_events"]
+
+
+def test_a_blank_runtime_tag_is_never_a_blank_dimension(cloudwatch_url: str) -> None:
+    """A workload's NEURON_PROCESS_TAG of spaces: CloudWatch refuses a whole request for one dimension value without
+    a non-whitespace character (API_Dimension), so every request of the host would fail. The runtime goes by its pid,
+    as one without a tag; moto accepts blank values, so the stored dimensions are checked."""
+    lines = [orjson.loads(line) for line in _reports().splitlines()]
+    for report in lines:
+        for entry in report["neuron_runtime_data"]:
+            entry["neuron_runtime_tag"] = "   "
+    cmd = exporter_cmd("--endpoint-url", cloudwatch_url, "--namespace", "hostile_blank_tag")
+    done = subprocess.run(cmd, input=encode_lines(lines), capture_output=True, env=aws_env(), timeout=DEADLINE)
+    err = done.stderr.decode()
+    assert done.returncode == 0 and _summary(err)["datums_sent"] > 0, err[-2000:]
+    metrics = cw_client(cloudwatch_url).list_metrics(Namespace="hostile_blank_tag")["Metrics"]
+    values = {(d["Name"], d["Value"]) for m in metrics for d in m["Dimensions"]}
+    assert ("RuntimeTag", "1337") in values
+    assert not [v for v in values if not v[1].strip()], values
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--cluster-name=   "], "--cluster-name"),
+        (["--cluster-name=clusté"], "--cluster-name"),
+        (["--cluster-name=c1", "--node-name=\t"], "--node-name"),
+        (["--namespace", "AWS/Neuron"], "--namespace"),
+    ],
+    ids=["blank-cluster", "non-ascii-cluster", "blank-node", "aws-namespace"],
+)
+def test_a_dimension_or_namespace_cloudwatch_refuses_is_exit_2_with_one_line(args: list[str], named: str) -> None:
+    cmd = exporter_cmd("--dimensions", "container-insights", "--cluster-name", "c1", *args)
+    done = subprocess.run(cmd, input=b"", capture_output=True, env=aws_env(), timeout=DEADLINE)
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0] and "Value error" not in err and "Traceback" not in err, err

@@ -36,7 +36,7 @@ from neuron_monitor.exporters.cloudwatch.datum import Datum
 from neuron_monitor.exporters.cloudwatch.detail import BUDGET, SERIES_DETAILS
 from neuron_monitor.exporters.cloudwatch.dimensions import PRESETS, DimensionScheme
 from neuron_monitor.exporters.cloudwatch.emf import EmfDestinationGone, EmfWriter
-from neuron_monitor.exporters.cloudwatch.limits import DatumFilter, check_namespace
+from neuron_monitor.exporters.cloudwatch.limits import DatumFilter, check_namespace, dimension_value_problem
 from neuron_monitor.exporters.cloudwatch.mapping import MapOptions, ReportMapper
 from neuron_monitor.exporters.cloudwatch.publisher import Publisher, RetryPolicy
 from neuron_monitor.exporters.cloudwatch.redact import CredentialRedactor
@@ -79,8 +79,12 @@ class Settings(BaseModel):
         why = check_namespace(self.namespace)
         if why:
             raise ValueError(f"--namespace: {why}")
-        if self.dimensions == "container-insights" and not self.cluster_name:
+        if self.dimensions == "container-insights" and not self.cluster_name.strip():
             raise ValueError("--dimensions container-insights needs --cluster-name (or CLUSTER_NAME)")
+        if self.dimensions == "container-insights":
+            for flag, value in (("--cluster-name", self.cluster_name), ("--node-name", self.node_name)):
+                if why := dimension_value_problem(value):
+                    raise ValueError(f"{flag}: {why.replace('dimension value', 'the value')} (a CloudWatch dimension)")
         if self.retry_max_delay < self.retry_base_delay:
             raise ValueError("--retry-max-delay is smaller than --retry-base-delay")
         return self
@@ -167,7 +171,7 @@ def _flag_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
     loc = [str(x) for x in first["loc"]]
     where = "--" + loc[0].replace("_", "-") if loc and loc[0] in Settings.model_fields else ".".join(loc)
-    msg = str(first["msg"])
+    msg = str(first["msg"]).removeprefix("Value error, ")
     if first["type"] == "finite_number":
         msg = "must be a finite number"
     return f"{where + ': ' if where else ''}{msg}"[:300]

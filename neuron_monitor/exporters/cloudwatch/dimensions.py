@@ -24,8 +24,11 @@ MAX_VALUE_CHARS = 1024
 
 
 def _clean(value: object) -> str:
-    """A dimension value CloudWatch accepts: printable ASCII, at most 1024 characters ("" = leave out)."""
+    """A dimension value CloudWatch accepts: printable ASCII, at most 1024 characters, not blank ("" = leave out:
+    CloudWatch refuses a whole request for one value without a non-whitespace character, API_Dimension)."""
     text = str(value)
+    if text.isspace():
+        return ""
     if not text.isascii() or not text.isprintable():
         text = "".join(c if (c.isascii() and c.isprintable()) else "?" for c in text)
     return text[:MAX_VALUE_CHARS]

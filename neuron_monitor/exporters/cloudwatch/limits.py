@@ -40,6 +40,20 @@ def _bad_name(text: str, what: str, max_chars: int = MAX_NAME_CHARS) -> str:
     return ""
 
 
+def _bad_dimension(text: str, what: str, max_chars: int = MAX_NAME_CHARS) -> str:
+    """A dimension name or value: as ``_bad_name``, and not blank (API_Dimension: "must include at least one
+    non-whitespace character"; one blank value makes CloudWatch refuse the whole request)."""
+    why = _bad_name(text, what, max_chars)
+    if not why and text.isspace():
+        return f"{what} is blank"
+    return why
+
+
+def dimension_value_problem(value: str) -> str:
+    """Why CloudWatch would refuse ``value`` as a dimension value ("" when it would not)."""
+    return _bad_dimension(value, "dimension value", MAX_DIM_VALUE_CHARS)
+
+
 def check_namespace(namespace: str) -> str:
     why = _bad_name(namespace, "namespace")
     if why:
@@ -75,7 +89,7 @@ def check_datum(d: Datum, now: float) -> str:
         return f"more than {MAX_DIMENSIONS} dimensions"
     names = set()
     for name, value in d.dims:
-        why = _bad_name(name, "dimension name") or _bad_name(value, "dimension value", MAX_DIM_VALUE_CHARS)
+        why = _bad_dimension(name, "dimension name") or dimension_value_problem(value)
         if why:
             return why
         if name.startswith(":"):

@@ -221,7 +221,7 @@ class ReportMapper:
         for entry in read.runtimes:
             if entry.error:
                 continue
-            dims = _Dims(ctx, entry.tag_written or entry.pid_label)
+            dims = _Dims(ctx, entry.tag_written if entry.tag_written.strip() else entry.pid_label)  # blank: the pid
             for group in entry.groups.values():
                 _send(ctx, group, dims)
         host = _Dims(ctx, "")

@@ -192,3 +192,12 @@ def test_backlog_bigger_than_one_request_still_merges() -> None:
     assert [len(r) for r in requests] == [1000, 300]
     assert [sum(d.samples() for d in r) for r in requests] == [8000, 2400]
     assert {d.name for d in requests[0]}.isdisjoint({d.name for d in requests[1]})
+
+
+def test_a_blank_dimension_is_refused_and_left_out() -> None:
+    from neuron_monitor.exporters.cloudwatch.dimensions import clean_dims
+
+    assert check_datum(datum(dims=(("RuntimeTag", "  "),)), NOW) == "dimension value is blank"
+    assert check_datum(datum(dims=((" ", "v"),)), NOW) == "dimension name is blank"
+    assert check_datum(datum(dims=(("RuntimeTag", " a "),)), NOW) == ""
+    assert clean_dims([("ClusterName", " \t"), ("NodeName", "n1")]) == (("NodeName", "n1"),)
