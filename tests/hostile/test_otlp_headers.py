@@ -124,3 +124,28 @@ def test_header_values_http_can_carry() -> None:
         header_option("X-Key=a\x00b")
     with pytest.raises(SettingsError, match="header name"):
         header_option("Authorizatión=x")
+
+
+def test_a_404_names_the_url_it_was_sent_to() -> None:
+    """A wrong path is the first day's most common mistake; at the default verbosity nothing else shows the URL."""
+    receiver = Receiver(lambda n: Reply(404, {"Content-Type": "text/plain"}, b"404 page not found"))
+    try:
+        proc = run(["--endpoint", receiver.url.replace("/v1/metrics", "/api/v1/otlp")], data=lines(1))
+    finally:
+        receiver.stop()
+    assert proc.returncode == 0
+    assert f"HTTP 404: 404 page not found at {receiver.url.replace('/v1/metrics', '/api/v1/otlp')}" in proc.stderr
+    assert "check the endpoint's path" in proc.stderr
+
+
+def test_a_generic_endpoint_that_already_ends_in_v1_metrics_is_warned_about() -> None:
+    receiver = Receiver()
+    try:
+        proc = run([], env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}, data=lines(1))
+        paths = {r.path for r in receiver.received}
+    finally:
+        receiver.stop()
+    assert proc.returncode == 0
+    assert paths == {"/v1/metrics/v1/metrics"}  # the specification's rule, kept
+    warned = [line for line in proc.stderr.splitlines() if "OTEL_EXPORTER_OTLP_ENDPOINT is a base URL" in line]
+    assert len(warned) == 1 and "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" in warned[0]

@@ -300,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if stop.event.is_set():
         return 0
+    for warning in conn.warnings:
+        log.warning("%s", warning)
     options = ShapeOptions(
         instance_labels_everywhere=not args.instance_labels_on_info_only,
         max_label_length=DEFAULT_MAX_LABEL_LENGTH,

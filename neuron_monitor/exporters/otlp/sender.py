@@ -30,11 +30,12 @@ from neuron_monitor.exporters.otlp import jsonwire, wire
 from neuron_monitor.exporters.otlp.buffer import RequestBuffer
 from neuron_monitor.exporters.otlp.transport import Answer, Transport
 from neuron_monitor.util.ratelimit import LogRateLimit, held_back
-from neuron_monitor.util.sanitize import sanitize
+from neuron_monitor.util.sanitize import sanitize, url_shown
 
 log = logging.getLogger("neuron_monitor.exporters.otlp")
 
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+NO_SUCH_PATH = frozenset({404, 405})  # the endpoint's path is not the receiver's OTLP path: the line names the URL
 RETRY_AFTER_CAP = 300.0  # seconds: a longer Retry-After is shortened to this
 MESSAGE_CHARS = 300  # of a receiver's message shown in a log line
 
@@ -213,6 +214,8 @@ class Sender:
                 self.stats.points_sent += request.points
                 self._partial(answer)
             else:
+                if answer.status in NO_SUCH_PATH:
+                    why += f" at {url_shown(self.transport.endpoint.url)}: check the endpoint's path (docs/otlp.md)"
                 self.stats.rejected_requests += 1
                 self.stats.rejected_points += request.points
                 self.stats.last_error = why

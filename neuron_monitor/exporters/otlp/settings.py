@@ -39,6 +39,7 @@ class Connection:
     certificate: str = ""
     client_certificate: str = ""
     client_key: str = ""
+    warnings: list[str] = field(default_factory=list)  # settings that work but are likely a mistake (logged)
 
 
 def _pick(env: Mapping[str, str], name: str) -> tuple[str, str] | None:
@@ -140,6 +141,12 @@ def resolve(
         c.endpoint = with_path(metrics)
     elif (base := env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()) != "":
         c.endpoint = base_plus_metrics(base)
+        if urllib.parse.urlsplit(base).path.rstrip("/").endswith(METRICS_PATH):
+            c.warnings.append(
+                f"OTEL_EXPORTER_OTLP_ENDPOINT is a base URL: {METRICS_PATH} is appended to it, so requests go to"
+                f" {urllib.parse.urlsplit(c.endpoint).path}; a full metrics URL goes in"
+                " OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or --endpoint"
+            )
     if protocol:
         c.protocol = protocol
     elif picked := _pick(env, "PROTOCOL"):
