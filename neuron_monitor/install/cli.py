@@ -8,15 +8,17 @@
 ``--systemd`` writes the units (``*.service``, ``*.socket``, ``*.target``) to ``ROOT/etc/systemd/system/`` (replacing
 older ones: local changes belong in drop-ins) and the env files and ``configs/monitor.conf`` to
 ``ROOT/etc/neuron-monitor/``, keeping an existing configuration file unless ``--force``. ``--extract`` never replaces
-a file unless ``--force``. One line per file says what was done. Exit codes: 0 done, 1 a file could not be written
-(the line names it), 2 bad usage or an unknown name.
+a file unless ``--force``. The env files are written readable by root only (0600): they are where the docs put
+credentials (``AWS_*`` variables, an OTLP receiver's token), and systemd reads them as root; an existing one that
+other users can read is kept, with a line saying so. One line per file says what was done. Exit codes: 0 done,
+1 a file could not be written (the line names it), 2 bad usage or an unknown name.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -43,14 +45,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _copy(name: str, target: Path, replace: bool) -> str:
-    """Copy one shipped file; the line that says what happened. OSError when it cannot be written."""
+def _mode(name: str, private: bool) -> int:
+    if private:
+        return 0o600
+    return 0o755 if name.endswith(".sh") else 0o644
+
+
+def _copy(name: str, target: Path, replace: bool, private: bool = False) -> str:
+    """Copy one shipped file (``private``: readable by its owner only); the line that says what happened. OSError
+    when it cannot be written."""
     if target.exists() and not replace:
+        if private and target.stat().st_mode & 0o077:
+            return f"kept {target} (exists); other users can read it and it may hold credentials: chmod 600 it"
         return f"kept {target} (exists; --force replaces it)"
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.neuron-monitor-install")
-    shutil.copyfile(shipped_path(name), tmp)
-    os.chmod(tmp, 0o755 if name.endswith(".sh") else 0o644)
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _mode(name, private))  # never readable by others
+    with os.fdopen(fd, "wb") as out:
+        out.write(shipped_path(name).read_bytes())
+    os.chmod(tmp, _mode(name, private))  # whatever the umask
     os.replace(tmp, target)
     return f"wrote {target}"
 
@@ -94,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"{e.args[0]}: not a shipped file or folder (--list shows them)", 2)
     for name, target, is_config in plan:
         try:
-            line = _copy(name, target, replace=args.force or (bool(args.systemd) and not is_config))
+            replace = args.force or (bool(args.systemd) and not is_config)
+            line = _copy(name, target, replace, private=bool(args.systemd) and name.endswith(".env"))
         except OSError as e:
             return _fail(f"{target}: {e.strerror or e}", 1)
         print(line)

@@ -82,3 +82,20 @@ def test_an_unwritable_target_is_one_line_exit_1(tmp_path: Path) -> None:
     blocker.write_text("a file where a folder must go")
     got = run("--systemd", "--root", str(tmp_path))
     assert got.returncode == 1 and got.stderr.count("\n") == 1 and str(blocker) in got.stderr
+
+
+def test_systemd_env_files_are_readable_by_root_only(tmp_path: Path) -> None:
+    """The env files are where the docs put AWS_* keys and an OTLP receiver's token; systemd reads them as root."""
+    assert run("--systemd", "--root", str(tmp_path)).returncode == 0
+    envs = sorted((tmp_path / "etc/neuron-monitor").glob("*.env"))
+    assert {p.name for p in envs} >= {"cloudwatch.env", "otlp.env", "prometheus.env", "neuron-monitor.env"}
+    for env in envs:
+        assert env.stat().st_mode & 0o777 == 0o600, env
+        assert env.read_bytes() == (REPO / "systemd" / env.name).read_bytes()
+    assert (tmp_path / "etc/neuron-monitor/monitor.conf").stat().st_mode & 0o777 == 0o644  # the daemon's user reads it
+    assert (tmp_path / "etc/systemd/system/neuron-monitor-otlp.service").stat().st_mode & 0o777 == 0o644
+    (tmp_path / "etc/neuron-monitor/otlp.env").chmod(0o644)  # written by an older install
+    got = run("--systemd", "--root", str(tmp_path))
+    assert got.returncode == 0
+    assert "otlp.env (exists); other users can read it and it may hold credentials: chmod 600 it" in got.stdout
+    assert "cloudwatch.env (exists; --force replaces it)" in got.stdout
