@@ -91,3 +91,26 @@ def test_cloudwatch_endpoint_url_with_a_password(verbose: str) -> None:
     out = _run(exporter_cmd("--endpoint-url", url, "--flush-timeout", "1", "-v", verbose), reports, env)
     assert "summary" in out and "127.0.0.1" in out, out  # it tried, and said where
     assert SECRET not in out, [line for line in out.splitlines() if SECRET in line][:3]
+
+
+def test_otlp_a_short_header_value_is_never_in_a_debug_line() -> None:
+    """With --sigv4, botocore's debug CanonicalRequest lists the signed headers with their values; a header value
+    shorter than the redactor's 8 characters for literal secrets (an API key such as ``k3y9zq``) was shown there."""
+    lines = [orjson.loads(line) for line in REPORTS.read_bytes().splitlines() if line.strip()]
+    report = encode_lines([{**lines[0], "report_time": time.time() - 1}])
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }
+    out = _run(
+        [_bin("neuron-monitor-otlp"), "--endpoint", f"http://127.0.0.1:{free_port()}/v1/metrics", "--sigv4",
+         "us-west-2", "--header", "X-Api-Key=k3y9zq", "--flush-timeout", "1", "-v", "4"],
+        report,
+        env,
+    )  # fmt: skip
+    assert "CanonicalRequest" in out and "x-api-key:[REDACTED]" in out, out[-2000:]
+    assert "k3y9zq" not in out

@@ -44,6 +44,14 @@ class CredentialRedactor(logging.Filter):
     def __init__(self) -> None:
         super().__init__()
         self.secrets: tuple[str, ...] = ()
+        self._headers: list[re.Pattern[str]] = []  # ``name: value`` of the user's own headers, whatever the value
+
+    def add_header_names(self, *names: str) -> None:
+        """Also redact the value after each of these header names (``name: value``, ``name=value``, any case), as
+        botocore's debug CanonicalRequest shows a signed header: a value too short for `add_secrets` included."""
+        for name in names:
+            if name:
+                self._headers.append(re.compile(rf"(?i)(\b{re.escape(name)}\s*[:=]\s*)[^\s,]+"))
 
     def add_secrets(self, *values: str | None) -> None:
         """Also redact these literal values (short ones are ignored: they would redact ordinary words)."""
@@ -54,7 +62,10 @@ class CredentialRedactor(logging.Filter):
             message = record.getMessage()
         except Exception:  # a broken format string: keep the raw template only
             message = str(record.msg)
-        record.msg = redact(message, self.secrets)
+        message = redact(message, self.secrets)
+        for pattern in self._headers:
+            message = pattern.sub(lambda m: m.group(1) + REDACTED, message)
+        record.msg = message
         record.args = None
         if record.exc_info:
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info), self.secrets)

@@ -284,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             certificate=args.certificate,
         )
         redactor.add_secrets(*header_secrets(conn.headers.values()))
+        redactor.add_header_names(*conn.headers)  # a short value too (botocore's debug CanonicalRequest shows it)
         endpoint = Endpoint.parse(conn.endpoint)
         context = (
             _ssl_context(conn.certificate, conn.client_certificate, conn.client_key)
