@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import orjson
 import pytest
@@ -149,3 +150,45 @@ def test_a_generic_endpoint_that_already_ends_in_v1_metrics_is_warned_about() ->
     assert paths == {"/v1/metrics/v1/metrics"}  # the specification's rule, kept
     warned = [line for line in proc.stderr.splitlines() if "OTEL_EXPORTER_OTLP_ENDPOINT is a base URL" in line]
     assert len(warned) == 1 and "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" in warned[0]
+
+
+def test_an_otlp_grpc_port_is_named_as_such() -> None:
+    """The collector's gRPC port (4317) in an OTLP/HTTP endpoint: a real gRPC server answers HTTP/2 frames."""
+    grpc = pytest.importorskip("grpc")
+    from concurrent import futures
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        proc = run(["--endpoint", f"http://127.0.0.1:{port}/v1/metrics", "--flush-timeout", "0.5"], data=lines(1))
+    finally:
+        server.stop(0)
+    assert proc.returncode == 0
+    assert "an HTTP/2-only answer: an OTLP/gRPC port (4317)? OTLP/HTTP is usually on 4318" in proc.stderr
+
+
+def test_tls_files_that_cannot_be_used_are_exit_2_naming_the_file(tmp_path: Path) -> None:
+    not_pem = tmp_path / "ca.pem"
+    not_pem.write_text("not a certificate")
+    for args, env, named in (
+        (["--certificate", str(tmp_path / "missing.pem")], {}, "missing.pem': No such file"),
+        (["--certificate", str(not_pem)], {}, "ca.pem': not a usable PEM file"),
+        ([], {"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": str(not_pem), "OTEL_EXPORTER_OTLP_CLIENT_KEY": str(not_pem)},
+         "client certificate"),
+    ):  # fmt: skip
+        proc = run(["--endpoint", "https://127.0.0.1:4318/v1/metrics", *args], env=env, data=lines(1))
+        err = proc.stderr.strip()
+        assert proc.returncode == 2 and len(err.splitlines()) == 1 and named in err, err
+
+
+def test_a_certificate_with_a_plain_http_endpoint_is_warned_about(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("unused")
+    receiver = Receiver()
+    try:
+        proc = run(["--endpoint", receiver.url, "--certificate", str(ca)], data=lines(1))
+    finally:
+        receiver.stop()
+    assert proc.returncode == 0
+    assert "is plain http: it is not used and nothing is encrypted" in proc.stderr

@@ -63,6 +63,7 @@ from neuron_monitor.schema.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 from neuron_monitor.util.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.ratelimit import LogRateLimit, held_back
+from neuron_monitor.util.sanitize import url_shown
 
 PROG = "neuron-monitor-otlp"
 log = logging.getLogger("neuron_monitor.exporters.otlp")
@@ -207,13 +208,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _ssl_context(certificate: str, client_certificate: str, client_key: str) -> ssl.SSLContext:
+    """The TLS context; ``SettingsError`` naming the file that cannot be used."""
     try:
         context = ssl.create_default_context(cafile=certificate or None)
-        if client_certificate:
-            context.load_cert_chain(client_certificate, client_key)
     except (OSError, ssl.SSLError) as e:
-        raise SettingsError(f"TLS files: {getattr(e, 'strerror', None) or e}") from None
+        raise SettingsError(f"CA certificate {certificate!r}: {_tls_file_problem(e)}") from None
+    if client_certificate:
+        try:
+            context.load_cert_chain(client_certificate, client_key)
+        except (OSError, ssl.SSLError) as e:
+            raise SettingsError(
+                f"client certificate {client_certificate!r} / key {client_key!r}: {_tls_file_problem(e)}"
+            ) from None
     return context
+
+
+def _tls_file_problem(e: OSError) -> str:
+    if isinstance(e, ssl.SSLError):
+        return f"not a usable PEM file ({e.reason or e})"
+    return str(e.strerror or e)
 
 
 def _setup_logging(prog: str, verbose: int) -> CredentialRedactor:
@@ -291,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
             if endpoint.scheme == "https"
             else None
         )
+        if endpoint.scheme == "http" and (conn.certificate or conn.client_certificate):
+            conn.warnings.append(
+                f"a TLS certificate is set but the endpoint {url_shown(conn.endpoint)} is plain http: it is not used"
+                " and nothing is encrypted (https:// for TLS)"
+            )
         extra = parse_resource_attributes(os.environ.get("OTEL_RESOURCE_ATTRIBUTES", ""))
         signer: Signer | None = None
         if args.sigv4 is not None:

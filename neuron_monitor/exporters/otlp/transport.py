@@ -162,6 +162,8 @@ def describe(e: BaseException) -> str:
         return "connection refused"
     if isinstance(e, http.client.RemoteDisconnected):
         return "the receiver closed the connection without answering"
+    if isinstance(e, http.client.BadStatusLine) and str(e.args[0] if e.args else "").startswith("\x00\x00"):
+        return "an HTTP/2-only answer: an OTLP/gRPC port (4317)? OTLP/HTTP is usually on 4318"
     if isinstance(e, http.client.HTTPException):
         return f"not an HTTP answer ({type(e).__name__})"
     if isinstance(e, socket.gaierror):
