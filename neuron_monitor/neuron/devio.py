@@ -210,18 +210,54 @@ def open_device(root: RootFS, index: int) -> DeviceIO:
 def device_node(root: RootFS, index: int) -> tuple[int, int]:
     """An O_PATH descriptor of ``<root>/dev/neuronN`` (found as every file under the root is: inside it, or a link
     into the host's own /dev) and its mode; the caller opens the very node through ``/proc/self/fd`` (no second
-    lookup) and closes the descriptor. OSError ENODEV when the path leads to a node not named ``neuronN``: a link to
-    another device is never opened nor sent the driver's ioctls (opening a watchdog arms it)."""
+    lookup) and closes the descriptor. OSError ENODEV when the path leads to a node not named ``neuronN`` (a link to
+    another device is never opened nor sent the driver's ioctls: opening a watchdog arms it), or to a character
+    device whose numbers are not the driver's device N (`_check_numbers`)."""
     rel = f"dev/neuron{index}"
     probe = root.open_fd(rel, os.O_PATH | os.O_CLOEXEC)
     try:
         real = os.readlink(f"/proc/self/fd/{probe}")
         if os.path.basename(real) != f"neuron{index}":
             raise OSError(errno.ENODEV, f"{root.where(rel)} leads to {real[:120]}, not a Neuron device node")
-        return probe, os.fstat(probe).st_mode
+        st = os.fstat(probe)
+        if stat.S_ISCHR(st.st_mode):
+            _check_numbers(root, rel, index, st.st_rdev)
+        return probe, st.st_mode
     except BaseException:
         os.close(probe)
         raise
+
+
+def neuron_major(root: RootFS) -> int | None:
+    """The character-device major number the Neuron driver registered (its ``neuron`` line under "Character
+    devices:" in ``<root>/proc/devices``: the driver allocates its region with that name), or None when the file
+    cannot be read or names no such driver."""
+    try:
+        text = root.read_text("proc/devices")
+    except OSError:
+        return None
+    in_char = False
+    for line in text.splitlines():
+        if line.endswith(":"):
+            in_char = line == "Character devices:"
+            continue
+        fields = line.split()
+        if in_char and len(fields) == 2 and fields[1] == "neuron" and fields[0].isdigit():
+            return int(fields[0])
+    return None
+
+
+def _check_numbers(root: RootFS, rel: str, index: int, rdev: int) -> None:
+    """A character device named neuronN is the driver's device N: its major is the driver's and its minor the
+    device's index (the driver numbers its nodes so). Checked when ``proc/devices`` names the driver; OSError
+    ENODEV otherwise (a node made with mknod under another driver's numbers is never opened)."""
+    major = neuron_major(root)
+    got = (os.major(rdev), os.minor(rdev))
+    if major is not None and got != (major, index):
+        raise OSError(
+            errno.ENODEV,
+            f"{root.where(rel)} is character device {got[0]}:{got[1]}, not the Neuron driver's {major}:{index}",
+        )
 
 
 def _open_device(root: RootFS, index: int) -> DeviceIO:

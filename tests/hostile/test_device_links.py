@@ -77,3 +77,46 @@ def test_a_simulated_device_reads_its_ioctl_file_inside_the_root(tmp_path: Path)
     with pytest.raises(OSError) as caught:
         open_device(RootFS(root), 0).close()
     assert caught.value.errno == errno.ENODEV, caught.value
+
+
+PROC_DEVICES = "Character devices:\n  1 mem\n  4 /dev/vc/0\n4000 neuron\n\nBlock devices:\n  7 loop\n"
+
+
+def _node(root: Path, name: str, major: int, minor: int) -> None:
+    import os
+    import stat
+
+    (root / "dev").mkdir(exist_ok=True)
+    try:
+        os.mknod(root / "dev" / name, stat.S_IFCHR | 0o600, os.makedev(major, minor))
+    except PermissionError:
+        pytest.skip("mknod needs CAP_MKNOD")
+
+
+def test_a_node_named_neuron_with_another_drivers_numbers_is_never_opened(tmp_path: Path) -> None:
+    """A character device named neuron0 made with mknod under another driver's numbers (here /dev/null's, 1:3)
+    while proc/devices names the Neuron driver's major: refused unopened (before: opened O_RDWR and sent the
+    driver's ioctls, which /dev/null refused with ENOTTY)."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "devices").write_text(PROC_DEVICES)
+    _node(tmp_path, "neuron0", 1, 3)
+    with pytest.raises(OSError) as caught:
+        open_device(RootFS(tmp_path), 0).close()
+    assert caught.value.errno == errno.ENODEV, caught.value
+    assert "character device 1:3, not the Neuron driver's 4000:0" in str(caught.value)
+
+
+def test_the_drivers_own_numbers_are_opened(tmp_path: Path) -> None:
+    """The driver's major and the device's index as minor pass the check; no driver can hold major 4000 (the
+    kernel's majors end at 511), so the open fails in the kernel (ENXIO; EPERM under a device cgroup), which shows
+    the node got past the check. A wrong minor (another device's node renamed) is refused like a wrong major."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "devices").write_text(PROC_DEVICES)
+    _node(tmp_path, "neuron0", 4000, 0)
+    _node(tmp_path, "neuron1", 4000, 5)
+    with pytest.raises(OSError) as caught:
+        open_device(RootFS(tmp_path), 0).close()
+    assert "not the Neuron driver's" not in str(caught.value)
+    with pytest.raises(OSError) as caught:
+        open_device(RootFS(tmp_path), 1).close()
+    assert "character device 4000:5, not the Neuron driver's 4000:1" in str(caught.value)
