@@ -279,6 +279,10 @@ def test_every_dashboard_and_rule_query_finds_its_series_under_the_budget(trn2_r
     shared["neuron_runtime_data"].append(entry)
     reports = [shared, {**shared, "report_time": shared["report_time"] + 1}]
     served: Series = {**parse(scrape(reports, "budget")), **parse(scrape(reports, "budget", core_device_label=False))}
+    # neuron_monitor_daemon_error is served only while the daemon says it cannot see part of the host
+    blind = copy.deepcopy(shared)
+    blind["neuron_monitor"]["error"] = "Neuron applications not listed: neuron0: opening it failed: Permission denied"
+    served.update(parse(scrape([blind, {**blind, "report_time": blind["report_time"] + 1}], "budget")))
     checked = 0
     for where, expr in queries():
         for name, want in selectors(expr):
