@@ -71,12 +71,18 @@ def classify(exc: BaseException) -> tuple[Outcome, str]:
             return Outcome.RETRY, f"server error {status} {code}".rstrip()
         return Outcome.REJECTED, f"{code or status}: {err.get('Message', '')}".rstrip(": ")
     if isinstance(exc, BotoConnectionError):  # nothing was sent: connect refused/timed out, DNS, TLS, proxy
-        return Outcome.RETRY, f"no connection: {exc}"
+        return Outcome.RETRY, f"no connection: {exc}{_cause(exc)}"
     if isinstance(exc, HTTPClientError):  # sent, but no answer: it may have been stored
         return Outcome.UNCONFIRMED, f"no answer: {exc}"
     if isinstance(exc, BotoCoreError):
         return Outcome.REJECTED, str(exc)
     return Outcome.UNCONFIRMED, f"{type(exc).__name__}: {exc}"
+
+
+def _cause(exc: BotoCoreError) -> str:
+    """Why a connection failed (refused, a certificate not accepted, ...): botocore's message names only the URL."""
+    cause = " ".join(str(getattr(exc, "kwargs", {}).get("error") or "").split())[:300]
+    return f" ({cause})" if cause else ""
 
 
 @dataclass

@@ -181,3 +181,14 @@ def test_emf_splits_wide_groups_and_repeated_samples(wandb_reports: list[dict[st
     high = ReportMapper(options=MapOptions(high_resolution=True)).map(wandb_reports[0], now=now)
     for ev in decode(encode_events(high, "neuron_monitor")):
         assert all(m["StorageResolution"] == 1 for m in ev["_aws"]["CloudWatchMetrics"][0]["Metrics"])
+
+
+def test_a_connection_failure_says_why() -> None:
+    """botocore's EndpointConnectionError names only the URL; a certificate CloudWatch's endpoint (or a proxy) shows
+    that the machine does not accept must be named, or a day-one TLS problem reads as a network outage."""
+    from botocore.exceptions import EndpointConnectionError
+
+    why = "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate"
+    outcome, text = classify(EndpointConnectionError(endpoint_url="https://monitoring.example/", error=why))
+    assert outcome is Outcome.RETRY
+    assert text == f'no connection: Could not connect to the endpoint URL: "https://monitoring.example/" ({why})'
