@@ -22,6 +22,7 @@ PROTOCOLS = (PROTOBUF, JSON)
 DEFAULT_ENDPOINT = "http://localhost:4318/v1/metrics"
 METRICS_PATH = "/v1/metrics"
 DEFAULT_TIMEOUT = 10.0
+SHORT_TIMEOUT = 0.1  # seconds: a timeout variable below it is most likely seconds written as milliseconds
 COMPRESSIONS = ("gzip", "none")
 
 
@@ -164,6 +165,11 @@ def resolve(
         c.timeout = timeout
     elif picked := _pick(env, "TIMEOUT"):
         c.timeout = _seconds_from_ms(*picked)
+        if c.timeout < SHORT_TIMEOUT:  # "10" meant as seconds: every exchange would time out
+            c.warnings.append(
+                f"{picked[0]}={picked[1]} is {c.timeout * 1000:g} ms (the variable is in milliseconds; 10000 is 10 s):"
+                " most exchanges will time out"
+            )
     if compression:
         c.compression = compression
     elif picked := _pick(env, "COMPRESSION"):

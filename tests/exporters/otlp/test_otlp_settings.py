@@ -151,3 +151,15 @@ def test_sigv4_end_to_end_signs_what_it_sends_and_logs_no_credential() -> None:
     request.context["timestamp"] = headers["X-Amz-Date"]
     signature = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
     assert headers["Authorization"].endswith("Signature=" + signature)
+
+
+def test_a_timeout_variable_written_in_seconds_is_warned_about() -> None:
+    """OTEL_EXPORTER_OTLP_TIMEOUT is milliseconds (the specification); "10" meant as seconds is 10 ms."""
+    c = resolve({"OTEL_EXPORTER_OTLP_TIMEOUT": "10"})
+    assert c.timeout == 0.01
+    assert c.warnings == [
+        "OTEL_EXPORTER_OTLP_TIMEOUT=10 is 10 ms (the variable is in milliseconds; 10000 is 10 s): most exchanges"
+        " will time out"
+    ]
+    assert resolve({"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": "2500"}).warnings == []
+    assert resolve({"OTEL_EXPORTER_OTLP_TIMEOUT": "10"}, timeout=0.05).warnings == []  # the option: seconds, as asked
