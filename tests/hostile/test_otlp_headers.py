@@ -192,3 +192,15 @@ def test_a_certificate_with_a_plain_http_endpoint_is_warned_about(tmp_path: Path
         receiver.stop()
     assert proc.returncode == 0
     assert "is plain http: it is not used and nothing is encrypted" in proc.stderr
+
+
+def test_a_key_in_the_endpoints_query_is_in_no_log_line() -> None:
+    """Some gateways take their key in the query string: the lines that name the endpoint show its path only."""
+    receiver = Receiver(lambda n: Reply(404, {"Content-Type": "text/plain"}, b"404 page not found"))
+    try:
+        proc = run(["--endpoint", f"{receiver.url}?api-key={TOKEN}", "-v", "4"], data=lines(1))
+    finally:
+        receiver.stop()
+    assert proc.returncode == 0
+    assert f"{receiver.url}?[query not shown]: check the endpoint's path" in proc.stderr
+    assert TOKEN[:8] not in proc.stderr

@@ -63,7 +63,6 @@ from neuron_monitor.schema.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 from neuron_monitor.util.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
 from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.ratelimit import LogRateLimit, held_back
-from neuron_monitor.util.sanitize import url_shown
 
 PROG = "neuron-monitor-otlp"
 log = logging.getLogger("neuron_monitor.exporters.otlp")
@@ -306,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if endpoint.scheme == "http" and (conn.certificate or conn.client_certificate):
             conn.warnings.append(
-                f"a TLS certificate is set but the endpoint {url_shown(conn.endpoint)} is plain http: it is not used"
+                f"a TLS certificate is set but the endpoint {endpoint.shown} is plain http: it is not used"
                 " and nothing is encrypted (https:// for TLS)"
             )
         extra = parse_resource_attributes(os.environ.get("OTEL_RESOURCE_ATTRIBUTES", ""))
@@ -364,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         __version__,
         os.getpid(),
         conn.protocol,
-        conn.endpoint,
+        endpoint.shown,
     )
     counters = {"malformed_reports": 0}
     eof = Stop()

@@ -30,7 +30,7 @@ from neuron_monitor.exporters.otlp import jsonwire, wire
 from neuron_monitor.exporters.otlp.buffer import RequestBuffer
 from neuron_monitor.exporters.otlp.transport import Answer, Transport
 from neuron_monitor.util.ratelimit import LogRateLimit, held_back
-from neuron_monitor.util.sanitize import sanitize, url_shown
+from neuron_monitor.util.sanitize import sanitize
 
 log = logging.getLogger("neuron_monitor.exporters.otlp")
 
@@ -215,7 +215,7 @@ class Sender:
                 self._partial(answer)
             else:
                 if answer.status in NO_SUCH_PATH:
-                    why += f" at {url_shown(self.transport.endpoint.url)}: check the endpoint's path (docs/otlp.md)"
+                    why += f" at {self.transport.endpoint.shown}: check the endpoint's path (docs/otlp.md)"
                 self.stats.rejected_requests += 1
                 self.stats.rejected_points += request.points
                 self.stats.last_error = why

@@ -57,6 +57,12 @@ class Endpoint:
     target: str  # path and query
     host_header: str
 
+    @property
+    def shown(self) -> str:
+        """The URL for a log line: scheme, host, port and path; a query (which may carry a key) is not shown."""
+        path, query, _ = self.target.partition("?")
+        return f"{self.scheme}://{self.host_header}{path}" + ("?[query not shown]" if query else "")
+
     @staticmethod
     def parse(url: str) -> Endpoint:
         parts = urllib.parse.urlsplit(url)
