@@ -215,7 +215,10 @@ class Sender:
                 self._partial(answer)
             else:
                 if answer.status in NO_SUCH_PATH:
-                    why += f" at {self.transport.endpoint.shown}: check the endpoint's path (docs/otlp.md)"
+                    why += (
+                        f" at {self.transport.endpoint.shown}: check the endpoint's path and that the receiver"
+                        " takes OTLP (docs/otlp.md, Receivers)"
+                    )
                 self.stats.rejected_requests += 1
                 self.stats.rejected_points += request.points
                 self.stats.last_error = why
