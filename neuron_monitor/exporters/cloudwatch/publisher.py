@@ -59,8 +59,18 @@ class Outcome(enum.Enum):
     REJECTED = "rejected"
 
 
+MAX_WHY_CHARS = 400  # of a failure's description in a log line (an endpoint may answer a whole HTML page)
+
+
 def classify(exc: BaseException) -> tuple[Outcome, str]:
-    """What a failed PutMetricData call means for its datums, and a short description."""
+    """What a failed PutMetricData call means for its datums, and a short description (one line, at most
+    ``MAX_WHY_CHARS``: a wrong ``--endpoint-url`` answered a 40 KB page, all of it in the warning)."""
+    outcome, why = _classify(exc)
+    why = " ".join(why.split())
+    return outcome, why if len(why) <= MAX_WHY_CHARS else why[: MAX_WHY_CHARS - 3] + "..."
+
+
+def _classify(exc: BaseException) -> tuple[Outcome, str]:
     if isinstance(exc, ClientError):
         err: Mapping[str, Any] = exc.response.get("Error", {})
         code = str(err.get("Code", ""))

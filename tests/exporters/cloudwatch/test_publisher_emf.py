@@ -192,3 +192,13 @@ def test_a_connection_failure_says_why() -> None:
     outcome, text = classify(EndpointConnectionError(endpoint_url="https://monitoring.example/", error=why))
     assert outcome is Outcome.RETRY
     assert text == f'no connection: Could not connect to the endpoint URL: "https://monitoring.example/" ({why})'
+
+
+def test_a_long_answer_is_one_short_line() -> None:
+    """A wrong --endpoint-url (a web server) answers a whole page: the warning keeps one line of 400 characters."""
+    page = "<html>\n" + "<p>not CloudWatch</p>\n" * 2000 + "</html>"
+    error = ClientError({"Error": {"Code": "404", "Message": page}, "ResponseMetadata": {"HTTPStatusCode": 404}}, "Put")
+    outcome, why = classify(error)
+    assert outcome is Outcome.REJECTED
+    assert why.startswith("404: <html> <p>not CloudWatch</p> <p>") and why.endswith("...") and len(why) == 400
+    assert "\n" not in why
