@@ -161,3 +161,23 @@ def test_command_lines_use_real_options(unit: str, env_file: str, module: str) -
     ).stdout
     for flag in flags:
         assert flag in help_text, f"{unit}: {flag} is not an option of {module}"
+
+
+def test_documentation_points_where_the_install_commands_put_the_docs() -> None:
+    """Documentation= (systemctl help) names a file that `neuron-monitor-install --extract /opt/neuron-monitor/share
+    docs` writes (README, docs/running.md); it named share/doc/, where nothing is ever written."""
+    from neuron_monitor.install.files import shipped_files
+
+    share = "file:/opt/neuron-monitor/share/"
+    seen = 0
+    for unit in sorted(SYSTEMD.glob("neuron-monitor*")):
+        if unit.suffix not in (".service", ".target"):
+            continue
+        for line in unit.read_text().splitlines():
+            if line.startswith("Documentation="):
+                target = line.removeprefix("Documentation=")
+                assert target.startswith(share) and target.removeprefix(share) in shipped_files(), (unit, target)
+                seen += 1
+    assert seen >= 7
+    for text in ((REPO / "README.md").read_text(), (REPO / "docs/running.md").read_text()):
+        assert re.search(r"neuron-monitor-install --extract /opt/neuron-monitor/share [a-z ]*\bdocs\b", text)
