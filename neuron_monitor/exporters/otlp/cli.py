@@ -50,7 +50,7 @@ from neuron_monitor.exporters.otlp.settings import (
     header_option,
     resolve,
 )
-from neuron_monitor.exporters.otlp.sigv4 import SigningSetupError, make_signer
+from neuron_monitor.exporters.otlp.sigv4 import SigningSetupError, make_signer, region_of_endpoint
 from neuron_monitor.exporters.otlp.transport import Endpoint, EndpointError, Signer, Transport
 from neuron_monitor.exporters.otlp.wire import ProtobufEncoder
 from neuron_monitor.exporters.prometheus.budget import BUDGET, SERIES_DETAILS
@@ -313,6 +313,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.sigv4 is not None:
             signer, region = make_signer(args.sigv4, redactor.add_secrets)
             log.info("signing requests with SigV4 for region %s", region)
+            if (named := region_of_endpoint(endpoint.host)) and named != region:
+                conn.warnings.append(
+                    f"--sigv4 signs for region {region} but the endpoint {endpoint.host} is in {named}: CloudWatch"
+                    " refuses every request (403); give the same region to both"
+                )
     except (SettingsError, EndpointError, ResourceError, SigningSetupError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2

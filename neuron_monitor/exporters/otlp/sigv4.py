@@ -10,6 +10,7 @@ profile). Every credential value is handed to the log redactor before it is used
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 from botocore.auth import SigV4Auth
@@ -22,6 +23,15 @@ from neuron_monitor.exporters.otlp.transport import Signer
 
 SERVICE = "monitoring"
 SIGNATURE_HEADERS = ("Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-SHA256")
+
+
+_REGIONAL_HOST = re.compile(r"monitoring(?:-fips)?\.([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?")
+
+
+def region_of_endpoint(host: str) -> str:
+    """The region a CloudWatch endpoint host names (``monitoring.us-west-2.amazonaws.com``), "" for any other host."""
+    m = _REGIONAL_HOST.fullmatch(host.lower())
+    return m.group(1) if m else ""
 
 
 class SigningSetupError(Exception):

@@ -163,3 +163,37 @@ def test_a_timeout_variable_written_in_seconds_is_warned_about() -> None:
     ]
     assert resolve({"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": "2500"}).warnings == []
     assert resolve({"OTEL_EXPORTER_OTLP_TIMEOUT": "10"}, timeout=0.05).warnings == []  # the option: seconds, as asked
+
+
+def test_the_region_of_a_cloudwatch_endpoint() -> None:
+    from neuron_monitor.exporters.otlp.sigv4 import region_of_endpoint
+
+    assert region_of_endpoint("monitoring.us-west-2.amazonaws.com") == "us-west-2"
+    assert region_of_endpoint("monitoring-fips.us-gov-west-1.amazonaws.com") == "us-gov-west-1"
+    assert region_of_endpoint("monitoring.cn-north-1.amazonaws.com.cn") == "cn-north-1"
+    assert region_of_endpoint("127.0.0.1") == region_of_endpoint("mimir.example") == ""
+
+
+def test_sigv4_for_another_region_than_the_endpoints_is_warned_about() -> None:
+    """`--endpoint https://monitoring.us-west-2.amazonaws.com/v1/metrics --sigv4 us-east-1`: every request 403."""
+    env = {
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "example-secret",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": "/nonexistent",
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+        "PATH": "/usr/bin:/bin",
+    }
+    args = ["--endpoint", "https://monitoring.us-west-2.amazonaws.com/v1/metrics", "--flush-timeout", "0"]
+    for region, warned in (("us-east-1", True), ("us-west-2", False)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "neuron_monitor.exporters.otlp.cli", *args, "--sigv4", region],
+            input=b"",
+            capture_output=True,
+            env=env,
+            timeout=120,
+        )
+        err = proc.stderr.decode()
+        assert proc.returncode == 0, err
+        line = "--sigv4 signs for region us-east-1 but the endpoint monitoring.us-west-2.amazonaws.com is in us-west-2"
+        assert (line in err) is warned, err
