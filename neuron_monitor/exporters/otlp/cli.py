@@ -310,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         extra = parse_resource_attributes(os.environ.get("OTEL_RESOURCE_ATTRIBUTES", ""))
         signer: Signer | None = None
+        if args.sigv4 is None and region_of_endpoint(endpoint.host):
+            conn.warnings.append(
+                f"the endpoint {endpoint.host} is CloudWatch's, which refuses unsigned requests (403): add --sigv4"
+            )
         if args.sigv4 is not None:
             signer, region = make_signer(args.sigv4, redactor.add_secrets)
             log.info("signing requests with SigV4 for region %s", region)

@@ -197,3 +197,14 @@ def test_sigv4_for_another_region_than_the_endpoints_is_warned_about() -> None:
         assert proc.returncode == 0, err
         line = "--sigv4 signs for region us-east-1 but the endpoint monitoring.us-west-2.amazonaws.com is in us-west-2"
         assert (line in err) is warned, err
+
+
+def test_cloudwatchs_endpoint_without_sigv4_is_warned_about() -> None:
+    args = ["--endpoint", "https://monitoring.us-west-2.amazonaws.com/v1/metrics", "--flush-timeout", "0"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "neuron_monitor.exporters.otlp.cli", *args], input=b"", capture_output=True, timeout=120
+    )
+    assert proc.returncode == 0
+    assert "monitoring.us-west-2.amazonaws.com is CloudWatch's, which refuses unsigned requests (403): add --sigv4" in (
+        proc.stderr.decode()
+    )
