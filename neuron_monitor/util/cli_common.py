@@ -134,3 +134,14 @@ def setup_logging(prog: str, verbose: int) -> None:
     root.handlers[:] = [handler]
     root.setLevel(VERBOSITY_LEVELS[verbose])
     root.propagate = False
+
+
+def warn_if_stdin_is_a_terminal(log: logging.Logger, source: str = "neuron-monitor") -> None:
+    """One warning when the reports are to come from a terminal: an exporter run on its own to try it waits for
+    lines nobody will type, silently at the default verbosity."""
+    try:
+        terminal = os.isatty(0)
+    except OSError:
+        return
+    if terminal:
+        log.warning("reading report lines from stdin, which is a terminal: pipe %s into this command", source)

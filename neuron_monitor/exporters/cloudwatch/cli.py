@@ -41,7 +41,14 @@ from neuron_monitor.exporters.cloudwatch.mapping import MapOptions, ReportMapper
 from neuron_monitor.exporters.cloudwatch.publisher import Publisher, RetryPolicy
 from neuron_monitor.exporters.cloudwatch.redact import CredentialRedactor
 from neuron_monitor.schema.stream import ReportStream
-from neuron_monitor.util.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.util.cli_common import (
+    VERBOSITY_LEVELS,
+    ArgumentParser,
+    add_verbosity,
+    called_name,
+    setup_logging,
+    warn_if_stdin_is_a_terminal,
+)
 from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.inputfile import InputFileError, open_append
 from neuron_monitor.util.stopping import StopDeadline
@@ -246,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
 
     where = f"namespace {settings.namespace}" if publisher is not None else f"EMF to {settings.emf_file}"
     log.info("started (version %s, pid %d): reading reports on stdin, %s", __version__, os.getpid(), where)
+    warn_if_stdin_is_a_terminal(log)
     stream = ReportStream(sys.stdin.buffer)
     counters = {"datums": 0, "report_errors": 0}
     fatal: list[str] = []

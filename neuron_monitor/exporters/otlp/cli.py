@@ -60,7 +60,14 @@ from neuron_monitor.exporters.prometheus.snapshot import ShapeOptions
 from neuron_monitor.exporters.prometheus.state import ExporterState
 from neuron_monitor.exporters.prometheus.values import MalformedReport
 from neuron_monitor.schema.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
-from neuron_monitor.util.cli_common import VERBOSITY_LEVELS, ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.util.cli_common import (
+    VERBOSITY_LEVELS,
+    ArgumentParser,
+    add_verbosity,
+    called_name,
+    setup_logging,
+    warn_if_stdin_is_a_terminal,
+)
 from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.ratelimit import LogRateLimit, held_back
 
@@ -374,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         conn.protocol,
         endpoint.shown,
     )
+    warn_if_stdin_is_a_terminal(log)
     counters = {"malformed_reports": 0}
     eof = Stop()
     reader = threading.Thread(
