@@ -61,7 +61,7 @@ def parse_headers(text: str, where: str) -> dict[str, str]:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key or not _token(key):
-            raise SettingsError(f"{where}: an entry is not key=value with a header name as key")
+            raise SettingsError(f"{where}: an entry is not key=value with a header name as key{_colon_hint(item)}")
         decoded = urllib.parse.unquote(value.strip())
         if problem := header_value_problem(decoded):
             raise SettingsError(f"{where}: the value of {key} {problem}")
@@ -74,7 +74,7 @@ def header_option(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key or not _token(key):
-        raise SettingsError("--header: expected NAME=VALUE with a header name")
+        raise SettingsError(f"--header: expected NAME=VALUE with a header name{_colon_hint(text)}")
     value = value.strip()
     if problem := header_value_problem(value):
         raise SettingsError(f"--header {key}: the value {problem}")
@@ -95,6 +95,12 @@ def header_value_problem(value: str) -> str:
             return f"has a control character (U+{ord(c):04X})"
         return f"has a character a header cannot carry (U+{ord(c):04X}, e.g. a typographic dash or quote)"
     return ""
+
+
+def _colon_hint(text: str) -> str:
+    """A hint when ``text`` is written as an HTTP header line (``Name: value``, curl's form); never the value."""
+    name, colon, _ = text.partition(":")
+    return f" (written as '{name.strip()}: ...'? use {name.strip()}=...)" if colon and _token(name.strip()) else ""
 
 
 def _token(name: str) -> bool:

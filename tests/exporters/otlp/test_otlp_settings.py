@@ -208,3 +208,16 @@ def test_cloudwatchs_endpoint_without_sigv4_is_warned_about() -> None:
     assert "monitoring.us-west-2.amazonaws.com is CloudWatch's, which refuses unsigned requests (403): add --sigv4" in (
         proc.stderr.decode()
     )
+
+
+def test_a_header_written_with_a_colon_gets_a_hint_without_its_value() -> None:
+    from neuron_monitor.exporters.otlp.settings import header_option, parse_headers
+
+    with pytest.raises(SettingsError) as e:
+        header_option("Authorization: Bearer abc==secret")
+    assert str(e.value) == "--header: expected NAME=VALUE with a header name (written as 'Authorization: ...'? use" \
+        " Authorization=...)"  # fmt: skip
+    with pytest.raises(SettingsError, match=r"'X-Scope-OrgID: \.\.\.'\? use X-Scope-OrgID=\.\.\.\)$"):
+        parse_headers("X-Scope-OrgID: tenant-1", "OTEL_EXPORTER_OTLP_HEADERS")
+    with pytest.raises(SettingsError, match=r"header name$"):
+        header_option("no equals sign")
