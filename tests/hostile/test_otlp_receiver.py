@@ -60,9 +60,11 @@ def report_times(receiver: Receiver) -> list[int]:
 def test_503s_for_a_long_while_then_recovery_loses_nothing_and_keeps_order() -> None:
     receiver = Receiver(lambda n: Reply(503) if n < 40 else Reply())
     try:
-        code, s, _ = run(receiver.url, lines(10))
+        code, s, err = run(receiver.url, lines(10))
         assert code == 0
         assert s["requests_sent"] == 10 + CLOSING and s["retries"] >= 40 and s["dropped_points"] == 0
+        # the failures' warning has its end in the log too (one line, whatever the order of retries)
+        assert err.count("delivery failed (HTTP 503)") == 1 and err.count("delivering again after 40 failed") == 1
         assert s["points_sent"] == s["points"]
         times = report_times(receiver)
         assert times == sorted(times) and len(set(times)) == 10

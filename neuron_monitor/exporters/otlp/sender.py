@@ -153,6 +153,7 @@ class Sender:
         self._thread = threading.Thread(target=self._run, name="otlp-sender", daemon=True)
         self._partial_log = LogRateLimit(log_interval)
         self._retry_log = LogRateLimit(log_interval)
+        self._resume_log = LogRateLimit(log_interval)
         self._reject_log = LogRateLimit(log_interval)
         self._unreadable_log = LogRateLimit(log_interval)
         self.delivering = threading.Event()  # set while a request is out (tests, the exit path)
@@ -207,9 +208,17 @@ class Sender:
                     )
                 self._wake.wait(delay)
                 continue
-            attempt = 0
+            failed, attempt = attempt, 0
             self.buffer.done(request)
             if outcome is Outcome.SENT:
+                if failed and (n := self._resume_log.hit()) is not None:  # the failures were logged: so is their end
+                    log.warning(
+                        "delivering again after %d failed attempt%s (%d reports queued)%s",
+                        failed,
+                        "" if failed == 1 else "s",
+                        len(self.buffer),
+                        held_back(n, "recoveries"),
+                    )
                 self.stats.requests_sent += 1
                 self.stats.points_sent += request.points
                 self._partial(answer)
