@@ -153,6 +153,8 @@ class Publisher:
         self._lock = threading.Lock()  # the counts, the request held and `_abandoned`
         self._held = 0  # samples of the request taken from the buffer and not yet counted
         self._sending = False  # that request is on its way (or its answer awaited)
+        self._failed_attempts = 0  # retried failures since the last accepted request (their end is logged)
+        self._resume_log = LogRateLimit(log_interval)
         self._abandoned = False  # `finish` gave up on this thread: it counts nothing more
 
     # -- logging --------------------------------------------------------------------------------------------------
@@ -198,6 +200,14 @@ class Publisher:
             self.stats.datums_sent += len(fresh)
             self.stats.samples_sent += samples
             self.stats.bytes_estimated += sum(d.wire_size(self.protocol) for d in fresh)
+            failed, self._failed_attempts = self._failed_attempts, 0
+        if failed and (n := self._resume_log.hit()) is not None:  # the failures were logged: so is their end
+            log.warning(
+                "PutMetricData accepted again after %d failed attempt%s%s",
+                failed,
+                "" if failed == 1 else "s",
+                held_back(n, "recoveries"),
+            )
         return Outcome.SENT
 
     def _count_failure(self, outcome: Outcome, why: str, fresh: list[Datum], samples: int) -> None:
@@ -209,6 +219,7 @@ class Publisher:
             else:
                 self.stats.connection_errors += 1
             self.buffer.requeue(fresh)
+            self._failed_attempts += 1
             self._warn(f"PutMetricData failed, will retry: {why}")
         elif outcome is Outcome.UNCONFIRMED:
             self.stats.unconfirmed_samples += samples

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import random
 import time
 from typing import Any
@@ -202,3 +203,13 @@ def test_a_long_answer_is_one_short_line() -> None:
     assert outcome is Outcome.REJECTED
     assert why.startswith("404: <html> <p>not CloudWatch</p> <p>") and why.endswith("...") and len(why) == 400
     assert "\n" not in why
+
+
+def test_the_end_of_a_failure_streak_is_logged(trn1_report: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    """The failures are warnings; without their end the log of a recovered endpoint reads as an outage."""
+    datums = ReportMapper().map(trn1_report, now=time.time())
+    client = ScriptedClient([client_error("Throttling", 400)] * 2 + [EndpointConnectionError(endpoint_url="http://x")])
+    with caplog.at_level(logging.WARNING, logger="neuron_monitor.exporters.cloudwatch"):
+        run_publisher(client, datums)
+    again = [r.getMessage() for r in caplog.records if "accepted again" in r.getMessage()]
+    assert again == ["PutMetricData accepted again after 3 failed attempts"]
