@@ -204,3 +204,10 @@ def test_a_key_in_the_endpoints_query_is_in_no_log_line() -> None:
     assert proc.returncode == 0
     assert f"{receiver.url}?[query not shown]: check the endpoint's path" in proc.stderr
     assert TOKEN[:8] not in proc.stderr
+
+
+def test_a_key_in_the_query_of_an_endpoint_that_cannot_be_used_is_not_shown() -> None:
+    proc = run(["--endpoint", f"ftp://127.0.0.1:4318/v1/metrics?api-key={TOKEN}"], data=lines(1))
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1 and "scheme must be http or https" in err, err
+    assert TOKEN[:8] not in err and "?[query not shown]" in err

@@ -31,6 +31,12 @@ MAX_ANSWER_BYTES = 64 * 1024
 Signer = Callable[[str, bytes, dict[str, str]], dict[str, str]]  # (url, body, headers) -> headers to add
 
 
+def _without_query(url: str) -> str:
+    """``url`` for an error line: a query (which may carry a key) is not shown."""
+    head, question, _ = url.partition("?")
+    return head + ("?[query not shown]" if question else "")
+
+
 class EndpointError(ValueError):
     """The endpoint URL cannot be used."""
 
@@ -70,17 +76,17 @@ class Endpoint:
             raise EndpointError("the endpoint must not carry credentials in its URL; use --header")
         if bad := next((c for c in url if c <= " " or c >= "\x7f"), None):
             raise EndpointError(
-                f"endpoint {url!r}: a space, control or non-ASCII character (U+{ord(bad):04X}) cannot be sent;"
-                " percent-encode it"
+                f"endpoint {_without_query(url)!r}: a space, control or non-ASCII character (U+{ord(bad):04X})"
+                " cannot be sent; percent-encode it"
             )
         if parts.scheme not in ("http", "https"):
-            raise EndpointError(f"endpoint {url!r}: the scheme must be http or https")
+            raise EndpointError(f"endpoint {_without_query(url)!r}: the scheme must be http or https")
         if not parts.hostname:
-            raise EndpointError(f"endpoint {url!r} has no host")
+            raise EndpointError(f"endpoint {_without_query(url)!r} has no host")
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
-            raise EndpointError(f"endpoint {url!r}: bad port") from None
+            raise EndpointError(f"endpoint {_without_query(url)!r}: bad port") from None
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
