@@ -11,6 +11,7 @@ sleeps.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -148,23 +149,34 @@ def test_cli_without_an_exporter_cannot_tell() -> None:
     assert done.returncode == 2
 
 
+@contextlib.contextmanager
+def _pipeline_on(root: Path, tmp_path: Path) -> Iterator[ExporterProcess]:
+    """The real daemon on ``root`` (every group, each second) piped into a real exporter, stopped on leaving."""
+    conf = tmp_path / "plain.conf"
+    conf.write_text('{"period": "1s"}')
+    daemon = subprocess.Popen(
+        daemon_cmd("--root", str(root), "-c", str(conf), "--no-imds"),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    exporter = ExporterProcess(stdin=daemon.stdout)
+    try:
+        yield exporter
+    finally:
+        exporter.stop()
+        daemon.terminate()
+        daemon.wait(timeout=15)
+
+
 def test_a_blind_device_is_never_healthy_end_to_end(tmp_path: Path) -> None:
     """A device whose ECC and health nodes the daemon cannot find: the report leaves its ECC counters out (no
     series, not a zero), its verdict is unknown naming them, /readyz is 503 saying why, the CLI exits 2."""
-    conf = tmp_path / "plain.conf"
-    conf.write_text('{"period": "1s"}')
     with TemporarySimulator("trn2.48xlarge", runtimes=1, seed=5) as sim:
         hardware = sim.root / "sys/devices/virtual/neuron_device/neuron2/stats/hardware"
         for name in ("mem_ecc_uncorrected", "sram_ecc_uncorrected", "health_status/unhealthy_components"):
             (hardware / name).unlink()
-        daemon = subprocess.Popen(
-            daemon_cmd("--root", str(sim.root), "-c", str(conf), "--no-imds"),
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        exporter = ExporterProcess(stdin=daemon.stdout)
-        try:
+        with _pipeline_on(sim.root, tmp_path) as exporter:
             _, _, text = wait_for(
                 "/readyz naming the missing nodes",
                 lambda: (got := exporter.get("/readyz"))[0] == 503 and "mem_ecc_uncorrected" in got[2] and got,
@@ -185,30 +197,17 @@ def test_a_blind_device_is_never_healthy_end_to_end(tmp_path: Path) -> None:
             }  # the two counters it could not read serve no series, not a zero
             done = health_cli("--root", str(sim.root))
             assert done.returncode == 2 and "signal_missing" in done.stdout
-        finally:
-            exporter.stop()
-            daemon.terminate()
-            daemon.wait(timeout=15)
 
 
 def test_a_health_file_that_cannot_be_read_makes_readyz_503(tmp_path: Path) -> None:
     """A health file there but unreadable (a FIFO stands for it: refused by every reader, whoever runs it; as a
     non-root user a root-only file is the same): the verdict is unknown by ``signal_unreadable``, and /readyz is
     503 naming it, as for a node the daemon does not find (before: 200, the rollout went on blind)."""
-    conf = tmp_path / "plain.conf"
-    conf.write_text('{"period": "1s"}')
     with TemporarySimulator("trn2.48xlarge", runtimes=1, seed=5) as sim:
         ecc = sim.root / "sys/devices/virtual/neuron_device/neuron4/stats/hardware/mem_ecc_uncorrected"
         ecc.unlink()
         os.mkfifo(ecc)
-        daemon = subprocess.Popen(
-            daemon_cmd("--root", str(sim.root), "-c", str(conf), "--no-imds"),
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        exporter = ExporterProcess(stdin=daemon.stdout)
-        try:
+        with _pipeline_on(sim.root, tmp_path) as exporter:
             _, _, text = wait_for(
                 "/readyz naming the unreadable file",
                 lambda: (got := exporter.get("/readyz"))[0] == 503 and "cannot read" in got[2] and got,
@@ -216,7 +215,3 @@ def test_a_health_file_that_cannot_be_read_makes_readyz_503(tmp_path: Path) -> N
             assert "cannot read mem_ecc_uncorrected on neuron_device 4" in text, text
             body = exporter.get("/metrics")[2]
             assert _value(body, "neuron_device_health_state", neuron_device_index="4", state="unknown") == 1
-        finally:
-            exporter.stop()
-            daemon.terminate()
-            daemon.wait(timeout=15)
