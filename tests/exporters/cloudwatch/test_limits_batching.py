@@ -134,7 +134,8 @@ def test_size_limit_binds_with_many_values() -> None:
 datum_st = st.builds(
     lambda name, dim, ts, v, res: Datum(name, "Count", (("InstanceId", dim),), NOW + ts, v, resolution=res),
     st.sampled_from(["A", "B", 'C"\\x' * 3, "Longer" * 40]),  # valid names (ASCII) that need escaping
-    st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=300),
+    # valid dimension values: printable ASCII with a non-blank character (a blank one is refused: check_datum)
+    st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=300).filter(str.strip),
     st.floats(0, 300),
     st.one_of(st.integers(-(10**6), 10**6).map(float), st.floats(-1e100, 1e100, allow_nan=False)),
     st.sampled_from([1, 60]),
