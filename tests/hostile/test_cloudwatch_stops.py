@@ -12,7 +12,6 @@ sockets; every wait has a generous deadline and no time is asserted.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -28,6 +27,7 @@ from neuron_monitor.exporters.cloudwatch.buffer import DatumBuffer
 from neuron_monitor.exporters.cloudwatch.datum import Datum
 from neuron_monitor.exporters.cloudwatch.publisher import Publisher, RetryPolicy
 from tests.exporters.cloudwatch.conftest import aws_env, encode_lines, exporter_cmd
+from tests.hostile.imds_env import waiting_on_imds
 
 DEADLINE = 60.0  # measured from the signal; the command, before, outlived it by minutes
 REPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "wandb_trn1-2xl_reports.jsonl"
@@ -119,15 +119,7 @@ def test_sigterm_while_the_credential_chain_waits_on_instance_metadata() -> None
     imds = socket.socket()
     imds.bind(("127.0.0.1", 0))
     imds.listen(4)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "AWS_REGION": "us-west-2",
-        "AWS_CONFIG_FILE": "/dev/null",
-        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-        "AWS_EC2_METADATA_SERVICE_ENDPOINT": f"http://127.0.0.1:{imds.getsockname()[1]}/",
-        "AWS_METADATA_SERVICE_TIMEOUT": "600",
-        "AWS_METADATA_SERVICE_NUM_ATTEMPTS": "1",
-    }
+    env = waiting_on_imds(imds.getsockname()[1], AWS_REGION="us-west-2")
     proc = subprocess.Popen(
         exporter_cmd("--endpoint-url", "http://127.0.0.1:9"), stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )

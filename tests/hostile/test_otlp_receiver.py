@@ -232,20 +232,14 @@ def test_sigterm_while_idle_ends_the_process() -> None:
 def test_sigterm_while_start_up_waits_on_the_credential_chain_ends_the_process() -> None:
     """--sigv4 looks for credentials, which may wait on the instance metadata service: a SIGTERM then ends the
     process at once (here the metadata service accepts and never answers, with a 600 s timeout)."""
-    import os
     import socket
+
+    from tests.hostile.imds_env import waiting_on_imds
 
     imds = socket.socket()
     imds.bind(("127.0.0.1", 0))
     imds.listen(4)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "AWS_CONFIG_FILE": "/dev/null",
-        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-        "AWS_EC2_METADATA_SERVICE_ENDPOINT": f"http://127.0.0.1:{imds.getsockname()[1]}/",
-        "AWS_METADATA_SERVICE_TIMEOUT": "600",
-        "AWS_METADATA_SERVICE_NUM_ATTEMPTS": "1",
-    }
+    env = waiting_on_imds(imds.getsockname()[1])
     proc = subprocess.Popen(
         [sys.executable, "-m", "neuron_monitor.exporters.otlp.cli", "--endpoint", "http://127.0.0.1:9/v1/metrics",
          "--sigv4", "us-west-2"],
