@@ -5,9 +5,12 @@ with each other and with the real CLIs and config loader."""
 from __future__ import annotations
 
 import copy
+import http.client
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ import pytest
 import yaml
 
 from neuron_monitor.daemon.config import plan_from_data
+from tests.hostile.test_listen_loopback import listening_addresses
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "kubernetes"
@@ -258,3 +262,47 @@ def test_container_flags_exist_in_the_real_commands(container: str, module: str)
     ).stdout
     for flag in flags:
         assert flag in help_text, f"{container}: {flag} is not an option of {module}"
+
+
+def test_the_exporter_listens_where_the_probes_and_prometheus_connect(tmp_path: Path) -> None:
+    """The pod runs on the host network, so its IP is the node's: the kubelet's probes and Prometheus (through the
+    headless Service) connect to the node's address, never to 127.0.0.1. The exporter's command, run for real with
+    only the port and the FIFO's path changed, must therefore listen on every address (the kernel's socket table
+    says so), and the probes' paths must answer there.
+
+    Before (found 2026-11-29): the exporter's ``--bind`` default became 127.0.0.1 and the command passed none, so
+    every pod failed its probes (connection refused on the node's IP) and no Prometheus could scrape it."""
+    spec = MANIFESTS["DaemonSet"]["spec"]["template"]["spec"]
+    exporter = next(c for c in spec["containers"] if c["name"] == "exporter")
+    assert spec["hostNetwork"] is True
+    port = exporter["ports"][0]["containerPort"]
+    cmd = exporter["command"][-1]
+    assert f"--port {port} " in cmd
+    fifo = tmp_path / "reports"
+    os.mkfifo(fifo)
+    cmd = cmd.replace(f"--port {port} ", "--port 0 ").replace("/run/neuron-monitor/reports", str(fifo))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.Popen([*exporter["command"][:-1], cmd], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stderr is not None
+        served = 0
+        deadline = time.monotonic() + 60
+        while not served and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            assert line, "the exporter exited before it served"
+            if m := re.search(r"server at \S+ port (\d+)", line):
+                served = int(m.group(1))
+        assert served, "the exporter did not say its port within 60 s"
+        addresses = listening_addresses(served)
+        assert addresses and all(not a.strip("0") for a in addresses), (
+            f"listening on {addresses} (hex): not the wildcard, so the node's IP is refused"
+        )
+        for probe in ("livenessProbe", "readinessProbe"):
+            conn = http.client.HTTPConnection("127.0.0.1", served, timeout=30)
+            conn.request("GET", exporter[probe]["httpGet"]["path"])
+            status = conn.getresponse().status
+            conn.close()
+            assert status in (200, 503), f"{probe}: {status}"  # 503 until a report came: not a missing path
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
