@@ -19,9 +19,9 @@ def _exporter_probes() -> dict[str, str]:
     for doc in yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "daemonset.yaml").read_text()):
         if doc and doc.get("kind") == "DaemonSet":
             for c in doc["spec"]["template"]["spec"]["containers"]:
-                if "livenessProbe" in c:
+                if c["name"] == "exporter":
                     return {k: c[k]["httpGet"]["path"] for k in ("livenessProbe", "readinessProbe")}
-    raise AssertionError("no container with a liveness probe in deploy/kubernetes/daemonset.yaml")
+    raise AssertionError("no exporter container in deploy/kubernetes/daemonset.yaml")
 
 
 def test_running_md_names_the_daemonsets_probes() -> None:

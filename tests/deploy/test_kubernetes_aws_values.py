@@ -56,6 +56,7 @@ def test_the_values_reach_their_places() -> None:
     assert {c["image"] for c in pod["containers"] + pod["initContainers"]} == {image}
     assert f"--port {values['exporter']['port']} " in exporter["command"][2]
     assert exporter["ports"][0]["containerPort"] == int(values["exporter"]["port"])
+    assert container(ds, "neuron-monitor")["livenessProbe"]["httpGet"]["port"] == int(values["exporter"]["port"])
     assert exporter["resources"] == values["exporter"]["resources"]
     assert pod["tolerations"] == values["exporter"]["tolerations"]
     assert pod["priorityClassName"] == values["exporter"]["priorityClassName"]
@@ -95,6 +96,7 @@ def test_a_changed_value_moves_with_it(tmp_path: Path) -> None:
     ds = out["DaemonSet"]
     exporter = container(ds, "exporter")
     assert "--port 9100 " in exporter["command"][2] and exporter["ports"][0]["containerPort"] == 9100
+    assert container(ds, "neuron-monitor")["livenessProbe"]["httpGet"]["port"] == 9100  # the exporter's /healthz
     assert out["Service"]["spec"]["ports"][0]["port"] == 9100
     assert exporter["image"] == "123456789012.dkr.ecr.us-west-2.amazonaws.com/nm:0.2.0"
     assert out["PodMonitor"]["spec"]["podMetricsEndpoints"][0]["interval"] == "30s"

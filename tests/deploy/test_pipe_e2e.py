@@ -15,11 +15,13 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
@@ -123,3 +125,45 @@ def test_either_side_restarts_alone(fifo_fd: int, tmp_path: Path) -> None:
     finally:
         stop(daemon)
         stop(exporter)
+
+
+def healthz(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+def test_a_hung_daemon_needs_its_own_probe(fifo_fd: int, tmp_path: Path) -> None:
+    """A daemon that hangs (stopped here with SIGSTOP) writes no reports: the exporter's /healthz turns 503, and
+    stays 503 across a restart of the exporter, because the daemon holds the FIFO read-write and never sees its
+    reader go. So restarting the exporter (its liveness probe) cannot recover the pod: the DaemonSet's daemon
+    container carries its own liveness probe on the exporter's /healthz.
+
+    Before (found 2026-11-29): only the exporter had a probe, and the manifest and docs/running.md said its restart
+    closed the pipe's reader "so a hung daemon is restarted too"."""
+    conf = tmp_path / "monitor.conf"
+    conf.write_text('{"period": "200ms", "system_metrics": [{"type": "memory_info"}]}')
+    port = free_port()
+    daemon = start_daemon(fifo_fd, conf)
+    exporter = start_exporter(fifo_fd, port)
+    try:
+        wait_until(lambda: healthz(port) == 200, timeout=60)
+        daemon.send_signal(signal.SIGSTOP)
+        wait_until(lambda: healthz(port) == 503, timeout=60)
+        stop(exporter)
+        exporter = start_exporter(fifo_fd, port)
+        wait_until(lambda: healthz(port) == 503, timeout=60)  # the new exporter answers, and still 503
+        time.sleep(1.0)
+        assert healthz(port) == 503 and daemon.poll() is None  # the hung daemon is neither gone nor recovered
+    finally:
+        daemon.send_signal(signal.SIGCONT)
+        stop(daemon)
+        stop(exporter)
+    docs = yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "daemonset.yaml").read_text())
+    pod = next(d for d in docs if d and d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    by_name = {c["name"]: c for c in pod["containers"]}
+    exporter_port = by_name["exporter"]["ports"][0]["containerPort"]
+    assert pod["hostNetwork"] is True  # one network namespace: the daemon's probe reaches the exporter's port
+    assert by_name["neuron-monitor"]["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": exporter_port}
