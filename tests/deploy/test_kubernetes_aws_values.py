@@ -8,6 +8,7 @@ Prometheus Operator's documented fields)."""
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -102,3 +103,25 @@ def test_a_changed_value_moves_with_it(tmp_path: Path) -> None:
     assert out["PodMonitor"]["spec"]["podMetricsEndpoints"][0]["interval"] == "30s"
     assert out["PodMonitor"]["metadata"]["labels"] == {"release": "prom"}
     kubernetes_validate.validate(ds, VERSIONS[-1], strict=True)
+
+
+def operator_job(monitor: dict[str, Any], labels: dict[str, str]) -> str:
+    """The `job` label the Prometheus Operator gives a PodMonitor's targets: "<namespace>/<name>", replaced by the
+    value of the pod label that `spec.jobLabel` names when the pod has it non-empty (the operator's generated
+    relabelling: target_label job, source __meta_kubernetes_pod_label_<jobLabel>, regex (.+);
+    pkg/prometheus/promcfg.go in prometheus-operator/prometheus-operator)."""
+    job = f"{monitor['metadata']['namespace']}/{monitor['metadata']['name']}"
+    value = labels.get(monitor["spec"].get("jobLabel", ""), "")
+    return value or job
+
+
+def test_the_pod_monitor_gives_the_job_the_rules_expect() -> None:
+    """NeuronExporterDown and the fleet's exporters-down roll-up select `up{job="neuron-monitor"}`. Before
+    (found 2026-11-29): `jobLabel: jobLabel` named a pod label the DaemonSet's pods do not have, so the job was
+    "neuron-monitor/neuron-monitor" and a node whose exporter could not be scraped raised no alert."""
+    rules = (REPO / "deploy" / "prometheus" / "neuron-monitor.rules.yml").read_text()
+    expected = set(re.findall(r'up\{job="([^"]+)"\}', rules))
+    assert len(expected) == 1, expected
+    out = render(OVERLAY)
+    pod_labels = out["DaemonSet"]["spec"]["template"]["metadata"]["labels"]
+    assert operator_job(out["PodMonitor"], pod_labels) == expected.pop()
