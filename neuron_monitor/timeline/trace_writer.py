@@ -8,7 +8,11 @@ so memory stays flat however long the trace. It hands out integer pids and tids 
   counter holds its value until the next sample, so nothing is lost) and counted in ``unchanged``;
 - time never goes back on a track: a counter sample or slice start earlier than the track's last time is moved
   to it and counted in ``clamped``;
-- complete slices (``X``) have a non-negative ``dur``.
+- complete slices (``X``) have a non-negative ``dur``;
+- every string (process, thread, track and slice names, argument keys and values, ``otherData``) is sanitized
+  (`neuron_monitor.util.sanitize`): a runtime tag, model name or instance id from a report reaches the viewer's
+  track list and details with each control or bidi character shown as one visible character, never as a
+  control (JSON escaping alone keeps the file valid, but the viewer shows the decoded text).
 
 With a ``resolution`` (seconds), counter samples are averaged per track over windows of that length and written
 at the window's start (a 24-hour recording at 1 s becomes a trace Perfetto opens quickly); an ``exact`` sample
@@ -26,11 +30,24 @@ from typing import IO, Any
 
 import orjson
 
+from neuron_monitor.util.sanitize import sanitize
+
 US = 1_000_000
 
 
 def _us(t: float) -> int:
     return round(t * US)
+
+
+def _clean(value: Any) -> Any:
+    """``value`` (a JSON value) with every string in it, keys included, sanitized."""
+    if isinstance(value, str):
+        return sanitize(value)
+    if isinstance(value, dict):
+        return {sanitize(k) if isinstance(k, str) else k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
 
 
 @dataclass
@@ -58,6 +75,7 @@ class TraceWriter:
         self.events = 0
         self.unchanged = 0
         self.clamped = 0
+        self._shown: dict[str, str] = {}  # counter track names and series keys, sanitized (as many as tracks)
         self._out.write(b'{"traceEvents":[\n')
 
     def _emit(self, event: dict[str, Any]) -> None:
@@ -68,6 +86,13 @@ class TraceWriter:
         self._out.write(orjson.dumps(event))
         self.events += 1
 
+    def _text(self, text: str) -> str:
+        """``text`` sanitized, remembered (the counter names and keys repeat in every sample)."""
+        shown = self._shown.get(text)
+        if shown is None:
+            shown = self._shown[text] = sanitize(text)
+        return shown
+
     # -- processes and threads ------------------------------------------------------------------------------
 
     def process(self, key: Hashable, name: str, sort_index: int, labels: str = "") -> int:
@@ -75,12 +100,14 @@ class TraceWriter:
         pid = self._pids.get(key)
         if pid is None:
             pid = self._pids[key] = len(self._pids) + 1
+            name = sanitize(name)
             self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
             self._emit(
                 {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": sort_index}}
             )
             if labels:
-                self._emit({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": labels}})
+                args = {"labels": sanitize(labels)}
+                self._emit({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": args})
         return pid
 
     def thread(self, pid: int, key: Hashable, name: str, sort_index: int | None = None) -> int:
@@ -90,6 +117,7 @@ class TraceWriter:
             tid = self._next_tid.get(pid, 1)
             self._next_tid[pid] = tid + 1
             self._tids[(pid, key)] = tid
+            name = sanitize(name)
             self._emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
             if sort_index is not None:
                 args = {"sort_index": sort_index}
@@ -102,10 +130,10 @@ class TraceWriter:
         self, pid: int, name: str, t: float, values: Mapping[str, float | None], cat: str, exact: bool = False
     ) -> bool:
         """One sample of counter track (pid, name); returns whether it was written (or taken into a window)."""
-        clean = {k: v for k, v in values.items() if v is not None and math.isfinite(v)}
+        clean = {self._text(k): v for k, v in values.items() if v is not None and math.isfinite(v)}
         if not clean:
             return False
-        track = (pid, name)
+        track = (pid, self._text(name))
         if self.resolution > 0:
             window = self._windows.get(track)
             index = math.floor(t / self.resolution)
@@ -164,9 +192,10 @@ class TraceWriter:
         ts = self._thread_ts(pid, tid, _us(start))
         dur = max(0, _us(end) - ts)
         self._thread_last[(pid, tid)] = ts
-        event: dict[str, Any] = {"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
+        event: dict[str, Any] = {"ph": "X", "name": sanitize(name), "cat": cat, "pid": pid, "tid": tid, "ts": ts}
+        event["dur"] = dur
         if args:
-            event["args"] = args
+            event["args"] = _clean(args)
         if cname:
             event["cname"] = cname
         self._emit(event)
@@ -176,9 +205,10 @@ class TraceWriter:
     ) -> None:
         ts = self._thread_ts(pid, tid, _us(t))
         self._thread_last[(pid, tid)] = ts
-        event: dict[str, Any] = {"ph": "i", "s": scope, "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts}
+        event: dict[str, Any] = {"ph": "i", "s": scope, "name": sanitize(name), "cat": cat, "pid": pid, "tid": tid}
+        event["ts"] = ts
         if args:
-            event["args"] = args
+            event["args"] = _clean(args)
         self._emit(event)
 
     def close(self, other_data: dict[str, Any]) -> None:
@@ -187,5 +217,5 @@ class TraceWriter:
         self._windows.clear()
         self._out.write(b"\n],\n")
         self._out.write(b'"displayTimeUnit":"ms",\n"otherData":')
-        self._out.write(orjson.dumps(other_data))
+        self._out.write(orjson.dumps(_clean(other_data)))
         self._out.write(b"}\n")
