@@ -8,6 +8,7 @@ snapshot) lays out every section in full.
 
 from __future__ import annotations
 
+import textwrap
 import time
 from dataclasses import dataclass
 
@@ -538,10 +539,17 @@ def _error_lines(s: Screen, width: int, limit: int | None) -> list[Line]:
 
 
 def _help_lines(width: int) -> list[Line]:
+    """The keys and what each does; a description longer than the room beside its key wraps onto the next lines
+    (at 80 columns each is read whole: cropped, "report order" and "else scroll" were lost)."""
+    indent = 2 + max(len(keys) for keys, _ in HELP) + 2
+    room = width - indent
     lines: list[Line] = [[("keys", "bold underline")]]
     for keys, what in HELP:
-        lines.append(_clip([(f"  {keys:<20}", "bold"), (what, "")], width))
-    lines.append([(_fit("  " + MEMORY_LEGEND, width), "dim")])
+        parts = textwrap.wrap(what, room) if room >= 20 else [what]
+        lines.append(_clip([(f"  {keys:<{indent - 2}}", "bold"), (parts[0], "")], width))
+        lines += [_clip([(" " * indent, ""), (part, "")], width) for part in parts[1:]]
+    for part in textwrap.wrap(MEMORY_LEGEND, max(20, width - 2)):
+        lines.append([(_fit("  " + part, width), "dim")])
     return lines
 
 

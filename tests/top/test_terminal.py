@@ -29,6 +29,7 @@ import pytest
 
 from neuron_monitor.sim.temporary import TemporarySimulator
 from neuron_monitor.timeline.recording import Recorder
+from neuron_monitor.top.layout import HELP, MEMORY_LEGEND
 
 pytestmark = [
     pytest.mark.e2e,
@@ -202,6 +203,25 @@ def test_piped_report_lines_broken_line_and_stopped_daemon(term: Callable[[int, 
     t.wait_for("16851", "runtime 1337 (pid 1337) is gone", "skipped a broken line on stdin")
     go.touch()
     t.wait_for("stdin ended after 3 report(s), 1 broken line(s) skipped")
+    t.keys("q")
+    assert_restored(t)
+
+
+def test_the_help_is_read_whole_at_80x24(term: Callable[[int, int], Tmux]) -> None:
+    """Every key's description is on screen whole at 80x24, a long one wrapped onto the next line (before, each
+    help line was cropped at the width: "report o", "(its health details b", "or block spark")."""
+    t = term(80, 24)
+    t.start(top("--replay", str(REPORTS / "wandb_trn1-2xl_reports.jsonl")))
+    t.wait_for("replay")
+    t.keys("?")
+    screen = t.wait_for("keys", "quit")
+    words = " ".join(screen.split())
+    for keys, what in HELP:
+        assert f"{keys} {what}" in words or what in words, (keys, what, screen)
+    assert MEMORY_LEGEND in words
+    assert all(len(line) <= 80 for line in screen.splitlines())
+    t.keys("q")  # the first key closes the help, the second quits
+    t.wait("help closed", lambda s: "this help" not in s)
     t.keys("q")
     assert_restored(t)
 
