@@ -232,10 +232,10 @@ def test_daemon_reads_the_host_through_root_and_pipe_is_shared() -> None:
     assert all(c["securityContext"]["readOnlyRootFilesystem"] for c in spec["containers"])
 
 
-def test_exporter_probes_are_healthz_for_liveness_and_readyz_for_readiness() -> None:
+def test_exporter_probes_are_livez_for_liveness_and_readyz_for_readiness() -> None:
     spec = MANIFESTS["DaemonSet"]["spec"]["template"]["spec"]
     exporter = next(c for c in spec["containers"] if c["name"] == "exporter")
-    assert exporter["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert exporter["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "metrics"}
     assert exporter["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     for probe in ("livenessProbe", "readinessProbe"):
         assert exporter[probe]["timeoutSeconds"] < exporter[probe]["periodSeconds"]

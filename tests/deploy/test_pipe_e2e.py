@@ -127,9 +127,9 @@ def test_either_side_restarts_alone(fifo_fd: int, tmp_path: Path) -> None:
         stop(exporter)
 
 
-def healthz(port: int) -> int:
+def healthz(port: int, path: str = "/healthz") -> int:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
             return int(r.status)
     except urllib.error.HTTPError as e:
         return int(e.code)
@@ -138,8 +138,9 @@ def healthz(port: int) -> int:
 def test_a_hung_daemon_needs_its_own_probe(fifo_fd: int, tmp_path: Path) -> None:
     """A daemon that hangs (stopped here with SIGSTOP) writes no reports: the exporter's /healthz turns 503, and
     stays 503 across a restart of the exporter, because the daemon holds the FIFO read-write and never sees its
-    reader go. So restarting the exporter (its liveness probe) cannot recover the pod: the DaemonSet's daemon
-    container carries its own liveness probe on the exporter's /healthz.
+    reader go. So restarting the exporter cannot recover the pod: the DaemonSet's daemon container carries its own
+    liveness probe on the exporter's /healthz, and the exporter's probe is /livez, which stays 200 meanwhile (a
+    restart of a working exporter for the daemon's fault would only open gaps in the scrapes).
 
     Before (found 2026-11-29): only the exporter had a probe, and the manifest and docs/running.md said its restart
     closed the pipe's reader "so a hung daemon is restarted too"."""
@@ -152,6 +153,7 @@ def test_a_hung_daemon_needs_its_own_probe(fifo_fd: int, tmp_path: Path) -> None
         wait_until(lambda: healthz(port) == 200, timeout=60)
         daemon.send_signal(signal.SIGSTOP)
         wait_until(lambda: healthz(port) == 503, timeout=60)
+        assert healthz(port, "/livez") == 200  # the exporter itself is fine: its own probe must not restart it
         stop(exporter)
         exporter = start_exporter(fifo_fd, port)
         wait_until(lambda: healthz(port) == 503, timeout=60)  # the new exporter answers, and still 503
@@ -167,3 +169,4 @@ def test_a_hung_daemon_needs_its_own_probe(fifo_fd: int, tmp_path: Path) -> None
     exporter_port = by_name["exporter"]["ports"][0]["containerPort"]
     assert pod["hostNetwork"] is True  # one network namespace: the daemon's probe reaches the exporter's port
     assert by_name["neuron-monitor"]["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": exporter_port}
+    assert by_name["exporter"]["livenessProbe"]["httpGet"]["path"] == "/livez"

@@ -1,4 +1,5 @@
-"""What the exporter answers: ``/metrics``, ``/healthz``, ``/readyz``, the landing page ``/`` and ``/dashboard.json``.
+"""What the exporter answers: ``/metrics``, ``/healthz``, ``/readyz``, ``/livez``, the landing page ``/`` and
+``/dashboard.json``.
 
 ``/docs/`` lists the docs the package ships and ``/docs/<name>.md`` serves one as text (the landing page links them,
 so the link works from an installed package without network). ``/metrics`` serves the collector's body in the
@@ -7,8 +8,10 @@ honoured). ``/healthz`` (liveness) answers ``200 ok`` while a fresh report is se
 with the reason; ``/readyz`` (readiness) answers ``503`` until the first report that lists a Neuron device has been
 applied, ``200`` from then on (as Neuron Observer's /readyz waits for its first collection cycle), except while the
 newest report's health verdicts are blind: ``503`` naming the driver signals the daemon did not find, or found and
-could not read, and on which devices (rules ``signal_missing``, ``signal_unreadable``; docs/health.md). Both need
-no credentials, so kubelet probes work with basic auth on. With basic auth users configured, every other path needs
+could not read, and on which devices (rules ``signal_missing``, ``signal_unreadable``; docs/health.md). ``/livez``
+answers ``200 alive`` whenever the exporter's loop answers at all, fresh reports or not: the liveness of the
+exporter itself (the DaemonSet restarts the exporter on it, and the daemon on ``/healthz``). The three need no
+credentials, so kubelet probes work with basic auth on. With basic auth users configured, every other path needs
 them: a cached verdict answers at once, anything else waits for the bounded bcrypt pool (``auth``, ``server``).
 
 Content negotiation for ``/metrics`` (``gzip_accepted``, ``exposition_format``): ``Accept-Encoding`` follows RFC
@@ -97,6 +100,8 @@ class ExporterApp:
         if path == "/healthz":
             view = self.exporter.serving_view()
             return plain(200 if view.healthy else 503, view.reason)
+        if path == "/livez":
+            return plain(200, "alive")
         if path == "/readyz":
             if self.state.blind:
                 return plain(

@@ -161,6 +161,7 @@ def test_tls_and_basic_auth_from_web_config(tmp_path: Path) -> None:
         assert one(parse(body), "neuron_exporter_reports_total") == 1
         status, headers, _ = exporter.get("/healthz", tls=tls)  # probes need no credentials
         assert status == 200 and headers["X-Content-Type-Options"] == "nosniff"
+        assert exporter.get("/livez", tls=tls)[:1] == (200,) and exporter.get("/readyz", tls=tls)[0] == 200
         with pytest.raises((ConnectionError, OSError)):  # no plain HTTP on a TLS port
             status, _, _ = exporter.get("/healthz")
             assert status >= 400

@@ -65,6 +65,23 @@ def test_keep_alive_head_and_gzip(served: tuple[HTTPFront, ExporterCollector]) -
     assert collector.publisher.serving()[1].renders == 1  # one report, one text render
 
 
+def test_livez_answers_while_healthz_says_the_reports_are_missing() -> None:
+    """``/livez`` is the exporter's own liveness: 200 with no report at all (the daemon's fault, which ``/healthz``
+    names with 503), with basic auth on and no credentials."""
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    app = ExporterApp(ExporterCollector(ExporterState()), auth=BasicAuth({"prometheus": hashed}))
+    front = HTTPFront(("127.0.0.1", 0), app, limits=ServerLimits(header_timeout=2.0))
+    front.start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", front.server_address[1], timeout=30)
+        assert _get(conn, "/livez")[::2] == (200, b"alive\n")
+        assert _get(conn, "/healthz")[0] == 503
+        assert _get(conn, "/metrics")[0] == 401
+        conn.close()
+    finally:
+        front.stop()
+
+
 def test_neuron_metrics_come_first_and_openmetrics_parses(served: tuple[HTTPFront, ExporterCollector]) -> None:
     front, _collector = served
     conn = http.client.HTTPConnection("127.0.0.1", front.server_address[1], timeout=30)
