@@ -5,7 +5,9 @@ daemon's own ``neuron_device_health`` group, or a running ``neuron-monitor-prome
 per device (state and reasons; ``--json`` for JSON; ``--brief`` for the one summary line a node condition shows)
 and exits with the node-problem-detector custom-plugin codes: 0 all healthy, 1 any unhealthy, 2 cannot tell
 (unknown devices, no device, an exporter that does not answer in ``--timeout`` or serves no health data, bad
-arguments). deploy/kubernetes/node-problem-detector.yaml runs it as an NPD custom plugin.
+arguments). deploy/kubernetes/node-problem-detector.yaml runs it as an NPD custom plugin. An exporter serving TLS
+and basic auth is reached with ``--ca-file``, ``--cert-file``/``--key-file`` and ``--user``/``--password-file``
+(health/access.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 import urllib.parse
 from typing import Any
 
+from neuron_monitor.health.access import AccessError, ExporterAccess, exporter_access
 from neuron_monitor.health.verdicts import UNKNOWN, NodeHealth, exit_code, from_body, from_exposition, shown, summary
 from neuron_monitor.util.cli_common import ArgumentParser
 from neuron_monitor.util.deadline import BodyTooLarge, DeadlineExceeded, exchange
@@ -45,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds allowed for the whole --url exchange (default 3)",
     )
+    tls = p.add_argument_group("an exporter serving TLS and basic auth (--url https://...; as a scrape job's)")
+    tls.add_argument("--ca-file", metavar="FILE", help="trust the exporter's certificate if this CA (PEM) signed it")
+    tls.add_argument("--cert-file", metavar="FILE", help="client certificate (PEM), with --key-file")
+    tls.add_argument("--key-file", metavar="FILE", help="the client certificate's key (PEM)")
+    tls.add_argument("--user", metavar="NAME", help="basic auth user name, with --password-file")
+    tls.add_argument("--password-file", metavar="FILE", help="file holding the basic auth password (one line)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON")
     out.add_argument("--brief", action="store_true", help="print only the summary line (at most 80 characters)")
@@ -59,15 +68,20 @@ def _metrics_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
-def _connection(parts: urllib.parse.SplitResult, timeout: float) -> http.client.HTTPConnection:
+def _connection(
+    parts: urllib.parse.SplitResult, timeout: float, tls: ssl.SSLContext | None
+) -> http.client.HTTPConnection:
     host, port = parts.hostname or "", parts.port
     if parts.scheme == "https":
-        return http.client.HTTPSConnection(host, port, timeout=timeout, context=ssl.create_default_context())
+        context = tls if tls is not None else ssl.create_default_context()
+        return http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
     return http.client.HTTPConnection(host, port, timeout=timeout)
 
 
-def from_url(url: str, timeout: float) -> NodeHealth:
-    """The node's health as a running exporter serves it (state unknown, with the reason, when it cannot)."""
+def from_url(url: str, timeout: float, access: ExporterAccess | None = None) -> NodeHealth:
+    """The node's health as a running exporter serves it (state unknown, with the reason, when it cannot);
+    ``access``: the TLS context and basic auth of an exporter that asks for them."""
+    access = access or ExporterAccess()
     try:
         target = _metrics_url(url)
     except ValueError as e:
@@ -75,8 +89,10 @@ def from_url(url: str, timeout: float) -> NodeHealth:
     parts = urllib.parse.urlsplit(target)
     target = url_shown(target)  # as messages show it (a password in the URL is never sent, nor shown)
     headers = {"Accept": "text/plain;version=0.0.4", "User-Agent": "neuron-monitor-health"}
+    if access.authorization is not None:
+        headers["Authorization"] = access.authorization
     try:  # the whole exchange within --timeout (util.deadline), however slowly the server answers
-        conn = _connection(parts, timeout)
+        conn = _connection(parts, timeout, access.tls)
         answer = exchange(
             conn, "GET", parts.path + (f"?{parts.query}" if parts.query else ""), headers, timeout, MAX_BODY
         )
@@ -86,6 +102,9 @@ def from_url(url: str, timeout: float) -> NodeHealth:
         return NodeHealth("unknown", problem=f"{shown(target, 60)}: {e}")
     except (OSError, ValueError, http.client.HTTPException) as e:
         return NodeHealth("unknown", problem=f"{shown(target, 60)}: {shown(str(e) or type(e).__name__, 60)}")
+    if answer.status == 401:
+        hint = "wrong --user/--password-file" if access.authorization else "it asks for --user/--password-file"
+        return NodeHealth("unknown", problem=f"{shown(target, 60)} answered 401 ({hint})")
     if answer.status != 200:
         return NodeHealth("unknown", problem=f"{shown(target, 60)} answered {answer.status}")
     raw = answer.body
@@ -120,7 +139,8 @@ def from_simulation(shape: str) -> NodeHealth:
 
 
 def render(health: NodeHealth) -> str:
-    lines = [summary(health)]
+    """The summary line (not cut at a node condition's 80 characters: --brief is for that) and one per device."""
+    lines = [summary(health, 300)]
     for d in health.devices:
         why = ", ".join(d.reasons)
         lines.append(
@@ -155,8 +175,20 @@ def _main(argv: list[str] | None) -> int:
     if not 0 < args.timeout <= 60:
         sys.stderr.write("neuron-monitor-health: --timeout must be in (0, 60] seconds\n")
         return UNKNOWN
+    client_options = (args.ca_file, args.cert_file, args.key_file, args.user, args.password_file)
     if args.url:
-        health = from_url(args.url, args.timeout)
+        try:
+            scheme = urllib.parse.urlsplit(args.url).scheme
+            access = exporter_access(scheme, *client_options)
+        except (AccessError, ValueError) as e:
+            sys.stderr.write(f"neuron-monitor-health: {shown(str(e), 300)}\n")
+            return UNKNOWN
+        health = from_url(args.url, args.timeout, access)
+    elif any(v is not None for v in client_options):
+        sys.stderr.write(
+            "neuron-monitor-health: --ca-file, --cert-file, --key-file, --user, --password-file go with --url\n"
+        )
+        return UNKNOWN
     elif args.simulate:
         try:
             health = from_simulation(args.simulate)
