@@ -28,6 +28,7 @@ import errno
 import logging
 import os
 import re
+import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
@@ -36,6 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from neuron_monitor.schema.stream import DEFAULT_MAX_LINE_BYTES as MAX_LINE_BYTES
+from neuron_monitor.schema.stream import LineBuffer
+from neuron_monitor.util.inputfile import InputFileError, kind_of
 
 log = logging.getLogger("neuron_monitor.timeline.recording")
 
@@ -286,25 +291,33 @@ def iter_lines(f: Any, stats: ReadStats) -> Iterator[bytes]:
     """The complete lines of an open recording file (gzip with any number of members, or plain text).
 
     A last line without its newline, or a gzip member without its end, is a record still being written or cut
-    by a crash: it is counted in ``stats.truncated_tails`` and left out.
+    by a crash: it is counted in ``stats.truncated_tails`` and left out. A line longer than ``MAX_LINE_BYTES``
+    (the exporters' cap on a report line) is dropped while it streams in, never held whole, and counted in
+    ``stats.bad_lines``; a gzip member is inflated at most ``_READ_CHUNK`` bytes at a time, so a small file
+    that inflates to gigabytes without a newline (a gzip bomb) costs a bounded buffer, not its inflated size.
     """
+    lines = LineBuffer(MAX_LINE_BYTES)
+
+    def complete(found: list[bytes | None]) -> Iterator[bytes]:
+        for line in found:
+            if line is None:
+                stats.bad_lines += 1
+            else:
+                yield line
+
+    def tail() -> None:
+        if any(line is None or line.strip() for line in lines.finish()):
+            stats.truncated_tails += 1
+
     buf = f.read(_READ_CHUNK)
     at_eof = not buf
     if buf[:2] != GZIP_MAGIC:
-        pending = buf
-        while not at_eof:
-            chunk = f.read(_READ_CHUNK)
-            at_eof = not chunk
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            yield from lines
-        *lines, pending = pending.split(b"\n")
-        yield from lines
-        if pending.strip():
-            stats.truncated_tails += 1
+        while buf:
+            yield from complete(lines.feed(buf))
+            buf = f.read(_READ_CHUNK)
+        tail()
         return
     decomp: Any = None
-    text = b""
     while True:
         if decomp is None:
             start = _gzip_payload_start(buf)
@@ -318,36 +331,58 @@ def iter_lines(f: Any, stats: ReadStats) -> Iterator[bytes]:
                 continue
             decomp = zlib.decompressobj(-15)
             buf = buf[start:]
-        if buf:
-            text += decomp.decompress(buf)
-            buf = b""
-            *lines, text = text.split(b"\n")
-            yield from lines
-            if decomp.eof:
-                rest = decomp.unused_data
-                while len(rest) < 8 and not at_eof:  # the member's CRC32 and size
-                    more = f.read(_READ_CHUNK)
-                    at_eof = not more
-                    rest += more
-                if len(rest) < 8:
-                    stats.truncated_tails += 1
-                    return
-                buf = rest[8:]
-                decomp = None
-                continue
+        while not decomp.eof:  # inflate in bounded steps: the input left over waits in unconsumed_tail
+            out = decomp.decompress(buf, _READ_CHUNK)
+            buf = decomp.unconsumed_tail
+            yield from complete(lines.feed(out))
+            if not buf and len(out) < _READ_CHUNK:  # a full step may leave output inside zlib: ask again
+                break
+        if decomp.eof:
+            rest = decomp.unused_data
+            while len(rest) < 8 and not at_eof:  # the member's CRC32 and size
+                more = f.read(_READ_CHUNK)
+                at_eof = not more
+                rest += more
+            if len(rest) < 8:
+                stats.truncated_tails += 1
+                return
+            buf = rest[8:]
+            decomp = None
+            continue
         if at_eof:
             break
         buf = f.read(_READ_CHUNK)
         at_eof = not buf
-    if decomp is not None or text.strip():
+    if decomp is not None:
+        lines.finish()
         stats.truncated_tails += 1
+    else:
+        tail()
+
+
+def _open_recording(path: Path) -> Any:
+    """``path`` opened for reading as a regular file: without waiting (a FIFO with no writer), refusing anything
+    that is not a regular file (a FIFO, /dev/zero, a directory) with one line naming it (`InputFileError`)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise InputFileError(f"{path}: is {kind_of(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _read_file(path: Path, stats: ReadStats) -> Iterator[dict[str, Any]]:
     try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below; opened eagerly by the caller's generator order
+        f = _open_recording(path)
     except OSError as e:
         stats.errors.append(f"{path}: {e.strerror or e}")
+        return
+    except InputFileError as e:
+        stats.errors.append(str(e))
         return
     stats.files += 1
     with f:

@@ -1,0 +1,134 @@
+"""Recordings sent by someone else, read by neuron-monitor-trace, neuron-monitor-det and top's replay: a gzip bomb,
+a line that never ends, a FIFO or a device given as the recording.
+
+Before: the reader held a line until its newline came, and inflated a whole 1 MiB read of a gzip member at once.
+A 3 MB gzip file inflating to 3 GB of one line took neuron-monitor-det to 6.1 GB peak RSS (16 s) before it said
+"no reports found"; ``/dev/zero`` as a recording grew without end; a FIFO blocked the open until a writer came.
+After: a line past the exporters' 32 MiB cap on a report line is dropped while it streams in (counted as a bad
+line), a member is inflated at most 1 MiB at a time, and a recording must be a regular file (one line naming it
+otherwise): the same bomb peaks at 55 MB.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import tracemalloc
+import zlib
+from pathlib import Path
+
+import pytest
+
+from neuron_monitor.timeline import recording
+from neuron_monitor.timeline.recording import RecordingReader
+
+from ..timeline.factory import T0, Rt, record, report
+
+REPO = Path(__file__).resolve().parents[2]
+MIB = 1024 * 1024
+
+
+def _gzip_member(parts: list[tuple[bytes, int]]) -> bytes:
+    """One gzip member holding each (chunk, times) in turn, compressed as it goes (never held inflated)."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    out = []
+    for chunk, times in parts:
+        out.extend(comp.compress(chunk) for _ in range(times))
+    out.append(comp.flush())
+    return b"".join(out)
+
+
+def _good_lines(tmp_path: Path) -> bytes:
+    import gzip
+
+    rec = record(tmp_path / "good.gz", [report(T0 + 1, [Rt(100, "train", [3])])])
+    return gzip.decompress(rec.read_bytes())
+
+
+def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return subprocess.run(
+        [sys.executable, "-m", f"neuron_monitor.timeline.{module}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("form", ["gzip", "plain"])
+def test_a_line_past_the_cap_is_dropped_as_it_streams_and_the_next_record_is_read(
+    tmp_path: Path, form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 40 MiB line (the cap lowered to 1 MiB) between two files' worth of nothing and a good record: the good
+    record is read, the long line is one bad line, and the reader never held more than a few MiB."""
+    monkeypatch.setattr(recording, "MAX_LINE_BYTES", MIB, raising=False)
+    good = _good_lines(tmp_path)
+    path = tmp_path / f"rec.{form}"
+    if form == "gzip":
+        path.write_bytes(_gzip_member([(b'{"a":"', 1), (b"x" * MIB, 40), (b'"}\n' + good, 1)]))
+    else:
+        with path.open("wb") as f:
+            f.write(b'{"a":"')
+            for _ in range(40):
+                f.write(b"x" * MIB)
+            f.write(b'"}\n' + good)
+    reader = RecordingReader([path])
+    tracemalloc.start()
+    try:
+        got = list(reader)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [r["report_time"] for r in got] == [T0 + 1]
+    assert reader.stats.bad_lines == 1 and reader.stats.errors == []
+    assert peak < 12 * MIB, f"the reader held {peak / MIB:.0f} MiB for a line it drops"
+
+
+def test_a_gzip_bomb_is_a_bounded_no_reports_for_det(tmp_path: Path) -> None:
+    """A small gzip file inflating to 256 MiB of one unterminated line: neuron-monitor-det (a real process) says
+    there is no report, exit 2, one line; its peak RSS stays far below what it inflates to."""
+    bomb = tmp_path / "bomb.gz"
+    bomb.write_bytes(_gzip_member([(b'{"a":"', 1), (b"x" * MIB, 256)]))
+    assert bomb.stat().st_size < MIB
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    out, err = tmp_path / "out", tmp_path / "err"
+    with out.open("wb") as o, err.open("wb") as e:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "neuron_monitor.timeline.det_cli", str(bomb)], stdout=o, stderr=e, env=env
+        )
+    killer = threading.Timer(120, proc.kill)  # the deadline: wait4 below has none of its own
+    killer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        killer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    said = err.read_text()
+    assert proc.returncode == 2, said
+    assert "no reports found" in said and "Traceback" not in said
+    assert out.read_text() == ""
+    peak = usage.ru_maxrss * 1024  # kilobytes on Linux
+    assert peak < 200 * MIB, f"det peaked at {peak / MIB:.0f} MiB reading a bomb of 256 MiB inflated"
+
+
+@pytest.mark.parametrize("module", ["det_cli", "trace_cli"])
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+def test_a_fifo_or_device_as_a_recording_is_named_and_never_read(tmp_path: Path, module: str, kind: str) -> None:
+    """Named on one line, at once, then "no reports" (trace's exit 1, det's 2): a FIFO with no writer (the open does not wait) and /dev/zero (never
+    read: it has no end and no newline)."""
+    if kind == "fifo":
+        path = tmp_path / "rec.gz"
+        os.mkfifo(path)
+        what = "is a FIFO, not a regular file"
+    else:
+        path = Path("/dev/zero")
+        what = "is a character device, not a regular file"
+    args = [str(path)] + (["-o", str(tmp_path / "t.json")] if module == "trace_cli" else [])
+    p = _run(module, *args)
+    assert p.returncode == (2 if module == "det_cli" else 1), p.stderr
+    assert f"{path}: {what}" in p.stderr and "Traceback" not in p.stderr
