@@ -178,9 +178,10 @@ def _title(frame: Frame, width: int) -> list[Line]:
         if s.instance_type:
             parts.append(s.instance_type)
         if s.device_count:
-            kind = f" {s.device_type}" if s.device_type else " devices"
+            # "16x trainium2"; a report that does not name the device type (AWS's older ones): "1 device"
+            kind = f"x {s.device_type}" if s.device_type else (" device" if s.device_count == 1 else " devices")
             lnc = f" LNC{s.lnc}" if s.lnc and s.lnc > 1 else ""
-            parts.append(f"{s.device_count}x{kind} {len(s.cores)} NC{lnc}")
+            parts.append(f"{s.device_count}{kind} {len(s.cores)} NC{lnc}")
         if s.instance_id:
             parts.append(s.instance_id)
     right_spans: list[Span] = []
@@ -479,7 +480,7 @@ def _model_lines(s: Screen, width: int, by: str) -> list[Line]:
             lines.append(
                 _clip([(who if i == 0 else " " * len(who), "bold"), (row, "green" if m.running else "")], width)
             )
-    title = f"models ({listed} loaded by {len(s.runtimes)} runtimes)"
+    title = f"models ({listed} loaded by {len(s.runtimes)} runtime{'' if len(s.runtimes) == 1 else 's'})"
     return [[(_fit(title, width), "bold")], *lines]
 
 

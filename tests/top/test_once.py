@@ -91,3 +91,27 @@ def test_once_with_nothing_to_show_exits_1_and_bad_arguments_exit_2(tmp_path: Pa
         os.close(primary)
         os.close(secondary)
     assert proc.returncode == 2 and b"stdin is a terminal" in proc.stderr
+
+
+def test_a_report_without_the_device_type_counts_devices_in_words() -> None:
+    """AWS's older reports do not name the device type: the title says "1 device" (it said "1x devices"), and the
+    models view of one runtime says "1 runtime"."""
+    done = subprocess.run(
+        top_cmd(
+            "--replay",
+            str(REPORTS / "wandb_trn1-2xl_reports.jsonl"),
+            "--once",
+            "--width",
+            "100",
+            "--height",
+            "30",
+            "--view",
+            "m",
+        ),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    assert "trn1.2xlarge  1 device 2 NC" in text.splitlines()[0], text
+    assert "loaded by 1 runtime)" in text, text
