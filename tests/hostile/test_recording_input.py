@@ -119,8 +119,8 @@ def test_a_gzip_bomb_is_a_bounded_no_reports_for_det(tmp_path: Path) -> None:
 @pytest.mark.parametrize("module", ["det_cli", "trace_cli"])
 @pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
 def test_a_fifo_or_device_as_a_recording_is_named_and_never_read(tmp_path: Path, module: str, kind: str) -> None:
-    """Named on one line, at once, then "no reports" (trace's exit 1, det's 2): a FIFO with no writer (the open does not wait) and /dev/zero (never
-    read: it has no end and no newline)."""
+    """Named on one line, at once, then "no reports" (trace's exit 1, det's 2): a FIFO with no writer (the open
+    does not wait) and /dev/zero (never read: it has no end and no newline)."""
     if kind == "fifo":
         path = tmp_path / "rec.gz"
         os.mkfifo(path)
