@@ -73,7 +73,7 @@ def test_trn1n_report_devices_cores_and_runtimes() -> None:
 
 def test_trn1n_report_as_text() -> None:
     out = text(cwagent(), width=120, now=None)
-    assert "trn1n.32xlarge" in out and "16x" in out and "32 NC" in out
+    assert "trn1n.32xlarge" in out and "16 devices 32 NC" in out
     lines = out.splitlines()
     dev3 = next(line for line in lines if re.match(r"\s+3 \[", line))
     assert "20.7%" in dev3  # (41.4 + 0) / 2
