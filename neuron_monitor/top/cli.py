@@ -123,9 +123,11 @@ def _print_once(
     problems: list[str],
     height: int | None = None,
     earlier: list[dict[str, Any]] | None = None,
+    position: str = "",
 ) -> None:
     """Print one snapshot: every section in full, or (``height``) the live screen of that size, its history made
-    of ``earlier`` reports (a replay's) and this one."""
+    of ``earlier`` reports (a replay's) and this one. ``position``: a replay's place, shown instead of the age (a
+    recorded report was not received now: the live view's "received 09:46:10 (0.0s ago)" was untrue for it)."""
     if height is None:
         screen = screen_from_report(report, state.tag_filter)
         frame = Frame(screen=screen, now=time.time(), messages=tuple(problems), filter_text=state.filter_text)
@@ -137,6 +139,9 @@ def _print_once(
             viewer.report(r, track=False)
         frame = viewer.frame(time.time(), time.monotonic())
         frame.messages = (*problems, *frame.messages)
+    if position:
+        frame.now = frame.received = None
+        frame.position = position
     if sys.stdout.isatty():
         from neuron_monitor.top.terminal import print_snapshot
 
@@ -151,6 +156,7 @@ def _print_once(
 def _once(args: argparse.Namespace, kind: str, state: ViewState) -> int:
     problems: list[str] = []
     earlier: list[dict[str, Any]] = []
+    position = ""
     report: dict[str, Any] | None
     if kind == "replay":
         replay = Replay.load(args.replay)
@@ -161,7 +167,9 @@ def _once(args: argparse.Namespace, kind: str, state: ViewState) -> int:
                 earlier.append(replay.current())
                 replay.step(1)
         replay.last()
+        replay.paused = False  # the steps above paused it; a snapshot shows the last report "at the end"
         report, problems = replay.current(), list(replay.problems)
+        position = replay.position()
     elif kind == "stdin":
         report, problems = StreamSource(sys.stdin.buffer).first()
     else:
@@ -176,7 +184,7 @@ def _once(args: argparse.Namespace, kind: str, state: ViewState) -> int:
         for p in problems:
             sys.stderr.write(f"{PROG}: {sanitize(p)}\n")
         return _fail("no report to show", 1)
-    _print_once(report, state, args.width, problems, args.height, earlier)
+    _print_once(report, state, args.width, problems, args.height, earlier, position)
     return 0
 
 

@@ -115,3 +115,20 @@ def test_a_report_without_the_device_type_counts_devices_in_words() -> None:
     text = done.stdout.decode()
     assert "trn1.2xlarge  1 device 2 NC" in text.splitlines()[0], text
     assert "loaded by 1 runtime)" in text, text
+
+
+@pytest.mark.parametrize("height", [None, "24"])
+def test_a_replay_snapshot_shows_its_place_not_an_age(height: str | None) -> None:
+    """A recorded report was not received now: the snapshot of a replay shows "replay 3/3 at the end" where the
+    live screen shows the age (before, with --height it said "received <now> (0.0s ago)", and without it the age
+    of the recording against the clock)."""
+    size = ["--width", "100"] + (["--height", height] if height else [])
+    done = subprocess.run(
+        top_cmd("--replay", str(REPORTS / "wandb_trn1-2xl_reports.jsonl"), "--once", *size),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    title = done.stdout.decode().splitlines()[0]
+    assert title.endswith("replay 3/3 at the end"), title
+    assert "received" not in title and "ago" not in title, title
