@@ -6,7 +6,7 @@ OSC 52 writes the clipboard, OSC 8 makes links, C1 controls do the same in one b
 what is shown. `sanitize` replaces each such character with one visible character, so text keeps its length (the
 top view's layout counts characters) and nothing is lost from sight:
 
-- C0 controls and DEL become their Unicode control pictures (ESC is shown as U+241B, a newline as U+2424);
+- C0 controls and DEL become their Unicode control pictures (ESC is shown as U+241B, a newline as U+240A);
 - C1 controls (U+0080-U+009F), bidi embeddings, overrides, isolates and marks, and the line and paragraph
   separators become U+FFFD.
 
