@@ -422,7 +422,7 @@ def build() -> dict[str, Any]:
     )
     lay.add(
         series(
-            "Device memory by category",
+            "Device memory by category (driver)",
             [
                 (
                     f"sum by (category) (neuron_device_memory_used_bytes{{{I}}})",

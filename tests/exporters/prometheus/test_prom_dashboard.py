@@ -95,6 +95,10 @@ def test_dashboard_structure() -> None:
     assert {"instance", "runtime"} <= set(variables)
     ids = [p["id"] for p in doc["panels"]]
     assert len(ids) == len(set(ids))
+    # two panels of one title showing different figures read as one contradicting itself (the runtimes' memory by
+    # category and the driver's both said "Device memory by category")
+    titles = [p["title"] for p in doc["panels"] if p["type"] != "row"]
+    assert len(titles) == len(set(titles)), sorted(t for t in titles if titles.count(t) > 1)
     for p in doc["panels"]:
         assert p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
         if p["type"] != "row":
