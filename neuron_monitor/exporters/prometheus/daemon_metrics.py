@@ -9,6 +9,10 @@ it restarts), ``neuron_monitor_daemon_late_collections_total`` (collections star
 ``neuron_monitor_daemon_error`` (1, served only while the report's ``neuron_monitor.error`` is not empty: the daemon
 could not see part of the host, e.g. a listed device whose applications it cannot list).
 
+The driver the daemon read (``shape_sources``): ``neuron_driver_info{version}`` (1, the report's
+``neuron_monitor.driver_version`` as ``/sys/module/neuron/version`` gives it; absent when the daemon could not read
+it), so a fleet can be counted by driver version (a driver older than 2.30.2 serves no health flag, docs/health.md).
+
 What the daemon found of the Neuron driver's nodes (``shape_sources``) -> ``neuron_monitor_source_found{group,
 source}``, read through the schema (`Report.sources`: the object's ``sources``, each group's node families found
 or not and the families this host must expose, ``required``: check/required.py). Per group that reports sources,
@@ -78,8 +82,19 @@ HELP = (
 )
 
 
+DRIVER_FAMILY = "neuron_driver"  # an INFO family: served as neuron_driver_info
+DRIVER_HELP = "The Neuron driver version the daemon read (/sys/module/neuron/version); absent when unreadable"
+DRIVER_VERSION_CHARS = 64  # as much as the daemon reads of the file
+
+
 def shape_sources(ctx: ShapeContext, sources: Sources | None) -> None:
-    if sources is None or not sources.groups:
+    if sources is None:
+        return
+    if sources.driver_version:  # "" (unreadable) or None (not said): no series, never a made-up version
+        labels = (*ctx.inst_names, "version")
+        version = sources.driver_version[:DRIVER_VERSION_CHARS]
+        ctx.fams.family(DRIVER_FAMILY, INFO, DRIVER_HELP, labels).samples[(*ctx.inst_values, version)] = 1.0
+    if not sources.groups:
         return
     inst = ctx.inst_values
     samples = ctx.fams.family(FAMILY, GAUGE, HELP, (*ctx.inst_names, "group", "source")).samples

@@ -247,3 +247,17 @@ def test_daemon_health_from_the_report() -> None:
     aws_style = trn2_report([runtime(1, "a", [0])])
     del aws_style["neuron_monitor"]
     assert not select(parse(scrape(feed([aws_style]))), "neuron_monitor_daemon_info")
+
+
+def test_the_driver_version_the_daemon_read_is_an_info_series_and_absent_when_unread() -> None:
+    report = trn2_report([runtime(1, "a", [0])])
+    report["neuron_monitor"] = {"version": "0.1.0", "driver_version": "2.31.7.0", "sources": {}, "error": ""}
+    series = parse(scrape(feed([report])))
+    assert one(series, "neuron_driver_info", version="2.31.7.0") == 1.0
+    report["neuron_monitor"]["driver_version"] = ""  # the daemon could not read /sys/module/neuron/version
+    assert not select(parse(scrape(feed([report]))), "neuron_driver_info")
+    report["neuron_monitor"]["driver_version"] = "9" * 5000  # no longer than the daemon ever reads
+    (labels,) = select(parse(scrape(feed([report]))), "neuron_driver_info")
+    assert dict(labels)["version"] == "9" * 64
+    del report["neuron_monitor"]  # AWS's daemon says nothing of the driver
+    assert not select(parse(scrape(feed([report]))), "neuron_driver_info")
