@@ -22,10 +22,10 @@ from neuron_monitor.daemon.config_values import ConfigError
 from neuron_monitor.host.imds import DEFAULT_ENDPOINT
 from neuron_monitor.top.controls import ViewState
 from neuron_monitor.top.history import CAPACITY
-from neuron_monitor.top.layout import Frame, plain, render
+from neuron_monitor.top.layout import MAX_COLUMNS, MAX_ROWS, Frame, plain, render
 from neuron_monitor.top.model import screen_from_report
 from neuron_monitor.top.sources import CollectSource, Replay, StreamSource, top_plan
-from neuron_monitor.util.cli_common import ArgumentParser, positive_int
+from neuron_monitor.util.cli_common import ArgumentParser, bounded_int, positive_int
 from neuron_monitor.util.early_signals import interrupt_on_signals
 from neuron_monitor.util.sanitize import sanitize
 
@@ -63,10 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--view", choices=("d", "c", "r", "m"), default="d", help="first view: devices, cores, runtimes or models"
     )
     out.add_argument("--filter", default="", metavar="REGEX", help="show only runtimes whose tag matches REGEX")
-    out.add_argument("--width", type=positive_int, default=None, metavar="N", help="--once: columns (default 120)")
+    out.add_argument(
+        "--width", type=bounded_int(MAX_COLUMNS), default=None, metavar="N", help="--once: columns (default 120)"
+    )
     out.add_argument(
         "--height",
-        type=positive_int,
+        type=bounded_int(MAX_ROWS),
         default=None,
         metavar="N",
         help="--once: lay out the live screen for N rows (with history of a replay's reports) instead of everything",
@@ -148,9 +150,24 @@ def _print_once(
         cols = width or os.get_terminal_size(sys.stdout.fileno()).columns
         print_snapshot(render(frame, cols, height))
         return
-    cols = width or int(os.environ.get("COLUMNS", "0") or 0) or ONCE_WIDTH
+    cols = width or columns_from_environment() or ONCE_WIDTH
     sys.stdout.write(plain(render(frame, cols, height)))
     sys.stdout.flush()
+
+
+def columns_from_environment() -> int | None:
+    """``COLUMNS`` when it is a whole number from 1 to ``MAX_COLUMNS``; else None, with one line on stderr when it
+    is set to something else (as ``ls`` ignores an invalid width: the shell's variable is no configuration of ours)."""
+    text = os.environ.get("COLUMNS", "").strip()
+    if not text:
+        return None
+    if text.isdigit() and text.isascii() and 1 <= int(text) <= MAX_COLUMNS:
+        return int(text)
+    print(
+        f"neuron-monitor-top: ignoring COLUMNS={sanitize(text[:40])!r} (not a whole number from 1 to {MAX_COLUMNS})",
+        file=sys.stderr,
+    )
+    return None
 
 
 def _once(args: argparse.Namespace, kind: str, state: ViewState) -> int:

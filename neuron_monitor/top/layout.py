@@ -573,9 +573,15 @@ def _window(lines: list[Line], avail: int, scroll: int) -> list[Line]:
 # ---- screens --------------------------------------------------------------------------------------------------
 
 
+MAX_COLUMNS = 4096  # widest layout made: a terminal (or --width, COLUMNS) reporting more gets this many columns
+MAX_ROWS = 4096  # tallest live layout made (--height, a terminal's rows)
+
+
 def render(frame: Frame, width: int, height: int | None) -> list[Line]:
-    """Lay out ``frame`` for a ``width`` x ``height`` terminal (``height=None``: everything, for --once)."""
-    width = max(20, width)
+    """Lay out ``frame`` for a ``width`` x ``height`` terminal (``height=None``: everything, for --once); a size
+    past ``MAX_COLUMNS`` x ``MAX_ROWS`` is laid out at that size (a frame's cost grows with its area)."""
+    width = min(max(20, width), MAX_COLUMNS)
+    height = None if height is None else min(height, MAX_ROWS)
     return [_clip(line, width) for line in _render(frame, width, height)]
 
 

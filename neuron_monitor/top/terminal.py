@@ -26,7 +26,7 @@ from rich.console import COLOR_SYSTEMS, Console
 from rich.style import Style
 from rich.text import Text
 
-from neuron_monitor.top.layout import Line
+from neuron_monitor.top.layout import MAX_COLUMNS, MAX_ROWS, Line
 from neuron_monitor.util.sanitize import sanitize
 
 ENTER = "\x1b[?1049h\x1b[?25l"  # the alternate screen, cursor hidden
@@ -116,7 +116,7 @@ class FullScreen:
         self._legacy = None if encoding.replace("-", "").startswith("utf") else encoding
         self._saved: list[int | list[bytes | int]] | None = None
         columns, lines = self.console.size
-        self._size = (columns, lines)
+        self._size = (min(columns, MAX_COLUMNS), min(lines, MAX_ROWS))
         self._shown: list[str] = []  # the rows the terminal shows now
         self._shown_size = (0, 0)
         self.rows_sent = 0  # rows written since the start (the diff's effect, for tests and the benchmark)
@@ -127,7 +127,7 @@ class FullScreen:
             size = os.get_terminal_size(self.file.fileno())
         except (OSError, ValueError):
             return self._size
-        self._size = (size.columns, size.lines)
+        self._size = (min(size.columns, MAX_COLUMNS), min(size.lines, MAX_ROWS))  # a frame costs its area
         return self._size
 
     def invalidate(self) -> None:

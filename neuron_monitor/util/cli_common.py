@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from neuron_monitor.util.sanitize import SafeFormatter
@@ -111,6 +112,18 @@ def positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {value}")
     return value
+
+
+def bounded_int(most: int) -> Callable[[str], int]:
+    """argparse type: a whole number from 1 to ``most`` (a size whose cost grows with it)."""
+
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > most:
+            raise argparse.ArgumentTypeError(f"at most {most}, got {value}")
+        return value
+
+    return parse
 
 
 def add_verbosity(parser: argparse.ArgumentParser, default: int, short: bool = False) -> None:
