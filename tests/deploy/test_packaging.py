@@ -106,3 +106,12 @@ def readme_pip_installs() -> list[str]:
     ]
     assert found, "no pip install in the README's install block"
     return found
+
+
+def test_the_readme_names_the_python_the_package_requires() -> None:
+    """The install section states pyproject's minimum Python, and how to get it where the system's is older."""
+    required = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert required.startswith(">=")
+    section = (REPO / "README.md").read_text().split("### Install without a clone", 1)[1].split("\n## ", 1)[0]
+    assert f"Python {required[2:]} or newer" in section
+    assert "Amazon Linux 2023" in section and "python3.11 -m venv" in section
