@@ -191,7 +191,7 @@ def _title(frame: Frame, width: int) -> list[Line]:
         right_spans.append((("" if s.report_time is not None or at is None else "received ") + _clock(at), ""))
         if frame.now is not None and at is not None:
             age = max(0.0, frame.now - at)
-            style = "bold red" if age > frame.stale_after else ""
+            style = "bold red" if _stale(frame) else ""
             right_spans.append((f" ({age:.1f}s ago)", style))
     if frame.position:
         right_spans.append((f"  {frame.position}", "bold"))
@@ -579,10 +579,29 @@ MAX_ROWS = 4096  # tallest live layout made (--height, a terminal's rows)
 
 def render(frame: Frame, width: int, height: int | None) -> list[Line]:
     """Lay out ``frame`` for a ``width`` x ``height`` terminal (``height=None``: everything, for --once); a size
-    past ``MAX_COLUMNS`` x ``MAX_ROWS`` is laid out at that size (a frame's cost grows with its area)."""
+    past ``MAX_COLUMNS`` x ``MAX_ROWS`` is laid out at that size (a frame's cost grows with its area).
+
+    Once the newest report is stale (its age is red), nothing is green: a "healthy" verdict, an "ok" and a device
+    number in the healthy colour are what the last report said, not what is known now, so they are shown dim."""
     width = min(max(20, width), MAX_COLUMNS)
     height = None if height is None else min(height, MAX_ROWS)
-    return [_clip(line, width) for line in _render(frame, width, height)]
+    lines = [_clip(line, width) for line in _render(frame, width, height)]
+    if _stale(frame):
+        lines = [[(text, _no_green(style)) for text, style in line] for line in lines]
+    return lines
+
+
+def _stale(frame: Frame) -> bool:
+    """Whether the newest report is older than ``frame.stale_after`` (never for a replay: no ``now``)."""
+    s = frame.screen
+    if s is None or frame.now is None:
+        return False
+    at = s.report_time if s.report_time is not None else frame.received
+    return at is not None and frame.now - at > frame.stale_after
+
+
+def _no_green(style: str) -> str:
+    return " ".join("dim" if word == "green" else word for word in style.split()) if "green" in style else style
 
 
 def _render(frame: Frame, width: int, height: int | None) -> list[Line]:

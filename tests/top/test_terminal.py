@@ -30,6 +30,7 @@ import pytest
 from neuron_monitor.sim.temporary import TemporarySimulator
 from neuron_monitor.timeline.recording import Recorder
 from neuron_monitor.top.layout import HELP, MEMORY_LEGEND
+from tests.conftest import daemon_cmd
 
 pytestmark = [
     pytest.mark.e2e,
@@ -222,6 +223,48 @@ def test_the_help_is_read_whole_at_80x24(term: Callable[[int, int], Tmux]) -> No
     assert all(len(line) <= 80 for line in screen.splitlines())
     t.keys("q")  # the first key closes the help, the second quits
     t.wait("help closed", lambda s: "this help" not in s)
+    t.keys("q")
+    assert_restored(t)
+
+
+GREEN = re.compile(r"\x1b\[(?:[0-9;]*;)?32(?:;[0-9;]*)?m")
+PRODUCER = """
+import json, os, select, sys, time
+report = json.loads(open(sys.argv[1]).read().strip())
+while not os.path.exists(sys.argv[2]):  # a daemon that reports every 0.5 s, until the test stops it
+    report["report_time"] = time.time()
+    sys.stdout.write(json.dumps(report) + "\\n")
+    sys.stdout.flush()
+    time.sleep(0.5)
+gone = select.poll()
+gone.register(sys.stdout.fileno(), 0)  # then it hangs, its pipe open, until the reader has gone (POLLERR)
+gone.poll(600_000)
+"""
+
+
+def test_a_stale_report_shows_nothing_healthy(term: Callable[[int, int], Tmux], tmp_path: Path) -> None:
+    """While the reports come, the healthy device is green; once they stop (the age red, "no new report"), no
+    green is left: the verdict is what the last report said, not what is known now (before: "healthy" stayed
+    green however long the daemon had been stalled)."""
+    once = subprocess.run(
+        daemon_cmd("--simulate", "trn1.2xlarge", "--once", "--no-imds"),
+        capture_output=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert once.returncode == 0, once.stderr
+    report = tmp_path / "report.json"
+    report.write_bytes(once.stdout)
+    (tmp_path / "producer.py").write_text(PRODUCER)
+    stop = tmp_path / "stop"
+    t = term(120, 30)
+    t.start(f"{shlex.quote(sys.executable)} {tmp_path / 'producer.py'} {report} {stop} | {top()}")
+    coloured = lambda: t.tmux("capture-pane", "-p", "-e")  # noqa: E731
+    t.wait("a healthy device in green", lambda _: "healthy" in (c := coloured()) and GREEN.search(c) is not None)
+    stop.touch()
+    t.wait_for("no new report for", "healthy")
+    screen = coloured()
+    assert "healthy" in screen and GREEN.search(screen) is None, screen
     t.keys("q")
     assert_restored(t)
 
