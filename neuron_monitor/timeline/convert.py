@@ -35,6 +35,7 @@ class Result:
     stats: SourceStats
     events: int = 0  # trace events written
     unchanged: int = 0  # counter samples left out because the value did not change
+    written: bool = True  # False: no report was read, so the output file was left as it was (or not made)
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +102,10 @@ def run(
     try:
         with os.fdopen(fd, "wb", buffering=WRITE_BUFFER) as f:
             result = _convert(paths, selection, detector, f, group_by, highlight, resolution, stats)
+        if stats.reports == 0:  # a run that read nothing failed: an earlier trace of that name stays as it was
+            Path(tmp).unlink(missing_ok=True)
+            result.written = False
+            return result
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:

@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     for err in result.stats.errors:
         print(f"{parser.prog}: {err}", file=sys.stderr)
     if result.stats.reports == 0:
-        print("neuron-monitor-det: no reports found in the recordings", file=sys.stderr)
+        kept = f"; {args.output_file} not written" if args.output_file and args.output_file != "-" else ""
+        print(f"neuron-monitor-det: no reports found in the recordings{kept}", file=sys.stderr)
         return 2
     problems = result.problems
     days = {clock(t, True)[:10] for p in problems for t in (p.start, p.end)}

@@ -59,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for err in result.stats.errors:
         print(f"neuron-monitor-trace: {err}", file=sys.stderr)
+    if result.stats.reports == 0:
+        kept = "" if args.output == "-" else f"; {args.output} not written"
+        print(f"neuron-monitor-trace: no reports found in the recordings{kept}", file=sys.stderr)
+        return 1
     if not args.quiet:
         where = "stdout" if args.output == "-" else args.output
         print(
@@ -66,9 +70,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{result.stats.summary()}",
             file=sys.stderr,
         )
-    if result.stats.reports == 0:
-        print("neuron-monitor-trace: no reports found in the recordings", file=sys.stderr)
-        return 1
     return 0
 
 

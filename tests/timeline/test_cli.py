@@ -110,3 +110,20 @@ def test_garbage_input_is_counted_not_fatal(tmp_path: Path) -> None:
     empty.write_bytes(b"nothing here\n")
     p = run("trace_cli", str(empty), "-o", str(tmp_path / "e.json"))
     assert p.returncode == 1 and "no reports" in p.stderr
+
+
+def test_a_run_that_reads_no_report_leaves_an_earlier_trace_as_it_was(tmp_path: Path) -> None:
+    """A recording that holds no report (here: a file of broken lines) makes no trace: the run exits non-zero and a
+    trace of that name from an earlier run is still there (before: replaced by an empty trace, "wrote ... 0
+    events", while the docs promise a failed run leaves no half trace)."""
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text("not a report\n{\n")
+    for module, code in (("trace_cli", 1), ("det_cli", 2)):
+        out = tmp_path / f"{module}.json"
+        out.write_text("the earlier trace")
+        p = run(module, str(junk), "-o", str(out))
+        assert p.returncode == code, p.stderr
+        assert f"no reports found in the recordings; {out} not written" in p.stderr, p.stderr
+        assert "wrote" not in p.stderr
+        assert out.read_text() == "the earlier trace"
+        assert not list(tmp_path.glob(f".{out.name}.*"))  # no temporary left behind
