@@ -39,6 +39,7 @@ from neuron_monitor.sim.instance_info import SimulatedInstanceInfo
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, positive_int, setup_logging
 from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.fdlimit import raise_open_file_limit
+from neuron_monitor.util.sanitize import sanitize
 from neuron_monitor.util.stopping import StopDeadline
 
 if TYPE_CHECKING:
@@ -184,9 +185,9 @@ def _warn_about(plan: Plan, note: str | None = None) -> None:
     """Configuration warnings (and the note on added groups) go to stderr whatever --verbose says (like
     configuration errors)."""
     if note:
-        sys.stderr.write(f"neuron-monitor: {note}\n")
+        sys.stderr.write(f"neuron-monitor: {sanitize(note)}\n")
     for warning in plan_warnings(plan):
-        sys.stderr.write(f"neuron-monitor: warning: {warning}\n")
+        sys.stderr.write(f"neuron-monitor: warning: {sanitize(warning)}\n")
     sys.stderr.flush()
 
 
@@ -204,7 +205,7 @@ def _ignore_stop_signals() -> None:
 
 
 def _fail(message: str, code: int) -> int:
-    sys.stderr.write(f"neuron-monitor: {message}\n")
+    sys.stderr.write(f"neuron-monitor: {sanitize(message)}\n")
     sys.stderr.flush()
     return code
 

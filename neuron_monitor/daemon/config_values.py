@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from neuron_monitor.util.inputfile import shown
+from neuron_monitor.util.sanitize import sanitize
 
 MIN_PERIOD = 0.01
 MAX_PERIOD = 86400.0
@@ -18,10 +19,12 @@ _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|
 
 
 class ConfigError(Exception):
-    """A bad configuration; ``str()`` is the one line printed to stderr (at most MAX_ERROR_CHARS)."""
+    """A bad configuration; ``str()`` is the one line printed to stderr (at most MAX_ERROR_CHARS), its control and
+    bidi characters made visible (a configuration file's strings are someone else's: an ESC in a group name was
+    written to the terminal as it was)."""
 
     def __str__(self) -> str:
-        text = " ".join(str(self.args[0] if self.args else "").split())  # one line, whatever the input held
+        text = sanitize(" ".join(str(self.args[0] if self.args else "").split()))  # one line, whatever it held
         return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
 
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from neuron_monitor.util.sanitize import SafeFormatter
+from neuron_monitor.util.sanitize import SafeFormatter, sanitize
 
 VERBOSITY_LEVELS = {0: logging.CRITICAL + 1, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
 VERBOSITY_NAMES = {"off": 0, "critical": 0, "error": 1, "warning": 2, "info": 3, "debug": 4}
@@ -100,7 +100,7 @@ class ArgumentParser(argparse.ArgumentParser):
         add_version(self)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+        self.exit(2, f"{self.prog}: {sanitize(message)} (see --help)\n")  # it may echo an argument as given
 
 
 def positive_int(text: str) -> int:

@@ -204,3 +204,35 @@ def test_pod_info_prints_the_kubelets_error_inert(tmp_path: Path, name: str) -> 
     err = done.stderr.decode()
     assert err.endswith("\n") and err.count("\n") == 1 and "no " in err and "here" in err, err
     assert sanitize(err[:-1]) == err[:-1]  # no control, C1 or bidi character left
+
+
+@pytest.mark.parametrize("name", ["OSC 52 clipboard", "clear screen", "C1 CSI", "bidi override", "DEL"])
+def test_a_configuration_error_line_shows_the_files_string_inert(tmp_path: Path, name: str) -> None:
+    """A metric group's name in a configuration file (a ConfigMap someone else writes) is echoed by the error
+    line: before, neuron-monitor wrote it to the terminal as it was (an OSC 52 clipboard write among them)."""
+    conf = tmp_path / "monitor.conf"
+    conf.write_bytes(orjson.dumps({"neuron_runtimes": [{"metrics": [{"type": f"x{ATTACKS[name]}y"}]}]}))
+    p = subprocess.run(
+        [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--once", "--no-imds"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 2
+    line = p.stderr.rstrip("\n")
+    assert_clean(line)
+    assert "unknown metric group" in line and sanitize(f"x{ATTACKS[name]}y") in line
+
+
+@pytest.mark.parametrize("name", ["OSC 52 clipboard", "clear screen", "bidi override"])
+def test_a_usage_error_line_shows_the_argument_inert(name: str) -> None:
+    """argparse echoes an unknown argument as given (a unit file's or a pod spec's arguments)."""
+    p = subprocess.run(
+        [sys.executable, "-m", "neuron_monitor.exporters.otlp.cli", f"--no-such-flag=x{ATTACKS[name]}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 2
+    assert_clean(p.stderr.rstrip("\n"))
+    assert "unrecognized arguments: --no-such-flag=x" in p.stderr
