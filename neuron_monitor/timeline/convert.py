@@ -38,6 +38,13 @@ class Result:
     written: bool = True  # False: no report was read, so the output file was left as it was (or not made)
 
 
+def nothing_to_show(stats: SourceStats) -> str:
+    """Why a run has nothing to show: no report read, or none inside --start/--end."""
+    if stats.reports == 0:
+        return "no reports found in the recordings"
+    return f"no report between --start and --end ({stats.reports} read)"
+
+
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("recordings", nargs="+", metavar="REC", help="recording files (rotated siblings included)")
     parser.add_argument(
@@ -93,6 +100,7 @@ def run(
     if output is None:
         for snap in iter_snapshots(paths, stats):
             if selection.wants_time(snap.time):
+                stats.in_range += 1
                 detector.feed(snap)
         return Result(detector.finish(), stats)
     if output == "-":
@@ -102,7 +110,7 @@ def run(
     try:
         with os.fdopen(fd, "wb", buffering=WRITE_BUFFER) as f:
             result = _convert(paths, selection, detector, f, group_by, highlight, resolution, stats)
-        if stats.reports == 0:  # a run that read nothing failed: an earlier trace of that name stays as it was
+        if stats.in_range == 0:  # a run with nothing to show failed: an earlier trace of that name stays as it was
             Path(tmp).unlink(missing_ok=True)
             result.written = False
             return result
@@ -129,6 +137,7 @@ def _convert(
     for snap in iter_snapshots(paths, stats):
         if not selection.wants_time(snap.time):
             continue
+        stats.in_range += 1
         detector.feed(snap)
         converter.feed(snap)
     problems = detector.finish()

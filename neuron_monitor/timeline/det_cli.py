@@ -14,7 +14,14 @@ import logging
 import sys
 
 from neuron_monitor import __version__
-from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
+from neuron_monitor.timeline.convert import (
+    UsageError,
+    add_filter_arguments,
+    check_recordings,
+    nothing_to_show,
+    run,
+    selection_from,
+)
 from neuron_monitor.timeline.detect import DEFAULT_HANG_PERIODS, DEFAULT_MERGE_GAP, INFERRED_RULES, Detector, clock
 from neuron_monitor.timeline.selection import det_rules
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
@@ -89,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for err in result.stats.errors:
         print(f"{parser.prog}: {err}", file=sys.stderr)
-    if result.stats.reports == 0:
+    if result.stats.in_range == 0:
         kept = f"; {args.output_file} not written" if args.output_file and args.output_file != "-" else ""
-        print(f"neuron-monitor-det: no reports found in the recordings{kept}", file=sys.stderr)
+        print(f"neuron-monitor-det: {nothing_to_show(result.stats)}{kept}", file=sys.stderr)
         return 2
     problems = result.problems
     days = {clock(t, True)[:10] for p in problems for t in (p.start, p.end)}

@@ -30,6 +30,7 @@ class SourceStats:
     not_reports: int = 0  # JSON lines that are not neuron-monitor reports
     untimed: int = 0  # reports without report_time (a stand-in time was used)
     out_of_order: int = 0  # dropped: not newer than the instance's previous report
+    in_range: int = 0  # reports inside --start/--end (all of them without a range): what a trace shows
     read: list[ReadStats] = field(default_factory=list)
 
     @property

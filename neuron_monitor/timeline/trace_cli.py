@@ -3,7 +3,7 @@
 Reads recordings (``neuron-monitor --record`` files, rotated siblings included, or captured JSON lines) and
 writes one trace: a process per instance (several recordings of a multi-node job merged on one clock), counter
 tracks per NeuronCore, device, runtime and host, error events with their details. Exit status: 0 written,
-1 nothing to convert (no reports), 2 bad usage.
+1 nothing to convert (no reports, or none between --start and --end), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ import logging
 import sys
 
 from neuron_monitor import __version__
-from neuron_monitor.timeline.convert import UsageError, add_filter_arguments, check_recordings, run, selection_from
+from neuron_monitor.timeline.convert import (
+    UsageError,
+    add_filter_arguments,
+    check_recordings,
+    nothing_to_show,
+    run,
+    selection_from,
+)
 from neuron_monitor.timeline.detect import Detector
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
 
@@ -59,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for err in result.stats.errors:
         print(f"neuron-monitor-trace: {err}", file=sys.stderr)
-    if result.stats.reports == 0:
+    if result.stats.in_range == 0:
         kept = "" if args.output == "-" else f"; {args.output} not written"
-        print(f"neuron-monitor-trace: no reports found in the recordings{kept}", file=sys.stderr)
+        print(f"neuron-monitor-trace: {nothing_to_show(result.stats)}{kept}", file=sys.stderr)
         return 1
     if not args.quiet:
         where = "stdout" if args.output == "-" else args.output

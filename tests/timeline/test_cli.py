@@ -127,3 +127,16 @@ def test_a_run_that_reads_no_report_leaves_an_earlier_trace_as_it_was(tmp_path: 
         assert "wrote" not in p.stderr
         assert out.read_text() == "the earlier trace"
         assert not list(tmp_path.glob(f".{out.name}.*"))  # no temporary left behind
+
+
+def test_a_time_range_with_no_report_makes_no_trace(tmp_path: Path) -> None:
+    """--start past the recording's end: nothing to show, said so (before: "wrote ... 0 events ... 10 reports",
+    exit 0, an empty trace in place of the earlier one)."""
+    rec = record(tmp_path / "rec.gz", faulty())
+    for module, code in (("trace_cli", 1), ("det_cli", 2)):
+        out = tmp_path / f"{module}.json"
+        out.write_text("the earlier trace")
+        p = run(module, str(rec), "-o", str(out), "--start", "2099-01-01T00:00:00")
+        assert p.returncode == code, p.stderr
+        assert f"no report between --start and --end (10 read); {out} not written" in p.stderr, p.stderr
+        assert out.read_text() == "the earlier trace"
