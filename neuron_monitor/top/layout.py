@@ -632,7 +632,9 @@ def _render(frame: Frame, width: int, height: int | None) -> list[Line]:
     else:
         history = frame.history
         scroll, details, selected = frame.scroll, [], None
-        if frame.view == "d":
+        if frame.view == "d" and not s.devices:  # not an empty table: say so (the errors below say why)
+            primary = [[("no Neuron devices in this report", "dim")]]
+        elif frame.view == "d":
             primary = _device_lines(s, width) if history is None else _live_device_lines(s, width, history)
             health = _health_lines(s, width)
             selected = None if frame.selected is None or not s.devices else min(frame.selected, len(s.devices) - 1)

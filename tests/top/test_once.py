@@ -132,3 +132,17 @@ def test_a_replay_snapshot_shows_its_place_not_an_age(height: str | None) -> Non
     title = done.stdout.decode().splitlines()[0]
     assert title.endswith("replay 3/3 at the end"), title
     assert "received" not in title and "ago" not in title, title
+
+
+def test_a_host_without_devices_says_so_in_the_devices_view(tmp_path: Path) -> None:
+    """A root with no Neuron device (no driver): the devices view says there is none rather than an empty table
+    under a header, and the errors say why."""
+    done = subprocess.run(
+        top_cmd("--root", str(tmp_path), "--no-imds", "--once", "--width", "100", "--height", "24"),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    assert "no Neuron devices in this report" in text, text
+    assert "dev utilization" not in text and "no Neuron devices found (is the Neuron driver loaded?)" in text, text
