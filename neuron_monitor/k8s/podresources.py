@@ -69,45 +69,78 @@ class PodResources:
     containers: tuple[ContainerResources, ...] = field(default=())
 
 
-def decode_container_devices(data: memoryview) -> ContainerDevices:
+MAX_ENTRIES = 100_000
+"""The most field values one answer may hold, every kind together (pods, containers, their device lists and device
+ids, claims and claim devices, and their names). Kubernetes supports at most 110 pods per node ("Considerations for
+large clusters", kubernetes.io), and a Neuron node has at most 16 devices of 8 cores: a real answer holds a few
+thousand. Without a bound, 16 MiB of empty entries from whatever answers on the socket took 29 s and 3 GB to
+decode."""
+
+
+class Budget:
+    """Entries left to decode in one answer; `gather` is `field_values` that spends them (WireError past the end)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, entries: int = MAX_ENTRIES) -> None:
+        self.left = entries
+
+    def gather(self, data: memoryview | bytes, numbers: tuple[int, ...]) -> dict[int, list[int | memoryview]]:
+        try:
+            found = field_values(data, numbers, self.left)
+        except WireError as e:
+            if str(e).startswith("more than"):
+                raise WireError(f"more than {MAX_ENTRIES} entries (a kubelet lists its own node's pods)") from None
+            raise
+        self.left -= sum(len(v) for v in found.values())
+        return found
+
+
+def decode_container_devices(data: memoryview, budget: Budget | None = None) -> ContainerDevices:
     """ContainerDevices: resource_name=1, device_ids=2 (topology=3 is skipped)."""
-    f = field_values(data, (1, 2))
+    f = (budget or Budget()).gather(data, (1, 2))
     return ContainerDevices(last_text(f[1]), tuple(text(v) for v in f[2]))
 
 
-def decode_claim_resource(data: memoryview) -> ClaimResource:
+def decode_claim_resource(data: memoryview, budget: Budget | None = None) -> ClaimResource:
     """ClaimResource: driver_name=2, pool_name=3, device_name=4 (cdi_devices=1 and share_id=5 are skipped)."""
-    f = field_values(data, (2, 3, 4))
+    f = (budget or Budget()).gather(data, (2, 3, 4))
     return ClaimResource(last_text(f[2]), last_text(f[3]), last_text(f[4]))
 
 
-def decode_dynamic_resource(data: memoryview) -> DynamicResource:
+def decode_dynamic_resource(data: memoryview, budget: Budget | None = None) -> DynamicResource:
     """DynamicResource: claim_name=2, claim_namespace=3, claim_resources=4 (field 1 was removed in 1.31)."""
-    f = field_values(data, (2, 3, 4))
-    return DynamicResource(last_text(f[2]), last_text(f[3]), tuple(decode_claim_resource(message(v)) for v in f[4]))
+    b = budget or Budget()
+    f = b.gather(data, (2, 3, 4))
+    return DynamicResource(last_text(f[2]), last_text(f[3]), tuple(decode_claim_resource(message(v), b) for v in f[4]))
 
 
-def decode_container(data: memoryview) -> ContainerResources:
+def decode_container(data: memoryview, budget: Budget | None = None) -> ContainerResources:
     """ContainerResources: name=1, devices=2, dynamic_resources=5 (cpu_ids=3 and memory=4 are skipped)."""
-    f = field_values(data, (1, 2, 5))
-    devices = tuple(decode_container_devices(message(v)) for v in f[2])
-    return ContainerResources(last_text(f[1]), devices, tuple(decode_dynamic_resource(message(v)) for v in f[5]))
+    b = budget or Budget()
+    f = b.gather(data, (1, 2, 5))
+    devices = tuple(decode_container_devices(message(v), b) for v in f[2])
+    return ContainerResources(last_text(f[1]), devices, tuple(decode_dynamic_resource(message(v), b) for v in f[5]))
 
 
-def decode_pod(data: memoryview) -> PodResources:
+def decode_pod(data: memoryview, budget: Budget | None = None) -> PodResources:
     """PodResources: name=1, namespace=2, containers=3."""
-    f = field_values(data, (1, 2, 3))
-    return PodResources(last_text(f[1]), last_text(f[2]), tuple(decode_container(message(v)) for v in f[3]))
+    b = budget or Budget()
+    f = b.gather(data, (1, 2, 3))
+    return PodResources(last_text(f[1]), last_text(f[2]), tuple(decode_container(message(v), b) for v in f[3]))
 
 
 def decode_list_response(data: bytes) -> list[PodResources]:
-    """ListPodResourcesResponse -> pods (field 1, repeated PodResources)."""
-    return [decode_pod(message(v)) for v in field_values(data, (1,))[1]]
+    """ListPodResourcesResponse -> pods (field 1, repeated PodResources); at most ``MAX_ENTRIES`` entries."""
+    b = Budget()
+    return [decode_pod(message(v), b) for v in b.gather(data, (1,))[1]]
 
 
 def decode_allocatable_response(data: bytes) -> list[ContainerDevices]:
-    """AllocatableResourcesResponse -> the node's devices (field 1, repeated ContainerDevices)."""
-    return [decode_container_devices(message(v)) for v in field_values(data, (1,))[1]]
+    """AllocatableResourcesResponse -> the node's devices (field 1, repeated ContainerDevices); at most
+    ``MAX_ENTRIES`` entries."""
+    b = Budget()
+    return [decode_container_devices(message(v), b) for v in b.gather(data, (1,))[1]]
 
 
 def check_socket(path: str) -> None:

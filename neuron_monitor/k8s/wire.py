@@ -84,13 +84,20 @@ def message(value: int | memoryview) -> memoryview:
     return value
 
 
-def field_values(data: bytes | memoryview, numbers: Collection[int]) -> dict[int, list[int | memoryview]]:
+def field_values(
+    data: bytes | memoryview, numbers: Collection[int], limit: int | None = None
+) -> dict[int, list[int | memoryview]]:
     """The values of the fields ``numbers`` of one message, by field number, each field's in wire order (a repeated
-    field has them all; every other field is skipped)."""
+    field has them all; every other field is skipped). ``limit``: WireError as soon as more values than that are
+    gathered (a message of millions of tiny entries is refused before they are all held)."""
     out: dict[int, list[int | memoryview]] = {n: [] for n in numbers}
+    left = -1 if limit is None else limit
     for number, _wt, value in iter_fields(data):
         values = out.get(number)
         if values is not None:
+            if left == 0:
+                raise WireError(f"more than {limit} entries")
+            left -= 1
             values.append(value)
     return out
 
