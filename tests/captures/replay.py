@@ -18,6 +18,8 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from neuron_monitor.capture.walk import FILE_CAP, MAX_MEMBERS, TOTAL_CAP
+from neuron_monitor.neuron import layout as L
 from tests.conftest import daemon_cmd
 
 SKIP_KEYS = frozenset({"report_time", "period", "fresh", "neuron_monitor", "instance_info", "neuron_k8s_info",
@@ -27,11 +29,34 @@ SKIP_KEYS = frozenset({"report_time", "period", "fresh", "neuron_monitor", "inst
 LEVEL_GROUPS = frozenset({"memory_used"})  # runtime groups whose numbers are levels (bytes in use)
 
 
+# What `neuron-monitor --capture` can write (capture/walk.py's caps; a device's data blocks are one member of at
+# most NDS_SLOTS blocks, and capture/ adds a few members of its own): an archive past them was not written by it.
+MEMBER_BYTES = max(FILE_CAP, L.NDS_SLOTS * L.NDS_SIZE)
+ARCHIVE_BYTES = TOTAL_CAP + 16 * 1024 * 1024
+ARCHIVE_MEMBERS = MAX_MEMBERS + 64
+
+
+class NotACapture(ValueError):
+    """An archive that `neuron-monitor --capture` cannot have written (past its caps); nothing was extracted."""
+
+
 def extract(archive: Path, into: Path) -> Path:
     """Extract ``archive`` below ``into`` with tarfile's "data" filter (no absolute paths, no links out, no
-    devices); returns ``into``."""
+    devices); returns ``into``. A capture comes from someone else: its headers are read first and an archive past
+    the capture's caps (a member over ``MEMBER_BYTES``, more than ``ARCHIVE_BYTES`` in all, more than
+    ``ARCHIVE_MEMBERS`` members: a tarball bomb) raises `NotACapture` before anything is written."""
     with tarfile.open(archive) as tar:
-        tar.extractall(into, filter="data")
+        members, total = [], 0
+        for member in tar:  # headers only; stops at the first cap passed, so a huge index is never held
+            if len(members) >= ARCHIVE_MEMBERS:
+                raise NotACapture(f"{archive}: more than {ARCHIVE_MEMBERS} members: not a capture")
+            if member.size > MEMBER_BYTES:
+                raise NotACapture(f"{archive}: {member.name[:200]!r} is {member.size} bytes: not a capture")
+            total += member.size
+            if total > ARCHIVE_BYTES:
+                raise NotACapture(f"{archive}: more than {ARCHIVE_BYTES} bytes of content: not a capture")
+            members.append(member)
+        tar.extractall(into, members=members, filter="data")
     return into
 
 
