@@ -11,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neuron_monitor.groups.memory_info.collector import MemoryInfo, memory_from_meminfo
+from neuron_monitor.groups.vcpu_usage import spec as vcpu_spec
 from neuron_monitor.groups.vcpu_usage.collector import SharesMemo, VcpuUsage, usage_percent
+from neuron_monitor.groups.vcpu_usage.spec import busy_percent
 from neuron_monitor.host.procfs import ProcStat, parse_meminfo, parse_stat
 from neuron_monitor.host.rootfs import KeptFile, RootFS
 from neuron_monitor.util.errors import GroupError
@@ -29,6 +31,20 @@ def test_usage_percent_no_time_passed_and_counter_reset() -> None:
     same = (1, 2, 3, 4, 5, 6, 7, 8)
     assert set(usage_percent(same, same).values()) == {0.0}
     assert usage_percent((10, 0, 0, 10, 0, 0, 0, 0), (5, 0, 0, 20, 0, 0, 0, 0))["idle"] == 100.0
+
+
+def test_no_time_passed_is_no_utilization_for_its_consumers() -> None:
+    """All shares 0 (two identical samples: a replayed capture's frozen /proc/stat) is not 0 % idle, so neither
+    CloudWatch's HostVCpuUtilization nor top's host CPU bar says 100 % busy: they leave it out / show '-'."""
+    same = (1, 2, 3, 4, 5, 6, 7, 8)
+    frozen = usage_percent(same, same)
+    assert busy_percent(frozen) is None
+    assert busy_percent(usage_percent(same, (11, 2, 3, 94, 5, 6, 7, 8))) == 10.0
+    value = vcpu_spec.VcpuUsage(average=frozen, vcpu_count=1, context_switches=0.0, _per_vcpu={"0": frozen})
+    names = {metric.name for metric, *_ in vcpu_spec.datums(value, 1.0, per_vcpu=True)}
+    assert "HostVCpuUsage" in names and "HostVCpuUtilization" not in names
+    ((_, _, busy, text),) = vcpu_spec.top_bars(value)
+    assert busy is None and text.strip() == "-"
 
 
 def _bump_stat(path: Path, user_delta: int, idle_delta: int, ctxt_delta: int) -> None:

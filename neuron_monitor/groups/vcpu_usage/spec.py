@@ -93,12 +93,22 @@ CW_VCPU_UTILIZATION = S.CwMetric("HostVCpuUtilization", S.PERCENT, S.VCPU_DIMS)
 CW_CONTEXT_SWITCHES = S.CwMetric("HostContextSwitches", S.COUNT, S.HOST_DIMS)
 
 
+def busy_percent(shares: dict[str, float]) -> float | None:
+    """100 % minus idle, or None when the shares do not say: no idle share, or every share 0 (no tick passed
+    between the two samples, as in a frozen copy of /proc/stat such as a replayed capture: 0 % idle there is not
+    100 % busy)."""
+    idle = shares.get(B.CPU_IDLE)
+    if idle is None or not any(shares.values()):
+        return None
+    return min(100.0, max(0.0, 100.0 - idle))
+
+
 def _usage(data: dict[str, float], key: tuple[str, ...], usage: S.CwMetric, util: S.CwMetric) -> Iterator[S.CwDatum]:
     for mode, pct in data.items():
         yield usage, key, mode, pct
-    idle = data.get(B.CPU_IDLE)
-    if idle is not None:
-        yield util, key, "", min(100.0, max(0.0, 100.0 - idle))
+    busy = busy_percent(data)
+    if busy is not None:
+        yield util, key, "", busy
 
 
 def datums(value: VcpuUsage, period: float, per_vcpu: bool) -> Iterator[S.CwDatum]:
@@ -130,8 +140,7 @@ BAR_CPU = S.TopColumn(S.TOP_HOST, "host CPU", 0, order=10, always=True, missing=
 
 
 def top_bars(value: VcpuUsage) -> Iterator[S.TopBar]:
-    idle = (value.average or {}).get(B.CPU_IDLE)
-    busy = None if idle is None else max(0.0, 100.0 - idle)
+    busy = busy_percent(value.average or {})
     label = f"host CPU ({value.vcpu_count} vCPU)" if value.vcpu_count else "host CPU"
     yield BAR_CPU, label, busy, "    -  " if busy is None else f" {busy:5.1f}%"
 
