@@ -31,7 +31,12 @@ def manifest(rules: dict[str, Any]) -> dict[str, Any]:
         "metadata": {
             "name": "neuron-monitor",
             "namespace": "neuron-monitor",
-            "labels": {"app.kubernetes.io/name": "neuron-monitor", "app.kubernetes.io/component": "alerting"},
+            # release: kube-prometheus-stack's default ruleSelector (docs/alerts.md, "Installing")
+            "labels": {
+                "app.kubernetes.io/name": "neuron-monitor",
+                "app.kubernetes.io/component": "alerting",
+                "release": "kube-prometheus-stack",
+            },
         },
         "spec": {"groups": rules["groups"]},
     }

@@ -8,6 +8,7 @@ import copy
 import http.client
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -306,3 +307,36 @@ def test_the_exporter_listens_where_the_probes_and_prometheus_connect(tmp_path: 
     finally:
         proc.kill()
         proc.wait(timeout=60)
+
+
+# kube-prometheus-stack's Prometheus selects ServiceMonitors and PrometheusRules by the label `release: <its helm
+# release>` unless told otherwise (serviceMonitorSelectorNilUsesHelmValues / ruleSelectorNilUsesHelmValues, true
+# by default in prometheus-community/helm-charts); AWS's Neuron chart labels its PodMonitor the same by default
+# (prometheusSelectorLabels: release: kube-prometheus-stack).
+KUBE_PROMETHEUS_STACK_SELECTOR = {"release": "kube-prometheus-stack"}
+
+
+@pytest.mark.parametrize("kind", ["ServiceMonitor", "PrometheusRule"])
+def test_a_default_kube_prometheus_stack_selects_the_monitor_and_the_rules(kind: str) -> None:
+    """Before (found 2026-11-29): both carried only app.kubernetes.io labels, so the most common operator install
+    selected neither: no target, no alert, and nothing said why."""
+    labels = MANIFESTS[kind]["metadata"]["labels"]
+    assert KUBE_PROMETHEUS_STACK_SELECTOR.items() <= labels.items(), labels
+    assert labels["app.kubernetes.io/name"] == "neuron-monitor"  # what other selectors use
+
+
+def test_running_md_s_release_patch_relabels_both(tmp_path: Path) -> None:
+    """The kustomize patch docs/running.md gives for another release name, appended to a copy of the
+    kustomization and rendered with the real `kubectl kustomize`: both operator objects carry the new name."""
+    from tests.deploy.kustomize import build
+
+    text = (REPO / "docs" / "running.md").read_text()
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "/metadata/labels/release" in b]
+    copy_dir = tmp_path / "kubernetes"
+    shutil.copytree(K8S, copy_dir)
+    with (copy_dir / "kustomization.yaml").open("a") as f:
+        f.write(block)
+    out = {d["kind"]: d for d in build(copy_dir)}
+    assert out["ServiceMonitor"]["metadata"]["labels"]["release"] == "my-prometheus"
+    assert out["PrometheusRule"]["metadata"]["labels"]["release"] == "my-prometheus"
+    assert "release" not in out["DaemonSet"]["metadata"].get("labels", {})

@@ -102,6 +102,7 @@ def test_a_changed_value_moves_with_it(tmp_path: Path) -> None:
     assert exporter["image"] == "123456789012.dkr.ecr.us-west-2.amazonaws.com/nm:0.2.0"
     assert out["PodMonitor"]["spec"]["podMetricsEndpoints"][0]["interval"] == "30s"
     assert out["PodMonitor"]["metadata"]["labels"] == {"release": "prom"}
+    assert out["PrometheusRule"]["metadata"]["labels"]["release"] == "prom"  # the same Prometheus selects it
     kubernetes_validate.validate(ds, VERSIONS[-1], strict=True)
 
 
