@@ -54,6 +54,25 @@ def test_promtool_unit_tests_pass(test_file: Path) -> None:
 
 
 @needs_promtool
+def test_the_example_prometheus_config_loads_the_rules(tmp_path: Path) -> None:
+    """dashboards/provisioning/prometheus.yml as its comment says to use it, the rules file copied next to it:
+    promtool accepts it, it loads the rules (the alerts and the fleet roll-ups the dashboards read) and its job is
+    the one NeuronExporterDown reads. Before (found 2026-11-29) it had no rule_files: the dashboards' alert panel
+    and the fleet dashboard stayed empty on a Prometheus set up from it."""
+    example = REPO / "dashboards" / "provisioning" / "prometheus.yml"
+    shutil.copy(example, tmp_path / "prometheus.yml")
+    shutil.copy(RULES, tmp_path / RULES.name)
+    config = yaml.safe_load(example.read_text())
+    assert config.get("rule_files") == [RULES.name]
+    assert [job["job_name"] for job in config["scrape_configs"]] == ["neuron-monitor"]
+    out = subprocess.run(
+        [PROMTOOL, "check", "config", "prometheus.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0 and "SUCCESS" in out.stdout, out.stdout + out.stderr
+    assert f"{len([r for g in groups() for r in g['rules']])} rules found" in out.stdout, out.stdout
+
+
+@needs_promtool
 def test_promtool_unit_tests_can_fail(tmp_path: Path) -> None:
     """A wrong expectation makes promtool fail: the unit tests are not vacuous."""
     broken = (RULES_DIR / "tests" / "pipeline.yml").read_text().replace("severity: warning", "severity: page", 1)
