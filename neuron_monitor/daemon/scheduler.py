@@ -103,6 +103,7 @@ class Collector:
         self.plan = plan
         self.groups = GroupSet(root)
         self.apps = AppTracker(plan)
+        self.listing_error = ""  # why the last listing of the Neuron applications failed as a whole ("" if it did not)
         self.assembly = ReportAssembly()
         self.units: list[_Unit] = []
         self.watches: list[_Watch] = []
@@ -333,6 +334,7 @@ class Collector:
             snapshot_error = f"listing Neuron applications failed: {error_text(e)}"
         else:
             self.apps.update(snapshot, self.app_source.version)
+        self.listing_error = snapshot_error  # named in neuron_monitor.error too: there may be no runtime to carry it
         taken = {} if snapshot_error else self._collected_together(units)
         for u in units:
             assert u.scope_index is not None
@@ -488,7 +490,7 @@ class Scheduler:
             "collection_seconds": round(self.last_collection_seconds, 6),
             "driver_version": self._driver_version(),
             "sources": self._sources(),
-            "error": self.collector.app_source.problem,
+            "error": "; ".join(e for e in (self.collector.app_source.problem, self.collector.listing_error) if e),
         }
 
     def _driver_version(self) -> str:

@@ -53,6 +53,17 @@ class DeviceIO(Protocol):
     def close(self) -> None: ...
 
 
+MAX_BLOCK_END = 1 << 48  # no device file or mapping reaches this far (the driver's offsets are a few MiB)
+
+
+def check_block_place(offset: int, size: int) -> None:
+    """ValueError unless a data block of ``size`` bytes at ``offset`` (the ACQUIRE answer's, or a replayed
+    capture's stand-in file's) can be read: a negative or empty one, or one past any file, whose offset the system
+    calls cannot even take (an OverflowError there was not one application's error: it ended the whole listing)."""
+    if offset < 0 or size <= 0 or offset + size > MAX_BLOCK_END:
+        raise ValueError(f"data block at {offset} of {size} bytes")
+
+
 class MappedBlock:
     """A block of a character device: its read-only mapping, read in place."""
 
@@ -149,6 +160,7 @@ class IoctlDevice:
         return offset, size
 
     def map_block(self, offset: int, size: int) -> MappedBlock:
+        check_block_place(offset, size)
         return MappedBlock(mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ, offset=offset))
 
     def close(self) -> None:
@@ -188,8 +200,7 @@ class SimFileDevice:
     def map_block(self, offset: int, size: int) -> FileBlock:
         """The block of ``size`` bytes at ``offset`` (the application source asks for the parsers' part,
         ``NDS_END`` bytes, which each `FileBlock.read` copies)."""
-        if offset < 0 or size <= 0:
-            raise ValueError(f"data block at {offset} of {size} bytes")
+        check_block_place(offset, size)
         return FileBlock(self._file, offset, size)
 
     def close(self) -> None:
