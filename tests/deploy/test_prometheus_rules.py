@@ -277,3 +277,20 @@ def test_rules_use_the_metric_names_and_label_values_the_real_pipeline_serves(tm
     }
     assert served_sizes and served_sizes <= sizes
     assert {shape.device_memory for shape in SHAPES.values()} <= sizes, "a simulated device size is not in the table"
+
+
+def test_every_alert_the_docs_name_exists() -> None:
+    """A name in the docs that looks like one of the alerts (Neuron...Errors, ...Unhealthy) is one: an SRE searches
+    the rules for it. Before (found 2026-11-29): docs/health.md named "NeuronRuntimeHardwareErrors", which no rule
+    defines (the alert is NeuronExecutionHardwareErrors)."""
+    names = {a["alert"] for a in alerts()}
+    suffix = "|".join(sorted({re.sub(r"^.*?([A-Z][a-z]+)$", r"\1", n) for n in names}))
+    pattern = re.compile(rf"\bNeuron[A-Z][A-Za-z]*(?:{suffix})\b")
+    wrong = [
+        f"{path.relative_to(REPO)}:{i}: {name}"
+        for path in [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        for name in pattern.findall(line)
+        if name not in names
+    ]
+    assert not wrong, wrong
