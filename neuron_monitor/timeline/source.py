@@ -99,9 +99,13 @@ def _timed_reports(path: str | os.PathLike[str], stats: SourceStats) -> Iterator
 def iter_snapshots(paths: Iterable[str | os.PathLike[str]], stats: SourceStats) -> Iterator[Snapshot]:
     """Snapshots of every named recording, merged on report_time, each instance's strictly increasing."""
     streams = []
+    paths = list(paths)
+    names = [Path(p).name for p in paths]
     for n, path in enumerate(paths):
         stats.recordings += 1
-        source = Path(path).name
+        # names a report without an instance id: the file's name, or its path as given when two recordings share a
+        # name (node1/rec.gz and node2/rec.gz are two nodes, not one that flaps between their runtimes)
+        source = names[n] if names.count(names[n]) == 1 else str(path)
 
         def keyed(path: str | os.PathLike[str] = path, n: int = n, source: str = source) -> Iterator[Any]:
             for seq, (t, obj) in enumerate(_timed_reports(path, stats)):

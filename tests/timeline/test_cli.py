@@ -140,3 +140,22 @@ def test_a_time_range_with_no_report_makes_no_trace(tmp_path: Path) -> None:
         assert p.returncode == code, p.stderr
         assert f"no report between --start and --end (10 read); {out} not written" in p.stderr, p.stderr
         assert out.read_text() == "the earlier trace"
+
+
+def test_two_nodes_whose_recordings_share_a_name_stay_two(tmp_path: Path) -> None:
+    """node1/rec.gz and node2/rec.gz (the docs' own example) from nodes whose reports carry no instance id (IMDS
+    off): two instances, named by their paths (before: both were "rec.gz", one instance whose runtime vanished and
+    came back every report, and the second node's reports at the same times dropped as out of order)."""
+    recs = []
+    for node, pid in (("node1", 100), ("node2", 200)):
+        (tmp_path / node).mkdir()
+        reports = [report(T0 + i, [Rt(pid, "train", [0, 1])], instance="") for i in range(6)]
+        recs.append(str(record(tmp_path / node / "rec.gz", reports)))
+    p = run("det_cli", *recs)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "no errors detected; 12 reports from 2 recording(s)" in p.stderr, p.stderr
+    out = tmp_path / "job.json"
+    p = run("trace_cli", *recs, "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    names = sorted(tef.process_names(tef.check_trace(out)).values())
+    assert [n.split(" (")[0] for n in names] == recs, names
