@@ -223,7 +223,7 @@ def host_root(args: argparse.Namespace) -> Iterator[str]:
         yield args.root
         return
     try:
-        from neuron_monitor.sim.temporary import TemporarySimulator
+        from neuron_monitor.sim.temporary import TemporarySimulator, TreeDirError
     except ImportError as e:
         raise ConfigError(f"--simulate: the simulator is not available in this build ({e})") from None
     try:
@@ -233,8 +233,14 @@ def host_root(args: argparse.Namespace) -> Iterator[str]:
         sim = TemporarySimulator(args.simulate, runtimes=args.sim_runtimes, seed=args.seed, **options)
     except (KeyError, ValueError) as e:
         raise ConfigError(f"--simulate: {e.args[0] if e.args else e}") from None
-    with sim:
+    try:
+        sim.start()  # on failure it leaves nothing behind
+    except TreeDirError as e:
+        raise ConfigError(f"--simulate: {e}") from None
+    try:
         yield str(sim.root)
+    finally:
+        sim.close()
 
 
 def instance_source(args: argparse.Namespace, root: RootFS) -> InstanceInfoSource | SimulatedInstanceInfo:

@@ -35,6 +35,11 @@ TMPFS_MIN_FREE = 512 * 1024 * 1024  # a trn3 tree and its device files take well
 TREE_DIR_ENV = "NEURON_MONITOR_SIM_DIR"
 
 
+class TreeDirError(ValueError):
+    """The temporary tree cannot be made where it is to go (``$NEURON_MONITOR_SIM_DIR`` missing, not a directory,
+    not writable); ``str()`` is one line naming the place."""
+
+
 def tree_parent() -> str | None:
     """Where temporary trees go: ``$NEURON_MONITOR_SIM_DIR`` when set, else /dev/shm when it is a writable tmpfs
     with room (a trn2.48xlarge tree is about 7,000 files and 4,400 directories: built on a disk, creating them
@@ -158,7 +163,12 @@ class TemporarySimulator:
     def _start(self, timeout: float) -> None:
         began = time.monotonic()
         parent = tree_parent()
-        self._tmp = Path(tempfile.mkdtemp(prefix="neuron-sim-", dir=parent))
+        try:
+            self._tmp = Path(tempfile.mkdtemp(prefix="neuron-sim-", dir=parent))
+        except OSError as e:
+            chosen = os.environ.get(TREE_DIR_ENV)
+            where = f"{TREE_DIR_ENV}={chosen}" if chosen else (parent or tempfile.gettempdir())
+            raise TreeDirError(f"cannot make the simulated host's tree in {where}: {e.strerror or e}") from None
         log.info("building a simulated %s in %s%s", self.shape_name, self._tmp, " (tmpfs)" if parent else "")
         self.root = self._tmp / "root"
         self.ground_truth_path = self.root / GROUND_TRUTH_FILE

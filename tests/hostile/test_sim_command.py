@@ -204,3 +204,36 @@ def test_a_device_file_truncated_and_restored_in_a_loop_never_kills_the_daemon(t
     finally:
         simulator.send_signal(signal.SIGTERM)
         simulator.wait(60)
+
+
+@pytest.mark.parametrize(
+    ("module", "prog"),
+    [
+        ("neuron_monitor.daemon.cli", "neuron-monitor"),
+        ("neuron_monitor.top.cli", "neuron-monitor-top"),
+        ("neuron_monitor.health.cli", "neuron-monitor-health"),
+    ],
+)
+@pytest.mark.parametrize("where", ["missing", "a file"])
+def test_a_tree_directory_that_cannot_hold_the_tree_is_one_line(
+    tmp_path: Path, module: str, prog: str, where: str
+) -> None:
+    """``NEURON_MONITOR_SIM_DIR`` naming a missing directory or a file: one line naming the variable, exit 2 (the
+    daemon and neuron-monitor-health ended in a FileNotFoundError/NotADirectoryError traceback)."""
+    chosen = tmp_path / "none" if where == "missing" else tmp_path / "file"
+    if where == "a file":
+        chosen.write_text("x")
+    args = ["--simulate", "trn1.2xlarge"] + (["--once"] if prog != "neuron-monitor-health" else [])
+    p = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "NEURON_MONITOR_SIM_DIR": str(chosen)},
+    )
+    assert p.returncode == 2
+    why = "No such file or directory" if where == "missing" else "Not a directory"
+    assert p.stderr == (
+        f"{prog}: --simulate: cannot make the simulated host's tree in NEURON_MONITOR_SIM_DIR={chosen}: {why}\n"
+    )
