@@ -49,6 +49,7 @@ from neuron_monitor.timeline.trace_writer import TraceWriter
 GROUP_BY: tuple[str, ...] = ("instance", "device", "neuroncore", "process")
 ERROR_COLOR = "terrible"  # chrome://tracing reserved colour name (red)
 PROBLEM_COLOR = "terrible"
+GAP_COLOR = "grey"  # a stretch in which a runtime's group could not be read (its tracks have no sample there)
 
 
 @dataclass
@@ -57,6 +58,24 @@ class _RuntimeTracks:
     first_seen: float
     last_seen: float
     counters: set[tuple[int, str, tuple[str, ...], str]] = field(default_factory=set)  # (pid, name, keys, cat)
+    groups: set[str] = field(default_factory=set)  # the groups it has reported
+    unreadable: dict[str, float] = field(default_factory=dict)  # group -> since when it is left out (its error)
+    gaps: list[tuple[str, float, float]] = field(default_factory=list)  # (group, start, end): periods not read
+
+    def groups_seen(self, rt: Runtime, before: float, now: float) -> None:
+        """Note which of the groups it reported before are left out of this report (their error) and which
+        are back: each stretch a group was not read becomes a gap, from the last report that had it."""
+        present = {part.spec.name for part in rt.groups}
+        for group in self.groups - present:
+            self.unreadable.setdefault(group, before)
+        for group in [g for g in self.unreadable if g in present]:
+            self.gaps.append((group, self.unreadable.pop(group), before))
+        self.groups |= present
+
+    def close_gaps(self) -> None:
+        for group, start in self.unreadable.items():
+            self.gaps.append((group, start, self.last_seen))
+        self.unreadable.clear()
 
 
 @dataclass
@@ -70,6 +89,9 @@ class _Instance:
     lifetimes: list[tuple[_RuntimeTracks, float]] = field(default_factory=list)  # (tracks, end) of finished ones
     # the places of summed tracks written (scope -> place -> track -> (pid, name, series)), to drop to 0 when gone
     summed: dict[str, dict[int, dict[Track, tuple[int, str, tuple[str, ...]]]]] = field(default_factory=dict)
+    # who filled each summed place last: (scope, place) -> {(runtime key, group name)}, to tell a place whose runtime
+    # left (drops to 0) from one whose runtime is there but its group could not be read (no sample: unknown, not 0)
+    owners: dict[tuple[str, int], set[tuple[tuple[int, str], str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -212,6 +234,7 @@ class TraceConverter:
                 start = snap.time - max([p for p in periods if p] or [0.0])
                 first = max(start, inst.last_time)
                 tracks = inst.runtimes[rt.key] = _RuntimeTracks(rt, first_seen=first, last_seen=snap.time)
+            tracks.groups_seen(rt, tracks.last_seen, snap.time)
             tracks.runtime = rt
             tracks.last_seen = snap.time
             self._runtime_counters(inst, snap, tracks)
@@ -290,9 +313,11 @@ class TraceConverter:
 
     def _summed(self, inst: _Instance, snap: Snapshot, runtimes: list[Runtime], scope: str) -> None:
         """The runtime groups' core (or device) tracks, summed over the runtimes per place; a place no runtime
-        reports any more drops to 0."""
+        reports any more drops to 0, unless a runtime that filled it is still there with that group unreadable
+        (left out of the snapshot for its error): then it gets no sample, since 0 would claim an idle core."""
         per_track: dict[Track, list[dict[str, Mapping[str, float]]]] = {}
         starts: dict[Track, dict[int, float]] = {}
+        owners: dict[int, set[tuple[tuple[int, str], str]]] = {}
         for rt in runtimes:
             for part in rt.groups:
                 for track, key, values in part.samples:
@@ -305,6 +330,7 @@ class TraceConverter:
                     if scope == DEVICE_TRACK and track.from_cores and self.group_by != "neuroncore":
                         place = core // inst.cores_per_device
                     per_track.setdefault(track, []).append({str(place): _rate(track, values, part.period)})
+                    owners.setdefault(place, set()).add((rt.key, part.spec.name))
                     at = _at(part, track, snap.time)
                     if at is not None:
                         due = starts.setdefault(track, {})
@@ -319,7 +345,14 @@ class TraceConverter:
                     self.w.counter(pid, name, due[place], written, track.category)
                     placed.setdefault(place, {})[track] = (pid, name, tuple(written))
         present = {int(p) for totals in sums.values() for p in totals}
+        readable = {rt.key: {part.spec.name for part in rt.groups} for rt in runtimes}
+        for place, filled_by in owners.items():
+            inst.owners[(scope, place)] = filled_by
         for place in [p for p in placed if p not in present]:
+            before = inst.owners.get((scope, place), set())
+            if any(key in readable and group not in readable[key] for key, group in before):
+                continue  # its runtime is there, its group unreadable: unknown, no sample
+            inst.owners.pop((scope, place), None)
             order = _track_order()
             for track, (pid, name, series) in sorted(placed.pop(place).items(), key=lambda t: order[t[0]]):
                 zeros: dict[str, float | None] = dict.fromkeys(series, 0 if track.integer else 0.0)
@@ -357,6 +390,8 @@ class TraceConverter:
             for tracks in inst.runtimes.values():
                 inst.lifetimes.append((tracks, tracks.last_seen))
             inst.runtimes.clear()
+            for tracks, _ in inst.lifetimes:
+                tracks.close_gaps()
         threads: dict[tuple[int, Hashable], _Thread] = {}
         if self.sel.wants_type("runtime"):
             self._lifetime_slices(threads)
@@ -376,9 +411,17 @@ class TraceConverter:
                 if rt.models is not None:
                     args["loaded_models"] = rt.models
                 sl = _Slice(tracks.first_seen, end, rt.name, "runtime", args)
+                gaps = [
+                    _Slice(start, stop, f"{group} unreadable", "unreadable", {**args, "group": group}, GAP_COLOR)
+                    for group, start, stop in tracks.gaps
+                ]
                 for pid in self._runtime_pids(inst, rt, rt.cores):
                     thread = threads.setdefault((pid, ("runtime", rt.key)), _Thread(rt.name, rt.pid * 100))
                     thread.slices.append(sl)
+                    if gaps:
+                        name = f"{rt.name} unreadable"
+                        gap_thread = threads.setdefault((pid, ("unreadable", rt.key)), _Thread(name, rt.pid * 100 + 99))
+                        gap_thread.slices += gaps
 
     def _error_slices(self, problems: list[Problem], threads: dict[tuple[int, Hashable], _Thread]) -> None:
         runtimes = {

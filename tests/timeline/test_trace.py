@@ -232,3 +232,35 @@ def test_an_episode_is_one_slice_in_each_process_it_touches(tmp_path: Path) -> N
         # train works on cores 0-2 (devices 0, 1); ECC hit device 3 (cores 6, 7)
         assert len(numerical) + len(ecc) == expected, (group_by, slices)
         assert len(set(numerical)) == len(numerical) and len(set(ecc)) == len(ecc)
+
+
+@pytest.mark.parametrize("group_by", ["instance", "device", "neuroncore"])
+def test_a_runtime_group_that_cannot_be_read_is_no_zero(tmp_path: Path, group_by: str) -> None:
+    """A runtime still there whose neuroncore_counters carry an error (left out as unreadable) for reports 3-5:
+    its cores get no sample then (before: they dropped to 0 %, an idle core that nobody measured), and a grey
+    "neuroncore_counters unreadable" slice on a "<tag>[pid] unreadable" thread covers those periods. When the
+    runtime leaves, its cores still drop to 0."""
+    reports = []
+    for i in range(10):
+        r = report(T0 + i, [Rt(100, "train", [3], util=40.0 + i)] if i < 8 else [])
+        if 3 <= i <= 5:
+            counters = r["neuron_runtime_data"][0]["report"]["neuroncore_counters"]
+            counters.update(neuroncores_in_use={}, error="cannot read the runtime's counters")
+        reports.append(r)
+    events = convert(tmp_path, [record(tmp_path / "rec.gz", reports)], group_by)
+    samples = [
+        (ts, args["percent"])
+        for name, track in tef.counters(events).items()
+        if name.endswith("NC 3 utilization") or name.endswith("/utilization")
+        for ts, args in track
+    ]
+    us = 1_000_000
+    assert [ts for ts, v in samples if v == 0] == [round((T0 + 7) * us)], samples  # only when the runtime left
+    assert not [ts for ts, _ in samples if round((T0 + 2) * us) <= ts < round((T0 + 5) * us)], samples
+    threads = tef.thread_names(events)
+    gap_tids = {key for key, name in threads.items() if name == "train[100] unreadable"}
+    assert gap_tids, threads
+    gaps = [e for e in events if e["ph"] == "X" and (e["pid"], e["tid"]) in gap_tids]
+    assert {(e["name"], e["ts"], e["dur"]) for e in gaps} == {
+        ("neuroncore_counters unreadable", round((T0 + 2) * us), 3 * us)
+    }, gaps
