@@ -266,10 +266,10 @@ def test_container_flags_exist_in_the_real_commands(container: str, module: str)
 
 
 def test_the_exporter_listens_where_the_probes_and_prometheus_connect(tmp_path: Path) -> None:
-    """The pod runs on the host network, so its IP is the node's: the kubelet's probes and Prometheus (through the
-    headless Service) connect to the node's address, never to 127.0.0.1. The exporter's command, run for real with
-    only the port and the FIFO's path changed, must therefore listen on every address (the kernel's socket table
-    says so), and the probes' paths must answer there.
+    """The pod runs on the host network, so its IP is the node's (IPv6 in an IPv6 EKS cluster): the kubelet's
+    probes and Prometheus (through the headless Service) connect to the node's address, never to 127.0.0.1. The
+    exporter's command, run for real with only the port and the FIFO's path changed, must therefore listen on
+    every address, IPv6 and IPv4 (the kernel's socket table says so), and the probes' paths must answer there.
 
     Before (found 2026-11-29): the exporter's ``--bind`` default became 127.0.0.1 and the command passed none, so
     every pod failed its probes (connection refused on the node's IP) and no Prometheus could scrape it."""
@@ -295,15 +295,17 @@ def test_the_exporter_listens_where_the_probes_and_prometheus_connect(tmp_path: 
                 served = int(m.group(1))
         assert served, "the exporter did not say its port within 60 s"
         addresses = listening_addresses(served)
-        assert addresses and all(not a.strip("0") for a in addresses), (
-            f"listening on {addresses} (hex): not the wildcard, so the node's IP is refused"
+        ipv6 = Path("/proc/net/tcp6").exists()  # a kernel without IPv6: every IPv4 address (the fallback)
+        assert addresses == ["0" * (32 if ipv6 else 8)], (
+            f"listening on {addresses} (hex): not every address, so the node's IP is refused"
         )
         for probe in ("livenessProbe", "readinessProbe"):
-            conn = http.client.HTTPConnection("127.0.0.1", served, timeout=30)
-            conn.request("GET", exporter[probe]["httpGet"]["path"])
-            status = conn.getresponse().status
-            conn.close()
-            assert status in (200, 503), f"{probe}: {status}"  # 503 until a report came: not a missing path
+            for host in ("127.0.0.1", "::1") if ipv6 else ("127.0.0.1",):  # an IPv4 and an IPv6 cluster's probe
+                conn = http.client.HTTPConnection(host, served, timeout=30)
+                conn.request("GET", exporter[probe]["httpGet"]["path"])
+                status = conn.getresponse().status
+                conn.close()
+                assert status in (200, 503), f"{probe} via {host}: {status}"  # 503 until a report: not a missing path
     finally:
         proc.kill()
         proc.wait(timeout=60)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import logging
 import math
 import socket
@@ -521,9 +522,18 @@ class HTTPFront:
         self._server: asyncio.Server | None = None
 
     def _listen(self, address: tuple[str, int]) -> socket.socket:
+        """A listening socket on ``address``. ``::`` (every address) is one IPv6 socket that takes IPv4 as well;
+        on a kernel without IPv6 (booted with ipv6.disable=1: no IPv6 socket at all) it is every IPv4 address."""
         host, port = address
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError as e:
+            if host != "::" or e.errno != errno.EAFNOSUPPORT:
+                raise
+            log.warning("no IPv6 on this host (%s): listening on every IPv4 address (0.0.0.0) for '::'", e.strerror)
+            family, host = socket.AF_INET, "0.0.0.0"
+            sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:

@@ -309,3 +309,27 @@ def test_work_after_a_response_runs_once_the_response_is_written_and_its_failure
     conn.connection_lost(None)
     front.loop.close()
     front.sock.close()
+
+
+def test_every_address_falls_back_to_ipv4_on_a_kernel_without_ipv6(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--bind ::`` (every address, IPv6 and IPv4: the DaemonSet's, so that an IPv6 cluster's probes reach it) on a
+    kernel booted without IPv6, where an IPv6 socket cannot be made (EAFNOSUPPORT): every IPv4 address instead,
+    with a warning, rather than no exporter at all. A specific IPv6 address still fails."""
+    import errno
+
+    real = socket.socket
+
+    def no_ipv6(family: int = socket.AF_INET, *args: object, **kwargs: object) -> socket.socket:
+        if family == socket.AF_INET6:
+            raise OSError(errno.EAFNOSUPPORT, "Address family not supported by protocol")
+        return real(family, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "socket", no_ipv6)
+    app = ExporterApp(ExporterCollector(ExporterState()))
+    front = HTTPFront(("::", 0), app, limits=ServerLimits(header_timeout=2.0))
+    try:
+        assert front.sock.family == socket.AF_INET and front.server_address[0] == "0.0.0.0"
+    finally:
+        front.sock.close()
+    with pytest.raises(OSError):
+        HTTPFront(("::1", 0), app)
