@@ -95,9 +95,12 @@ def _style_for(pct: float | None) -> str:
 
 
 def bar(pct: float | None, width: int) -> list[Span]:
-    """A ``[|||||    ]`` bar ``width`` characters wide (brackets included)."""
+    """A ``[|||||    ]`` bar ``width`` characters wide (brackets included); ``[  ?  ]`` for a value not read (an
+    empty bar would read as 0 %)."""
     inner = max(1, width - 2)
-    filled = 0 if pct is None else min(inner, round(inner * max(0.0, pct) / 100.0))
+    if pct is None:
+        return [("[", "dim"), ("?".center(inner), "dim"), ("]", "dim")]
+    filled = min(inner, round(inner * max(0.0, pct) / 100.0))
     return [("[", "dim"), ("|" * filled, _style_for(pct)), (" " * (inner - filled), ""), ("]", "dim")]
 
 

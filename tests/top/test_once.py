@@ -146,3 +146,16 @@ def test_a_host_without_devices_says_so_in_the_devices_view(tmp_path: Path) -> N
     text = done.stdout.decode()
     assert "no Neuron devices in this report" in text, text
     assert "dev utilization" not in text and "no Neuron devices found (is the Neuron driver loaded?)" in text, text
+
+
+def test_a_bar_of_a_value_not_read_is_not_empty(tmp_path: Path) -> None:
+    """A root whose /proc has no stat and no meminfo: the host bars show "?" (before: empty bars, read as 0 %,
+    beside the "-" that says the value is unknown)."""
+    done = subprocess.run(
+        top_cmd("--root", str(tmp_path), "--no-imds", "--once", "--width", "100"),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    host = done.stdout.decode().splitlines()[1]
+    assert re.fullmatch(r"host CPU \[ +\? +\] +- +mem \[ +\? +\] -/-", host.rstrip()), host
