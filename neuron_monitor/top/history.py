@@ -61,15 +61,16 @@ class History:
         for d in screen.devices:
             self._append(("dev", d.index, UTIL), d.utilization)
             used = d.memory_used
-            self._append(("dev", d.index, MEMORY), 100.0 * used / d.memory_total if d.memory_total else None)
+            share = 100.0 * used / d.memory_total if d.memory_total and used is not None else None
+            self._append(("dev", d.index, MEMORY), share)
             self._append(("dev", d.index, POWER), d.power)
         for c in screen.cores:
             self._append(("core", c.index, UTIL), c.utilization)
         utils = [d.utilization for d in screen.devices if d.utilization is not None]
         self._append(("all", 0, UTIL), sum(utils) / len(utils) if utils else None)
-        used = sum(d.memory_used for d in screen.devices)
-        total = sum(d.memory_total or 0 for d in screen.devices)
-        self._append(("all", 0, MEMORY), 100.0 * used / total if total else None)
+        known = [(d.memory_used, d.memory_total or 0) for d in screen.devices if d.memory_used is not None]
+        used, total = sum(u for u, _ in known), sum(t for _, t in known)
+        self._append(("all", 0, MEMORY), 100.0 * used / total if total else None)  # of the devices whose is known
         powers = [d.power for d in screen.devices if d.power is not None]
         self._append(("all", 0, POWER), sum(powers) / len(powers) if powers else None)
         for bar in screen.host:  # the host line's bars that declare a history graph (the CPU busy share)

@@ -123,6 +123,11 @@ def memory_bar(memory: dict[str, int], total: int | None, width: int) -> list[Sp
     return spans
 
 
+def _device_memory_bar(d: Device, width: int) -> list[Span]:
+    """The device's memory bar; ``[   ?   ]`` when a runtime on it could not be read (its memory is unknown)."""
+    return bar(None, width) if d.memory_unread else memory_bar(d.memory, d.memory_total, width)
+
+
 def core_ranges(cores: tuple[int, ...]) -> str:
     """0,1,2,3,8 -> "0-3,8"."""
     out: list[str] = []
@@ -268,7 +273,7 @@ def _live_device_lines(s: Screen, width: int, history: History) -> list[Line]:
         mem = human_bytes(d.memory_used) + (f"/{human_bytes(d.memory_total)}" if d.memory_total else "")
         line.append(("  ", ""))
         if bars:
-            line += memory_bar(d.memory, d.memory_total, bw)
+            line += _device_memory_bar(d, bw)
             mem = " " + mem
         line.append((f"{_fit(mem, mem_text_w):<{mem_text_w}}", ""))
         for column in s.device_columns:
@@ -388,14 +393,15 @@ def _device_row(d: Device, bw: int, mem_text_w: int, columns: tuple[TopColumn, .
         if d.memory_total
         else f" {human_bytes(d.memory_used)}"
     )
-    line += [("  ", ""), *memory_bar(d.memory, d.memory_total, bw), (f"{mem:<{mem_text_w}}", "")]
+    line += [("  ", ""), *_device_memory_bar(d, bw), (f"{mem:<{mem_text_w}}", "")]
     overflow = False
     for column in columns:
         text, style = d.cells.get(column, (MISSING, "dim"))
         overflow = overflow or len(text) > column.width
         line.append((f"{text:{column.align}{column.width}}" + " " * column.gap, style))
     if wide and not overflow:  # a cell wider than its column (a long health text) pushes these out of line
-        line.append(("".join(f"{human_bytes(d.memory.get(c, 0)):>8}" for c in MEMORY_CATEGORIES), "dim"))
+        by_cat = [None if d.memory_unread else d.memory.get(c, 0) for c in MEMORY_CATEGORIES]
+        line.append(("".join(f"{human_bytes(n):>8}" for n in by_cat), "dim"))
     return line
 
 

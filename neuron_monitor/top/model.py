@@ -64,10 +64,11 @@ class Device:
     cells: Cells = field(default_factory=dict)  # the specs' device columns
     power: float | None = None  # average power of the period, percent of the device's maximum (history only)
     details: tuple[str, ...] = ()  # the specs' whole story of its health (shown for the selected device)
+    memory_unread: bool = False  # a runtime on it could not be read: its memory is not known (not the sum shown)
 
     @property
-    def memory_used(self) -> int:
-        return sum(self.memory.values())
+    def memory_used(self) -> int | None:
+        return None if self.memory_unread else sum(self.memory.values())
 
     def cell(self, header: str) -> str:
         """The text of the spec column ``header`` ("-" when the device has none)."""
@@ -192,19 +193,40 @@ def _per_runtime(entry: RuntimeEntry, wanted: RuntimeSum) -> Mapping[str, Mappin
 class _Sums:
     """The specs' cross-runtime sums over the kept runtimes, by core index."""
 
-    def __init__(self, entries: list[RuntimeEntry]) -> None:
+    def __init__(self, entries: list[RuntimeEntry], per_device: int) -> None:
         self.per_runtime = {
             s: [_per_runtime(e, s) for e in entries] for s in (UTILIZATION_SUM, PHYSICAL_SUM, MEMORY_SUM)
         }
         self.tags: dict[int, list[str]] = {}
+        # the sums a runtime could not give (its group carries an error): core -> those sums, and the sums some
+        # runtime could not give whose cores nothing else tells
+        self.unread: dict[int, set[RuntimeSum]] = {}
+        self.unread_somewhere: set[RuntimeSum] = set()
         for i, entry in enumerate(entries):
             cores = {c for s in (UTILIZATION_SUM, MEMORY_SUM) for c in self.per_runtime[s][i]}
             for core in sorted(cores, key=int):
                 self.tags.setdefault(int(core), []).append(entry.tag)
+            blind = {s for s in (UTILIZATION_SUM, MEMORY_SUM) if _unreadable(entry, s)}
+            if blind:
+                # its cores from its other group's figures, else from where its models are loaded
+                where = {int(c) for c in cores} or {c for m in _models(entry, per_device) or () for c in m.cores}
+                for index in where:
+                    self.unread.setdefault(index, set()).update(blind)
+                if not where:
+                    self.unread_somewhere |= blind
+
+    def known(self, core: int, wanted: RuntimeSum) -> bool:
+        """Whether every runtime on ``core`` gave ``wanted`` (a core of a runtime that could not be read is not)."""
+        return wanted not in self.unread.get(core, ())
 
     def by_core(self, wanted: RuntimeSum) -> dict[int, dict[str, float]]:
         totals = sum_over_runtimes(self.per_runtime[wanted], wanted.integer)
         return {int(core): values for core, values in totals.items()}
+
+
+def _unreadable(entry: RuntimeEntry, wanted: RuntimeSum) -> bool:
+    """Whether the runtime's group behind ``wanted`` is there but carries an error (it could not be read)."""
+    return any(wanted in g.spec.sums and bool(g.error) for g in entry.groups.values())
 
 
 def _models(entry: RuntimeEntry, cores_per_device: int) -> tuple[Model, ...] | None:
@@ -297,7 +319,13 @@ def _core_rows(sums: _Sums, device_count: int, per_device: int) -> tuple[Core, .
         Core(
             index=i,
             device=i // per_device if per_device else 0,
-            utilization=min(100.0, util[i]) if i in util else (0.0 if util else None),
+            utilization=(
+                None
+                if not sums.known(i, UTILIZATION_SUM) or (i not in util and UTILIZATION_SUM in sums.unread_somewhere)
+                else min(100.0, util[i])
+                if i in util
+                else (0.0 if util else None)
+            ),
             tags=tuple(sums.tags.get(i, ())),
             memory_used=int(sum(memory.get(i, {}).values())),
             physical=tuple(min(100.0, p) for p in physical.get(i, {}).values()),
@@ -351,6 +379,8 @@ def _device_rows(
                 cells=cells.get((str(dev),), {}),
                 power=powers.get(dev),
                 details=details.get(dev, ()),
+                memory_unread=MEMORY_SUM in sums.unread_somewhere
+                or any(not sums.known(c.index, MEMORY_SUM) for c in mine),
             )
         )
     return tuple(devices)
@@ -361,9 +391,9 @@ def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | Non
     report = read_report(dict(raw))
     hw = report.hardware_info or HardwareInfo()
     entries = [e for e in report.runtimes if tag_filter is None or tag_filter.search(e.tag_written)]
-    sums = _Sums(entries)
     device_count = index(hw.neuron_device_count) or 0
     per_device = report.cores_per_device
+    sums = _Sums(entries, per_device)
     seen = set(sums.tags) | {c for c, v in sums.by_core(UTILIZATION_SUM).items() if v}
     if not per_device and seen:  # old reports without the count: one device holds every core
         per_device = max(seen) + 1

@@ -13,6 +13,7 @@ import pytest
 from neuron_monitor.schema.display import latency_text
 from neuron_monitor.top.layout import Frame, core_ranges, human_bytes, plain, render
 from neuron_monitor.top.model import Screen, screen_from_report
+from tests.exporters.prometheus.prom_reports import trn2_report
 
 REPORTS = Path(__file__).resolve().parent.parent / "fixtures" / "reports"
 
@@ -253,3 +254,29 @@ def test_a_host_without_efa_adapters_shows_no_error() -> None:
     assert not [e for e in screen_from_report(report).errors if "efa_counters" in e]
     report["system_data"]["efa_counters"]["error"] = "rdmap16s27: hw_counters: Permission denied"
     assert "efa_counters: rdmap16s27: hw_counters: Permission denied" in screen_from_report(report).errors
+
+
+def test_a_runtime_that_could_not_be_read_is_not_an_idle_core() -> None:
+    """job-05 (cores 20-23, device 5) with its neuroncore_counters unreadable, job-09 (device 9) with its
+    memory_used unreadable: their cores and device show no utilization / no memory ("-", a "?" bar), the rest
+    their figures (before: 0 % and 0B, an idle, empty device nobody had measured)."""
+    report = trn2_report()
+    for entry in report["neuron_runtime_data"]:
+        groups = entry["report"]
+        if entry["neuron_runtime_tag"] == "job-05":
+            groups["neuroncore_counters"] = {"period": 1.0, "error": "cannot read the counters"}
+        if entry["neuron_runtime_tag"] == "job-09":
+            groups["memory_used"] = {"period": 1.0, "error": "cannot read the memory"}
+    s = screen_from_report(report)
+    util = {c.index: c.utilization for c in s.cores}
+    assert [util[c] for c in range(20, 24)] == [None] * 4
+    assert all(util[c] is not None and util[c] > 0 for c in range(64) if not 20 <= c < 24)
+    devices = {d.index: d for d in s.devices}
+    assert devices[5].utilization is None and devices[4].utilization is not None
+    assert devices[9].memory_used is None and devices[9].memory_unread
+    assert all(devices[d].memory_used for d in range(16) if d != 9)
+    text = plain(render(Frame(screen=s, now=None), 120, None))
+    row = next(line for line in text.splitlines() if line.startswith("  9 "))
+    assert "?" in row and "-/96.0G" in row, row
+    row = next(line for line in text.splitlines() if line.startswith("  5 "))
+    assert re.search(r"\[ *\? *\] +- ", row), row
