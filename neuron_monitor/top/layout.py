@@ -204,6 +204,8 @@ def _title(frame: Frame, width: int) -> list[Line]:
     if frame.position:
         right_spans.append((f"  {frame.position}", "bold"))
     right = "".join(t for t, _ in right_spans)
+    if len(left) + 1 + len(right) > width:  # a tiny terminal: no time cut to its first digit ("... 0")
+        right_spans, right = [], ""
     while parts and len(left) + len("  ".join(parts)) + 2 + len(right) + 1 > width:
         parts.pop()  # the instance id goes first, then the devices
     what = ("  " + "  ".join(parts)) if parts else ""

@@ -194,3 +194,14 @@ def test_once_with_height_lays_out_the_live_screen_with_the_replays_history(tmp_
     assert len(lines) == 40 and all(len(line) <= 120 for line in lines)
     assert "util history" in out and "s sort: memory" in out
     assert SPARK.search(out)
+
+
+def test_a_tiny_terminal_leaves_the_time_out_rather_than_cut_it(viewer: Viewer) -> None:
+    """At 20 columns the title has no room for the report's time and age: it leaves them out (they were cut to
+    their first character, "neuron-monitor-top 0"); from 40 columns they are there."""
+    frame = viewer.frame(0.0, 0.0)
+    frame.now = frame.screen.report_time if frame.screen and frame.screen.report_time else 0.0
+    title = plain(render(frame, 20, 5)).split("\n")[0]
+    assert title.rstrip() == "neuron-monitor-top", title
+    title = plain(render(frame, 40, 10)).split("\n")[0]
+    assert re.search(r"\d\d:\d\d:\d\d \(0\.0s ago\)$", title), title
