@@ -29,7 +29,8 @@ Added options and settings (AWS's entrypoint has none of them):
   daemon's start-up line then names what is left out.
 - ``NEURON_MONITOR_ROOT`` (default ``/``): the daemon's ``--root``, e.g. ``/host`` with the host's /proc, /sys and
   /dev mounted there.
-- ``NEURON_MONITOR_BIND`` (default ``0.0.0.0``): the exporter's listen address; the Service reaches the pod's IP.
+- ``NEURON_MONITOR_BIND`` (default ``::``, every IPv6 and IPv4 address; 0.0.0.0 on a kernel without IPv6): the
+  exporter's listen address; the Service reaches the pod's IP, IPv6 in an IPv6 EKS cluster.
 - ``NEURON_MONITOR_DAEMON_ARGS``, ``NEURON_MONITOR_EXPORTER_ARGS``: more options for each process (shell words).
 - When the host's ``/opt/aws`` is mounted at ``/opt-aws`` (as AWS's add-on does for the logical NeuronCore
   config) and ``NEURON_LOGICAL_NC_CONFIG`` is not set, the configured LNC is read from there.
@@ -131,7 +132,7 @@ def build_pipeline(args: argparse.Namespace, env: dict[str, str], python: str = 
         daemon += ["--exact-groups"]
     daemon += _words(env, "NEURON_MONITOR_DAEMON_ARGS")
     exporter = [python, "-m", "neuron_monitor.exporters.prometheus.cli", "--port", str(args.port)]
-    exporter += ["--bind", env.get("NEURON_MONITOR_BIND") or "0.0.0.0", "--core-labels", args.core_labels]
+    exporter += ["--bind", env.get("NEURON_MONITOR_BIND") or "::", "--core-labels", args.core_labels]
     exporter += ["--exit-on-eof"]
     if args.cert_file:
         exporter += ["--cert-file", args.cert_file, "--key-file", args.key_file]

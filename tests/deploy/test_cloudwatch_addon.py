@@ -144,3 +144,14 @@ def test_kustomize_renders_the_overlay() -> None:
     assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "neuron-monitor:0.1.0"
     for d in docs:
         kubernetes_validate.validate(d, VERSIONS[-1], strict=True)
+
+
+def test_the_exporter_listens_where_an_ipv6_cluster_connects() -> None:
+    """The add-on's pods are on the pod network: in an IPv6 EKS cluster their one address is IPv6, and the agent and
+    the kubelet's probes connect there. The entrypoint (no NEURON_MONITOR_BIND in the manifest) must therefore bind
+    every IPv6 and IPv4 address, `::` (which falls back to 0.0.0.0 on a kernel without IPv6). Before (found
+    2026-11-29): 0.0.0.0, IPv4 only."""
+    assert not pod_spec().get("hostNetwork")
+    assert "NEURON_MONITOR_BIND" not in {e["name"] for e in container().get("env", [])}
+    exporter = build_pipeline(parse_args(container()["command"][1:]), {}).exporter
+    assert exporter[exporter.index("--bind") + 1] == "::"
