@@ -396,12 +396,19 @@ class TraceConverter:
         if self.sel.wants_type("runtime"):
             self._lifetime_slices(threads)
         self._error_slices(problems, threads)
+        self._write_threads(threads)
+        if highlight:
+            self._highlight(problems)
+        if self.sel.wants_type("runtime"):
+            gaps: dict[tuple[int, Hashable], _Thread] = {}
+            self._gap_slices(gaps)
+            self._write_threads(gaps)  # last: every other thread keeps the id it had before gaps were drawn
+
+    def _write_threads(self, threads: dict[tuple[int, Hashable], _Thread]) -> None:
         for (pid, key), thread in threads.items():
             tid = self.w.thread(pid, key, thread.name, thread.order)
             for sl in sorted(thread.slices, key=lambda x: (x.start, -x.end)):
                 self.w.complete(pid, tid, sl.name, sl.start, sl.end, sl.cat, sl.args, sl.cname)
-        if highlight:
-            self._highlight(problems)
 
     def _lifetime_slices(self, threads: dict[tuple[int, Hashable], _Thread]) -> None:
         for inst in self._instances.values():
@@ -411,17 +418,26 @@ class TraceConverter:
                 if rt.models is not None:
                     args["loaded_models"] = rt.models
                 sl = _Slice(tracks.first_seen, end, rt.name, "runtime", args)
+                for pid in self._runtime_pids(inst, rt, rt.cores):
+                    thread = threads.setdefault((pid, ("runtime", rt.key)), _Thread(rt.name, rt.pid * 100))
+                    thread.slices.append(sl)
+
+    def _gap_slices(self, threads: dict[tuple[int, Hashable], _Thread]) -> None:
+        """Each runtime's stretches in which one of its groups could not be read, grey, on its own thread."""
+        for inst in self._instances.values():
+            for tracks, _ in inst.lifetimes:
+                rt = tracks.runtime
+                args: dict[str, Any] = {"pid": rt.pid, "tag": rt.tag, "cores": format_cores(rt.cores)}
                 gaps = [
                     _Slice(start, stop, f"{group} unreadable", "unreadable", {**args, "group": group}, GAP_COLOR)
                     for group, start, stop in tracks.gaps
                 ]
+                if not gaps:
+                    continue
                 for pid in self._runtime_pids(inst, rt, rt.cores):
-                    thread = threads.setdefault((pid, ("runtime", rt.key)), _Thread(rt.name, rt.pid * 100))
-                    thread.slices.append(sl)
-                    if gaps:
-                        name = f"{rt.name} unreadable"
-                        gap_thread = threads.setdefault((pid, ("unreadable", rt.key)), _Thread(name, rt.pid * 100 + 99))
-                        gap_thread.slices += gaps
+                    name = f"{rt.name} unreadable"
+                    thread = threads.setdefault((pid, ("unreadable", rt.key)), _Thread(name, rt.pid * 100 + 99))
+                    thread.slices += gaps
 
     def _error_slices(self, problems: list[Problem], threads: dict[tuple[int, Hashable], _Thread]) -> None:
         runtimes = {
