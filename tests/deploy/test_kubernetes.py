@@ -342,3 +342,15 @@ def test_running_md_s_release_patch_relabels_both(tmp_path: Path) -> None:
     assert out["ServiceMonitor"]["metadata"]["labels"]["release"] == "my-prometheus"
     assert out["PrometheusRule"]["metadata"]["labels"]["release"] == "my-prometheus"
     assert "release" not in out["DaemonSet"]["metadata"].get("labels", {})
+
+
+def test_the_service_monitor_gives_the_job_the_rules_expect() -> None:
+    """The operator names a ServiceMonitor's job after the Service, or after the value of the Service label that
+    `jobLabel` names when the Service has it (pkg/prometheus/promcfg.go in prometheus-operator); the rules'
+    NeuronExporterDown and exporters-down roll-up read `up{job="neuron-monitor"}` (the PodMonitor's twin test is in
+    test_kubernetes_aws_values.py)."""
+    rules = (REPO / "deploy" / "prometheus" / "neuron-monitor.rules.yml").read_text()
+    (expected,) = set(re.findall(r'up\{job="([^"]+)"\}', rules))
+    monitor, service = MANIFESTS["ServiceMonitor"], MANIFESTS["Service"]
+    job = service["metadata"]["labels"].get(monitor["spec"].get("jobLabel", ""), "") or service["metadata"]["name"]
+    assert job == expected
