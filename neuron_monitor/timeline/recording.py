@@ -90,15 +90,30 @@ class Recorder:
         self._crc = 0
         self._isize = 0
         self._broken = False  # a write failed: the open member must be cut back and finished
-        if self.path.exists() and self.path.stat().st_size > 0:
+        try:
+            st: os.stat_result | None = os.stat(self.path)  # through a link: the file that would be written
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            # a directory given by mistake was renamed FILE.1 by the rotation below; a FIFO blocked the start
+            raise _not_regular(st.st_mode)
+        if st is not None and st.st_size > 0:
             self._shift()
         self._open()
 
     # -- file management -------------------------------------------------------------------------------------
 
     def _open(self) -> None:
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        self._size = os.fstat(self._fd).st_size
+        """FILE opened for appending, without waiting (a FIFO put there has no reader: ENXIO, never a hang that no
+        stop signal ends); anything but a regular file is refused."""
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise _not_regular(st.st_mode)
+        os.set_blocking(fd, True)
+        self._fd = fd
+        self._size = st.st_size
 
     def _shift(self) -> None:
         """FILE -> FILE.1 -> FILE.2 ...; FILE.<keep> is deleted (FILE itself when keep is 0)."""
@@ -205,6 +220,11 @@ class Recorder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _not_regular(mode: int) -> OSError:
+    """The error for a recording path that is not a regular file (its ``strerror`` is the daemon's line)."""
+    return OSError(errno.EINVAL, f"is {kind_of(mode)}, not a regular file")
 
 
 def _unlink_quietly(path: str) -> None:

@@ -132,3 +132,33 @@ def test_a_fifo_or_device_as_a_recording_is_named_and_never_read(tmp_path: Path,
     p = _run(module, *args)
     assert p.returncode == (2 if module == "det_cli" else 1), p.stderr
     assert f"{path}: {what}" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "character device"])
+def test_a_record_path_that_is_no_regular_file_is_exit_2_and_left_alone(tmp_path: Path, kind: str) -> None:
+    """``neuron-monitor --record PATH`` where PATH is a FIFO (the open waited for a reader, and SIGTERM did not end
+    it: still running 10 minutes later), a directory (the start-up rotation renamed it PATH.1) or a device:
+    one line, exit 2, PATH untouched."""
+    if kind == "fifo":
+        path = tmp_path / "rec.gz"
+        os.mkfifo(path)
+    elif kind == "directory":
+        path = tmp_path / "logs"
+        path.mkdir()
+        (path / "kept").write_text("x")
+    else:
+        path = Path("/dev/null")  # --once writes one report: the old code appended it there, never rotated it
+    cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "--simulate", "trn1.2xlarge", "--once"]
+    p = subprocess.run(
+        [*cmd, "--record", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    words = {"fifo": "a FIFO", "directory": "a directory", "character device": "a character device"}[kind]
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.endswith(f"neuron-monitor: --record {path}: is {words}, not a regular file\n")
+    assert p.stdout == ""
+    if kind == "directory":
+        assert (path / "kept").read_text() == "x" and not (tmp_path / "logs.1").exists()
