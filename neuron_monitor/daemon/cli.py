@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ from neuron_monitor.sim.instance_info import SimulatedInstanceInfo
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, positive_int, setup_logging
 from neuron_monitor.util.early_signals import release
 from neuron_monitor.util.fdlimit import raise_open_file_limit
+from neuron_monitor.util.inputfile import kind_of
 from neuron_monitor.util.sanitize import sanitize
 from neuron_monitor.util.stopping import StopDeadline
 
@@ -431,6 +433,11 @@ def _capture(args: argparse.Namespace, plan: Plan, root: RootFS) -> int:
     target = os.path.abspath(args.capture)
     if not os.path.isdir(os.path.dirname(target)):
         raise ConfigError(f"--capture {args.capture}: no such directory")
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.lstat(target).st_mode  # the archive is renamed over the path itself (a link there is replaced)
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            # a device node or FIFO was replaced by the archive: `--capture /dev/null` as root broke /dev/null
+            raise ConfigError(f"--capture {args.capture}: is {kind_of(mode)}, not a regular file (left as it is)")
     try:
         info = capture(args, plan, root, target)
     except OSError as e:

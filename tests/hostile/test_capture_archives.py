@@ -11,6 +11,10 @@ members) raises `NotACapture` with nothing written. Traversal and links out of t
 from __future__ import annotations
 
 import io
+import os
+import stat
+import subprocess
+import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,3 +90,28 @@ def test_a_member_climbing_out_of_the_tree_is_still_refused(tmp_path: Path) -> N
         tar.addfile(link)
     with pytest.raises(tarfile.FilterError):
         extract(archive, tmp_path / "y")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "link to a fifo"])
+def test_capture_never_replaces_a_node_that_is_not_a_regular_file(tmp_path: Path, kind: str) -> None:
+    """``neuron-monitor --capture PATH`` renames its archive over PATH: before, a FIFO or device node there was
+    replaced by a 0600 file (``--capture /dev/null`` as root broke /dev/null for every user). A FIFO or directory
+    is now exit 2 with one line, left as it is; a link there is replaced (the node it leads to is untouched)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    path = {"fifo": fifo, "directory": tmp_path / "dir", "link to a fifo": tmp_path / "link"}[kind]
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "link to a fifo":
+        path.symlink_to(fifo)
+    cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "--simulate", "trn1.2xlarge", "--capture", str(path)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    if kind == "link to a fifo":
+        assert p.returncode == 0, p.stderr
+        assert stat.S_ISREG(path.lstat().st_mode)
+        return
+    words = "a FIFO" if kind == "fifo" else "a directory"
+    assert p.returncode == 2
+    assert p.stderr.endswith(f"--capture {path}: is {words}, not a regular file (left as it is)\n"), p.stderr
+    assert stat.S_ISDIR(path.lstat().st_mode) if kind == "directory" else stat.S_ISFIFO(path.lstat().st_mode)
