@@ -7,7 +7,9 @@ the output and renamed into place at the end, so a failed run never leaves a hal
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -21,6 +23,7 @@ from neuron_monitor.timeline.selection import Selection
 from neuron_monitor.timeline.source import SourceStats, iter_snapshots
 from neuron_monitor.timeline.trace import GROUP_BY, TraceConverter
 from neuron_monitor.timeline.trace_writer import TraceWriter
+from neuron_monitor.util.inputfile import kind_of
 
 WRITE_BUFFER = 1024 * 1024
 
@@ -86,6 +89,17 @@ def check_recordings(paths: Sequence[str]) -> None:
                 raise UsageError(f"{f} is a directory, not a recording")
 
 
+def check_output(output: str) -> None:
+    """OSError unless ``output`` is absent, a regular file or a link (the link itself is replaced): the trace is
+    written beside it and renamed over it, so `-o /dev/null` as root replaced /dev/null with a regular file."""
+    try:
+        mode = os.lstat(output).st_mode
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise OSError(errno.EINVAL, f"is {kind_of(mode)}, not a regular file (left as it is; -o - writes to stdout)")
+
+
 def run(
     paths: Sequence[str],
     selection: Selection,
@@ -95,8 +109,11 @@ def run(
     highlight: bool = False,
     resolution: float = 0.0,
 ) -> Result:
-    """Read every recording once; write the trace to ``output`` ("-" for stdout) when given."""
+    """Read every recording once; write the trace to ``output`` ("-" for stdout) when given. The trace is renamed
+    over ``output``: a FIFO, device node or directory there is refused first (OSError), never replaced."""
     stats = SourceStats()
+    if output is not None and output != "-":
+        check_output(output)
     if output is None:
         for snap in iter_snapshots(paths, stats):
             if selection.wants_time(snap.time):

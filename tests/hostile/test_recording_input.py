@@ -12,6 +12,7 @@ otherwise): the same bomb peaks at 55 MB.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -162,3 +163,22 @@ def test_a_record_path_that_is_no_regular_file_is_exit_2_and_left_alone(tmp_path
     assert p.stdout == ""
     if kind == "directory":
         assert (path / "kept").read_text() == "x" and not (tmp_path / "logs.1").exists()
+
+
+@pytest.mark.parametrize("module", ["det_cli", "trace_cli"])
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_an_output_that_is_no_regular_file_is_refused_and_left_alone(tmp_path: Path, module: str, kind: str) -> None:
+    """``-o PATH`` is written beside PATH and renamed over it: before, a FIFO or a device node there was replaced
+    by the trace (``-o /dev/null`` as root replaced /dev/null with a regular file). Now exit 2 with one line."""
+    rec = record(tmp_path / "rec.gz", [report(T0 + 1, [Rt(100, "train", [3])])])
+    path = tmp_path / "out"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    p = _run(module, str(rec), "-o", str(path))
+    words = "a FIFO" if kind == "fifo" else "a directory"
+    assert p.returncode == 2, p.stderr
+    assert f"{path}: is {words}, not a regular file (left as it is; -o - writes to stdout)" in p.stderr
+    mode = path.lstat().st_mode
+    assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISDIR(mode)
