@@ -177,6 +177,11 @@ def group_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """The groups' constructor options the command line sets (the plan carries them to the groups it builds)."""
     health: dict[str, Any] = {}
     if args.state_dir:
+        if os.path.exists(args.state_dir) and not os.path.isdir(args.state_dir):
+            # was taken as an empty state at every start, silently: a restart counted the boot's events again
+            given = any(a == "--state-dir" or a.startswith("--state-dir=") for a in sys.argv[1:])
+            name = "--state-dir " if given else "STATE_DIRECTORY="
+            raise ConfigError(f"{name}{args.state_dir}: not a directory (the fault-event state is kept in one)")
         health["state_dir"] = args.state_dir
     if args.health_watch_interval is not None:
         health["watch_interval"] = args.health_watch_interval

@@ -441,3 +441,23 @@ def _reported_in(path: Path) -> int:
             continue  # a line being written
         total += _reported(report)
     return total
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_a_state_dir_that_is_not_a_directory_is_exit_2_with_one_line(tmp_path: Path, how: str) -> None:
+    """``--state-dir`` (or systemd's ``$STATE_DIRECTORY``) naming a file: before, it was taken as an empty state at
+    every start without a word (the ledger's file could never be read or written there)."""
+    path = tmp_path / "state"
+    path.write_text("not a directory")
+    cmd = daemon_cmd("--simulate", "trn1.2xlarge", "--once", "--no-imds")
+    env = dict(os.environ)
+    if how == "flag":
+        cmd += ["--state-dir", str(path)]
+        name = f"--state-dir {path}"
+    else:
+        env["STATE_DIRECTORY"] = str(path)
+        name = f"STATE_DIRECTORY={path}"
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 2
+    assert p.stderr == f"neuron-monitor: {name}: not a directory (the fault-event state is kept in one)\n"
+    assert path.read_text() == "not a directory"
