@@ -17,11 +17,11 @@ groups' `top_bars` (CPU busy share, memory used); the models view is `top_models
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from neuron_monitor.daemon.tagmatch import TagFilter
 from neuron_monitor.schema import names as N
 from neuron_monitor.schema.info import HardwareInfo, InstanceInfo
 from neuron_monitor.schema.read import Group, Report, RuntimeEntry, read_report
@@ -386,7 +386,7 @@ def _device_rows(
     return tuple(devices)
 
 
-def screen_from_report(raw: Mapping[str, Any], tag_filter: re.Pattern[str] | None = None) -> Screen:
+def screen_from_report(raw: Mapping[str, Any], tag_filter: TagFilter | None = None) -> Screen:
     """Build the screen model of one report; runtimes whose tag does not match ``tag_filter`` are left out."""
     report = read_report(dict(raw))
     hw = report.hardware_info or HardwareInfo()

@@ -121,3 +121,39 @@ def test_catastrophic_filter_against_a_hostile_tag_keeps_reports_and_signals(tmp
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+REPORT_LINE = REPO / "tests" / "fixtures" / "reports" / "cwagent-test_trn1n32xl_report_line.json"
+
+
+def test_top_filters_a_hostile_tag_in_linear_time() -> None:
+    """``neuron-monitor-top --filter '(a+)+$'`` on a report whose runtime tag is 40 "a" and "!": RE2, as the
+    daemon. Before, top's filter was Python's ``re``: the run was still going when killed at 30 s (in C, holding the
+    GIL: no signal handler or watchdog could end it)."""
+    report = json.loads(REPORT_LINE.read_text())
+    for entry in report["neuron_runtime_data"]:
+        entry["neuron_runtime_tag"] = "a" * 40 + "!"
+    p = subprocess.run(
+        [sys.executable, "-m", "neuron_monitor.top.cli", "--stdin", "--once", "--filter", "(a+)+$"],
+        input=json.dumps(report) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert p.returncode == 0, p.stderr
+    assert f"runtimes (0, {len(report['neuron_runtime_data'])} hidden by the filter)" in p.stdout
+
+
+@pytest.mark.parametrize("pattern", ["(?=a)", "(a)\\1"])
+def test_top_refuses_what_re2_cannot_run_with_one_line(pattern: str) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "neuron_monitor.top.cli", "--stdin", "--once", "--filter", pattern],
+        input=REPORT_LINE.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert p.returncode == 2
+    assert p.stderr.startswith("neuron-monitor-top: --filter: invalid regular expression") and p.stderr.count("\n") == 1

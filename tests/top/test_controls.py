@@ -65,7 +65,7 @@ def test_bad_filter_is_refused_with_a_notice() -> None:
     st.press("f")
     st.press("(")
     st.press("enter")
-    assert st.filter_text == "" and "not a valid regular expression" in st.notice
+    assert st.filter_text == "" and "invalid regular expression" in st.notice
     st.press("d")
     assert st.notice == ""
 
