@@ -89,23 +89,23 @@ def main(argv: list[str] | None = None) -> int:
         detector = Detector(selection, hang_periods=args.hang_periods, merge_gap=args.merge_gap)
         result = run(args.recordings, selection, detector, args.output_file, args.group_by, highlight=True)
     except UsageError as e:
-        print(f"{parser.prog}: {e}", file=sys.stderr)
+        print(sanitize(f"{parser.prog}: {e}"), file=sys.stderr)
         return 2
     except OSError as e:
-        print(f"{parser.prog}: {e.filename or args.output_file}: {e.strerror or e}", file=sys.stderr)
+        print(sanitize(f"{parser.prog}: {e.filename or args.output_file}: {e.strerror or e}"), file=sys.stderr)
         return 2
     for err in result.stats.errors:
-        print(f"{parser.prog}: {err}", file=sys.stderr)
+        print(sanitize(f"{parser.prog}: {err}"), file=sys.stderr)
     if result.stats.in_range == 0:
         kept = f"; {args.output_file} not written" if args.output_file and args.output_file != "-" else ""
-        print(f"neuron-monitor-det: {nothing_to_show(result.stats)}{kept}", file=sys.stderr)
+        print(sanitize(f"neuron-monitor-det: {nothing_to_show(result.stats)}{kept}"), file=sys.stderr)
         return 2
     problems = result.problems
     days = {clock(t, True)[:10] for p in problems for t in (p.start, p.end)}
     for p in problems:
         print(sanitize(p.line(with_date=len(days) > 1, with_instance=len(detector.instances) > 1)))
     summary = f"{len(problems)} problem(s) detected" if problems else "no errors detected"
-    print(f"{parser.prog}: {summary}; {result.stats.summary()}", file=sys.stderr)
+    print(sanitize(f"{parser.prog}: {summary}; {result.stats.summary()}"), file=sys.stderr)
     return 1 if problems else 0
 
 

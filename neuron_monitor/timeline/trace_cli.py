@@ -23,6 +23,7 @@ from neuron_monitor.timeline.convert import (
 )
 from neuron_monitor.timeline.detect import Detector
 from neuron_monitor.util.cli_common import ArgumentParser, add_verbosity, called_name, setup_logging
+from neuron_monitor.util.sanitize import sanitize
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,22 +60,24 @@ def main(argv: list[str] | None = None) -> int:
             args.recordings, selection, Detector(selection), args.output, args.group_by, resolution=args.resolution
         )
     except UsageError as e:
-        print(f"neuron-monitor-trace: {e}", file=sys.stderr)
+        print(sanitize(f"neuron-monitor-trace: {e}"), file=sys.stderr)
         return 2
     except OSError as e:
-        print(f"neuron-monitor-trace: {e.filename or args.output}: {e.strerror or e}", file=sys.stderr)
+        print(sanitize(f"neuron-monitor-trace: {e.filename or args.output}: {e.strerror or e}"), file=sys.stderr)
         return 2
     for err in result.stats.errors:
-        print(f"neuron-monitor-trace: {err}", file=sys.stderr)
+        print(sanitize(f"neuron-monitor-trace: {err}"), file=sys.stderr)
     if result.stats.in_range == 0:
         kept = "" if args.output == "-" else f"; {args.output} not written"
-        print(f"neuron-monitor-trace: {nothing_to_show(result.stats)}{kept}", file=sys.stderr)
+        print(sanitize(f"neuron-monitor-trace: {nothing_to_show(result.stats)}{kept}"), file=sys.stderr)
         return 1
     if not args.quiet:
         where = "stdout" if args.output == "-" else args.output
         print(
-            f"neuron-monitor-trace: wrote {where}: {result.events} events, {len(result.problems)} error episodes; "
-            f"{result.stats.summary()}",
+            sanitize(
+                f"neuron-monitor-trace: wrote {where}: {result.events} events, {len(result.problems)} error episodes; "
+                f"{result.stats.summary()}"
+            ),
             file=sys.stderr,
         )
     return 0

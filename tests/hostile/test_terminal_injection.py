@@ -236,3 +236,20 @@ def test_a_usage_error_line_shows_the_argument_inert(name: str) -> None:
     assert p.returncode == 2
     assert_clean(p.stderr.rstrip("\n"))
     assert "unrecognized arguments: --no-such-flag=x" in p.stderr
+
+
+@pytest.mark.parametrize("module", ["det_cli", "trace_cli"])
+@pytest.mark.parametrize("name", ["OSC 52 clipboard", "clear screen", "bidi override"])
+def test_timeline_lines_show_a_file_name_inert(tmp_path: Path, module: str, name: str) -> None:
+    """A recording's file name is echoed by neuron-monitor-det/-trace's lines (a glob over a log directory others
+    can write to): before, its controls reached the terminal raw."""
+    missing = tmp_path / f"rec{ATTACKS[name]}.gz"
+    p = subprocess.run(
+        [sys.executable, "-m", f"neuron_monitor.timeline.{module}", str(missing), "-o", str(tmp_path / "t.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 2
+    assert_clean(p.stderr.rstrip("\n"))
+    assert "no such recording" in p.stderr
