@@ -11,13 +11,9 @@ does); a terminal reporting more is drawn at 4096 x 4096 (31 MB peak).
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
-import struct
 import subprocess
 import sys
-import termios
 import threading
 import time
 from pathlib import Path
@@ -25,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from .peak_rss import launched, peak
+from .pty_terminal import on_a_terminal
 
 DEADLINE = 90.0
 TOP = [sys.executable, "-m", "neuron_monitor.top.cli"]
@@ -73,42 +70,16 @@ def test_a_width_or_height_past_the_layouts_cap_is_exit_2_with_one_line(flag: st
 def test_a_terminal_reporting_a_huge_size_is_drawn_at_the_cap(tmp_path: Path) -> None:
     """A pseudo-terminal that says it has 30000 x 30000 cells: the live view draws (at 4096 x 4096), quits on q
     with exit 0, and its peak RSS stays far below a frame of the reported size."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30000, 30000, 0, 0))
-    proc = subprocess.Popen(
-        launched([*TOP, "--simulate", "trn1.2xlarge"], tmp_path / "peak"),
-        preexec_fn=lambda: os.login_tty(slave),
-        close_fds=True,
-    )
-    os.close(slave)
-    shown = [0]
-
-    def terminal() -> None:  # reads what top draws, as a terminal does, until top is gone
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            shown[0] += len(data)
-
-    threading.Thread(target=terminal, daemon=True).start()
-    killer = threading.Timer(DEADLINE * 2, proc.kill)  # the deadline of the wait below
+    top = on_a_terminal(launched([*TOP, "--simulate", "trn1.2xlarge"], tmp_path / "peak"), 30000, 30000)
+    killer = threading.Timer(DEADLINE * 2, top.proc.kill)  # the deadline of the wait below
     killer.start()
     try:
-        deadline = time.monotonic() + DEADLINE
-        while shown[0] < 20_000:  # the live view is up and drawing
-            assert proc.poll() is None and time.monotonic() < deadline, (proc.poll(), shown[0])
-            time.sleep(0.05)
-        os.write(master, b"q")
-        proc.wait()
+        top.wait_drawing(20_000, time.monotonic() + DEADLINE)  # the live view is up and drawing
+        os.write(top.master, b"q")
+        top.proc.wait()
     finally:
         killer.cancel()
-        if proc.returncode is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
-    assert proc.returncode == 0
+        top.close()
+    assert top.proc.returncode == 0
     rss = peak(tmp_path / "peak")  # top's own, not the test process's (tests/hostile/peak_rss.py)
     assert rss < 600 * MIB, f"top peaked at {rss / MIB:.0f} MiB for a 30000 x 30000 terminal"

@@ -9,46 +9,24 @@ what top draws, then types Ctrl-S); waits have generous deadlines and no time is
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import signal
-import struct
 import subprocess
 import sys
-import termios
-import threading
 import time
+
+from .pty_terminal import on_a_terminal
 
 DEADLINE = 60.0
 
 
 def test_sigterm_while_the_terminal_output_is_stopped() -> None:
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
-    top = os.path.join(os.path.dirname(sys.executable), "neuron-monitor-top")
-    proc = subprocess.Popen(
-        [top, "--simulate", "trn2.48xlarge"], preexec_fn=lambda: os.login_tty(slave), close_fds=True
-    )
-    os.close(slave)
-    shown = [0]
-
-    def terminal() -> None:  # reads what top draws, as a terminal does, until top is gone
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            shown[0] += len(data)
-
-    threading.Thread(target=terminal, daemon=True).start()
+    top = on_a_terminal([os.path.join(os.path.dirname(sys.executable), "neuron-monitor-top"), "--simulate",
+                         "trn2.48xlarge"], 50, 200)  # fmt: skip
+    proc, master = top.proc, top.master
     try:
         deadline = time.monotonic() + DEADLINE
-        while shown[0] < 20_000:  # the live view is up and drawing
-            assert proc.poll() is None and time.monotonic() < deadline, (proc.poll(), shown[0])
-            time.sleep(0.05)
+        top.wait_drawing(20_000, deadline)  # the live view is up and drawing
         os.write(master, b"\x13")  # Ctrl-S: the terminal stops output
         while _wchan(proc.pid) not in ("wait_woken", "n_tty_write"):  # a frame's write waits for the terminal
             assert proc.poll() is None and time.monotonic() < deadline, _wchan(proc.pid)
@@ -61,9 +39,7 @@ def test_sigterm_while_the_terminal_output_is_stopped() -> None:
         assert code == 0
     finally:
         os.write(master, b"\x11")  # Ctrl-Q: output resumes (what let the old top end)
-        proc.kill()
-        proc.wait()
-        os.close(master)
+        top.close()
 
 
 def _wchan(pid: int) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,8 @@ import pytest
 import yaml
 
 from neuron_monitor.sim.temporary import TemporarySimulator
-from tests.exporters.prometheus.prom_helpers import start_daemon
-from tests.exporters.prometheus.prom_process import ExporterProcess
+from tests.exporters.prometheus.alert_pipeline import LOAD_SENSITIVE, RULES, Pipeline, alerting, wait_firing
 from tests.exporters.prometheus.prom_server import PROMETHEUS, PrometheusServer
-from tests.exporters.prometheus.test_alerts_e2e import LOAD_SENSITIVE, RULES, shortened_rules
 
 pytestmark = [
     pytest.mark.e2e,
@@ -69,62 +66,27 @@ def _key(alert: dict[str, Any]) -> tuple[str, str]:
     return labels["alertname"], about or ""
 
 
-class Pipeline:
-    """The simulated host with its build-time faults, its daemon (1 s period) and its exporter."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.sim = TemporarySimulator(
-            "trn1.32xlarge", runtimes=2, seed=3, exec_rate=100, ecc_rate=0, absent_nodes={6: ["ecc"]}
-        )
-        self.sim.start()
-        node = self.sim.root / "dev" / "neuron9"
-        node.unlink()
-        os.mkfifo(node)  # opened by nobody but the daemon, which refuses it unopened
-        self.daemon = start_daemon(self.sim.root, workdir / "monitor.conf", RUNTIME_GROUPS, SYSTEM_GROUPS)
-        assert self.daemon.stdout is not None
-        self.exporter = ExporterProcess(stdin=self.daemon.stdout)
-        self.daemon.stdout.close()  # the exporter holds the pipe now
-        self.target = f"127.0.0.1:{self.exporter.port}"
-
-    def stop(self) -> None:
-        if self.daemon.poll() is None:
-            self.daemon.send_signal(signal.SIGCONT)
-            self.daemon.terminate()
-            self.daemon.wait(15)
-        self.exporter.stop()
-        self.sim.close()
+def _prepare(root: Path) -> None:
+    node = root / "dev" / "neuron9"
+    node.unlink()
+    os.mkfifo(node)  # opened by nobody but the daemon, which refuses it unopened
 
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory, native_mode: str) -> Iterator[tuple[Pipeline, PrometheusServer]]:
+    """The simulated trn1.32xlarge with its build-time faults (device 6 without its ECC counter files, /dev/neuron9
+    a FIFO), its daemon and exporter, and Prometheus; made again for each mode."""
     workdir = tmp_path_factory.mktemp("alerts-devices")
-    rules = workdir / "neuron-monitor.rules.yml"
-    rules.write_text(shortened_rules(RULES.read_text()))
-    pipeline = Pipeline(workdir)
-    prom = None
-    try:
-        prom = PrometheusServer(workdir, [pipeline.target], job_name="neuron-monitor", rule_files=(rules,))
-        prom.wait_value("sum(neuron_exporter_up)", lambda v: v == 1, timeout=120)
-        prom.wait_value("count(efa_link_up == 1)", lambda v: v == 8, timeout=120)
-        yield pipeline, prom
-    finally:
-        if prom is not None:
-            prom.stop()
-        pipeline.stop()
 
+    def pipeline() -> Pipeline:
+        sim = TemporarySimulator(
+            "trn1.32xlarge", runtimes=2, seed=3, exec_rate=100, ecc_rate=0, absent_nodes={6: ["ecc"]}
+        )
+        return Pipeline(workdir, sim, RUNTIME_GROUPS, SYSTEM_GROUPS, prepare=_prepare)
 
-def _wait_firing(prom: PrometheusServer, wanted: set[tuple[str, str]], timeout: float) -> dict[tuple[str, str], Any]:
-    """Polls /api/v1/alerts until every wanted alert has been seen firing (not necessarily all at once)."""
-    seen: dict[tuple[str, str], Any] = {}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for alert in prom.alerts():
-            if alert["state"] == "firing" and _key(alert) in wanted:
-                seen.setdefault(_key(alert), alert)
-        if set(seen) >= wanted:
-            return seen
-        time.sleep(0.5)
-    raise AssertionError(f"never firing: {sorted(wanted - set(seen))}; active now: {[_key(a) for a in prom.alerts()]}")
+    ready = [("sum(neuron_exporter_up)", lambda v: v == 1), ("count(efa_link_up == 1)", lambda v: v == 8)]
+    with alerting(workdir, pipeline, ready, timeout=120) as made:
+        yield made
 
 
 def test_device_and_efa_faults_raise_their_alerts_and_nothing_else(
@@ -145,7 +107,7 @@ def test_device_and_efa_faults_raise_their_alerts_and_nothing_else(
     ):
         assert sim.command(kind, **params)["ok"], kind
 
-    seen = _wait_firing(prom, EXPECTED, timeout=240)
+    seen = wait_firing(prom, EXPECTED, _key, timeout=240)
 
     for alert in seen.values():
         assert alert["labels"]["instance"] == pipeline.target
@@ -177,7 +139,7 @@ def test_a_daemon_that_stops_writing_raises_input_stale(system: tuple[Pipeline, 
     """The DaemonSet's case: the daemon hangs with its end of the pipe open (no EOF), the exporter's reports age."""
     pipeline, prom = system
     pipeline.daemon.send_signal(signal.SIGSTOP)
-    seen = _wait_firing(prom, {("NeuronExporterInputStale", "")}, timeout=180)
+    seen = wait_firing(prom, {("NeuronExporterInputStale", "")}, _key, timeout=180)
     alert = seen[("NeuronExporterInputStale", "")]
     assert alert["labels"]["instance"] == pipeline.target
     assert "stdin is closed" not in alert["annotations"]["description"]

@@ -19,8 +19,14 @@ import pytest
 import yaml
 
 from neuron_monitor.sim.temporary import TemporarySimulator
-from tests.exporters.prometheus.prom_helpers import start_daemon
-from tests.exporters.prometheus.prom_process import ExporterProcess
+from tests.exporters.prometheus.alert_pipeline import (
+    LOAD_SENSITIVE,
+    RULES,
+    Pipeline,
+    alerting,
+    shortened_rules,
+    wait_firing,
+)
 from tests.exporters.prometheus.prom_server import PROMETHEUS, PrometheusServer
 
 pytestmark = [
@@ -29,7 +35,6 @@ pytestmark = [
 ]
 
 REPO = Path(__file__).resolve().parents[3]
-RULES = REPO / "deploy" / "prometheus" / "neuron-monitor.rules.yml"
 RUNTIME_GROUPS = ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage", "execution_stats")
 SYSTEM_GROUPS = ("vcpu_usage", "memory_info", "neuron_hw_counters")
 EXPECTED = {
@@ -43,28 +48,6 @@ EXPECTED = {
     # injected uncorrected ECC makes that device's verdict unhealthy too
     ("NeuronDeviceUnhealthy", ""),
 }
-# Alerts about the monitoring pipeline's own timing (scrape failures, late or skipped reports): a loaded CI machine
-# can legitimately raise them within shortened windows, so they are not asserted silent. Input staleness is
-# asserted positively at the end.
-LOAD_SENSITIVE = {
-    "NeuronExporterDown",
-    "NeuronExporterInputStale",
-    "NeuronMonitorDaemonLagging",
-    "NeuronMonitorCollectionsSkipped",
-}
-
-
-def shortened_rules(text: str) -> str:
-    """The rules with test-sized times: ``for`` divided by 60 (at least 5 s), every range window 1 minute, and the
-    "errors in 5 minutes" factor (``* 300``) scaled to that window (``* 60``). Nothing else changes."""
-
-    def short_for(m: re.Match[str]) -> str:
-        seconds = int(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)]
-        return f"for: {max(seconds // 60, 5)}s"
-
-    text = re.sub(r"for: (\d+)([smh])\b", short_for, text)
-    text = re.sub(r"\[(\d+)[smh]\]", "[1m]", text)
-    return text.replace(" * 300 ", " * 60 ")
 
 
 def test_shortened_rules_change_only_times() -> None:
@@ -79,62 +62,27 @@ def test_shortened_rules_change_only_times() -> None:
                 assert a["for"].endswith("s") and 5 <= int(a["for"][:-1]) <= 30
 
 
-class Pipeline:
-    """One simulated trn1.2xlarge (two runtimes, one core each), its daemon (1 s period) and exporter."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.sim = TemporarySimulator("trn1.2xlarge", runtimes=2, seed=7, exec_rate=100, ecc_rate=0)
-        self.sim.start()
-        self.daemon = start_daemon(self.sim.root, workdir / "monitor.conf", RUNTIME_GROUPS, SYSTEM_GROUPS)
-        assert self.daemon.stdout is not None
-        self.exporter = ExporterProcess(stdin=self.daemon.stdout)
-        self.daemon.stdout.close()  # the exporter holds the pipe now
-        self.target = f"127.0.0.1:{self.exporter.port}"
-
-    def stop(self) -> None:
-        if self.daemon.poll() is None:
-            self.daemon.terminate()
-            self.daemon.wait(15)
-        self.exporter.stop()
-        self.sim.close()
-
-
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory, native_mode: str) -> Iterator[tuple[Pipeline, PrometheusServer]]:
-    """Made again for each mode (``native_mode``): the pure mode's daemon and exporter must be pure ones."""
+    """Made again for each mode (``native_mode``): the pure mode's daemon and exporter must be pure ones. One
+    simulated trn1.2xlarge (two runtimes, one core each)."""
     workdir = tmp_path_factory.mktemp("alerts")
-    rules = workdir / "neuron-monitor.rules.yml"
-    rules.write_text(shortened_rules(RULES.read_text()))
-    pipeline = Pipeline(workdir)
-    prom = None
-    try:
-        prom = PrometheusServer(workdir, [pipeline.target], job_name="neuron-monitor", rule_files=(rules,))
-        prom.wait_value("sum(neuron_exporter_up)", lambda v: v == 1, timeout=60)
-        prom.wait_value("count(neuroncore_utilization_ratio > 0)", lambda v: v == 2, timeout=60)
-        assert prom.wait_value("count(neuron:device_memory_used:ratio)", lambda v: v == 1, timeout=60) == 1
-        yield pipeline, prom
-    finally:
-        if prom is not None:
-            prom.stop()
-        pipeline.stop()
+
+    def pipeline() -> Pipeline:
+        sim = TemporarySimulator("trn1.2xlarge", runtimes=2, seed=7, exec_rate=100, ecc_rate=0)
+        return Pipeline(workdir, sim, RUNTIME_GROUPS, SYSTEM_GROUPS)
+
+    ready = [
+        ("sum(neuron_exporter_up)", lambda v: v == 1),
+        ("count(neuroncore_utilization_ratio > 0)", lambda v: v == 2),
+        ("count(neuron:device_memory_used:ratio)", lambda v: v == 1),
+    ]
+    with alerting(workdir, pipeline, ready, timeout=60) as made:
+        yield made
 
 
 def _key(alert: dict[str, Any]) -> tuple[str, str]:
     return alert["labels"]["alertname"], alert["labels"].get("runtime_tag", "")
-
-
-def _wait_firing(prom: PrometheusServer, wanted: set[tuple[str, str]], timeout: float) -> dict[tuple[str, str], Any]:
-    """Polls /api/v1/alerts until every wanted alert has been seen firing (not necessarily all at once)."""
-    seen: dict[tuple[str, str], Any] = {}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for alert in prom.alerts():
-            if alert["state"] == "firing" and _key(alert) in wanted:
-                seen.setdefault(_key(alert), alert)
-        if set(seen) >= wanted:
-            return seen
-        time.sleep(0.5)
-    raise AssertionError(f"never firing: {sorted(wanted - set(seen))}; active now: {[_key(a) for a in prom.alerts()]}")
 
 
 def test_injected_faults_raise_their_alerts_and_nothing_else(system: tuple[Pipeline, PrometheusServer]) -> None:
@@ -148,7 +96,7 @@ def test_injected_faults_raise_their_alerts_and_nothing_else(system: tuple[Pipel
     sim.inject("failed_to_queue_burst", tag="job-01", count=600)
     sim.inject("ecc_uncorrected", device=0, count=2, memory="mem")
 
-    seen = _wait_firing(prom, EXPECTED, timeout=150)
+    seen = wait_firing(prom, EXPECTED, _key, timeout=150)
 
     err = seen[("NeuronExecutionErrorRateHigh", "job-01")]["labels"]
     assert err["error_type"] == "numerical" and err["severity"] == "warning"
@@ -183,7 +131,7 @@ def test_stopping_the_daemon_raises_input_stale(system: tuple[Pipeline, Promethe
     pipeline, prom = system
     pipeline.daemon.terminate()
     pipeline.daemon.wait(15)
-    seen = _wait_firing(prom, {("NeuronExporterInputStale", "")}, timeout=120)
+    seen = wait_firing(prom, {("NeuronExporterInputStale", "")}, _key, timeout=120)
     alert = seen[("NeuronExporterInputStale", "")]
     assert alert["labels"]["instance"] == pipeline.target
     assert "its stdin is closed" in alert["annotations"]["description"]
