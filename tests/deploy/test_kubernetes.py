@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 import yaml
 
 from neuron_monitor.daemon.config import plan_from_data
-from tests.hostile.test_listen_loopback import listening_addresses
+from tests.hostile.test_listen_loopback import announced_port, listening_addresses
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "kubernetes"
@@ -286,14 +285,7 @@ def test_the_exporter_listens_where_the_probes_and_prometheus_connect(tmp_path: 
     proc = subprocess.Popen([*exporter["command"][:-1], cmd], stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stderr is not None
-        served = 0
-        deadline = time.monotonic() + 60
-        while not served and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            assert line, "the exporter exited before it served"
-            if m := re.search(r"server at \S+ port (\d+)", line):
-                served = int(m.group(1))
-        assert served, "the exporter did not say its port within 60 s"
+        served = announced_port(proc)
         addresses = listening_addresses(served)
         ipv6 = Path("/proc/net/tcp6").exists()  # a kernel without IPv6: every IPv4 address (the fallback)
         assert addresses == ["0" * (32 if ipv6 else 8)], (

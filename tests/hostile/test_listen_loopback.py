@@ -38,19 +38,23 @@ def listening_addresses(port: int) -> list[str]:
     return found
 
 
+def announced_port(proc: subprocess.Popen[str]) -> int:
+    """The port the exporter says it serves on (its "server at ... port N" line on stderr, within 60 s)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        assert line, "the exporter exited before it served"
+        if m := re.search(r"server at \S+ port (\d+)", line):
+            return int(m.group(1))
+    raise AssertionError("the exporter did not say its port within 60 s")
+
+
 def test_the_exporter_started_without_bind_listens_on_loopback_only() -> None:
     proc = subprocess.Popen(exporter_cmd("--port", "0"), stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
-        port = 0
-        deadline = time.monotonic() + 60
-        while not port and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            assert line, "the exporter exited before it served"
-            if m := re.search(r"server at \S+ port (\d+)", line):
-                port = int(m.group(1))
-        assert port, "the exporter did not say its port within 60 s"
-        addresses = listening_addresses(port)
+        addresses = listening_addresses(announced_port(proc))
         assert addresses == ["0100007F"], f"listening on {addresses} (hex), not 127.0.0.1 alone"
     finally:
         proc.kill()
