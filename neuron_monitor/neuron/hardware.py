@@ -4,13 +4,16 @@ neuron-monitor's strings differ from the driver's (its ``neuron_device_version``
 trn2 v4, while sysfs says NDv2, NDv3, NDv3), so they come from a table keyed by the sysfs ``device_name`` (with
 ``arch_type`` as a fallback). Device memory has no sysfs file: it is a per-chip constant. The logical NeuronCore
 config (LNC) comes from ``NEURON_LOGICAL_NC_CONFIG`` in our environment, else
-``<root>/opt/aws/neuron/logical_nc_config``, else the chip's default (2 on Trn2/Trn3, 1 elsewhere).
+``<root>/opt/aws/neuron/logical_nc_config``, else the chip's default (2 on Trn2/Trn3, 1 elsewhere). A value the
+chip cannot take (``abc``, ``3``, 2 on a chip without LNC=2) is not used, and said once in the log: the cores
+would otherwise be counted with an LNC the user did not ask for, without a word.
 Inferred (no public source): the inf1 strings ("inferentia", "v1", "v1") and the trn3 ones ("trainium3", "v5",
 "v4"/"v4d").
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -18,6 +21,10 @@ from typing import Any
 
 from neuron_monitor.host.rootfs import RootFS
 from neuron_monitor.neuron.sysfs import DriverTree
+from neuron_monitor.util.sanitize import sanitize
+
+log = logging.getLogger("neuron_monitor.neuron.hardware")
+_WARNED: set[tuple[str, str, int]] = set()  # (where, value, default) already said: once each, not per report
 
 GIB = 1024**3
 
@@ -64,17 +71,33 @@ def chip_for(device_name: str, nd_arch: str, nc_arch: str) -> tuple[str, Chip | 
 
 
 def configured_lnc(root: RootFS, chip: Chip | None) -> int:
+    """The logical NeuronCore config: the environment's, else the file's, else the chip's default (a value the chip
+    cannot take is warned about once and not used)."""
     default = chip.default_lnc if chip else 1
     value = os.environ.get("NEURON_LOGICAL_NC_CONFIG", "").strip()
+    where = "NEURON_LOGICAL_NC_CONFIG"
     if not value:
+        where = f"<root>/{LNC_FILE}"
         try:
-            m = re.search(r"NEURON_LOGICAL_NC_CONFIG\s*=\s*(\d+)", root.read_text(LNC_FILE))
+            m = re.search(r"NEURON_LOGICAL_NC_CONFIG[ \t]*=[ \t]*(\S*)", root.read_text(LNC_FILE))
             value = m.group(1) if m else ""
         except OSError:
             value = ""
+    if not value:
+        return default
     if value in ("1", "2") and (value == "1" or default == 2):
         return int(value)
+    _warn_once(where, value, default)
     return default
+
+
+def _warn_once(where: str, value: str, default: int) -> None:
+    key = (where, value[:64], default)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        shown = sanitize(repr(value[:64]))
+        log.warning("%s=%s is not a logical NeuronCore config this chip takes (1 or 2 on Trn2/Trn3, 1 elsewhere): "
+                    "counting cores with the chip's default, %d", where, shown, default)  # fmt: skip
 
 
 def read_topology(root: RootFS) -> Topology:
