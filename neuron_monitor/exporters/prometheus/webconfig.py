@@ -97,12 +97,32 @@ def _check_regular(p: Path, key: str, value: str) -> None:
         raise WebConfigError(f"web config {p}: tls_server_config.{key}: {shown(value)} is {kind_of(mode)}")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that names one key twice (exporter-toolkit's strict Go parser refuses
+    it too): two ``basic_auth_users`` entries for one user would otherwise keep the last hash without a word."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: the base class names it
+                break
+            if duplicate:
+                line = key_node.start_mark.line + 1
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {shown(key)} on line {line}")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
     """Read and validate the web config: a regular file of at most 1 MiB, opened without blocking
     (see inputfile.py); every problem is one `WebConfigError` line."""
     p = Path(path)
     try:
-        raw = yaml.safe_load(read_regular(p, CONFIG_MAX_BYTES, f"cannot read web config {p}").decode("utf-8"))
+        text = read_regular(p, CONFIG_MAX_BYTES, f"cannot read web config {p}").decode("utf-8")
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
     except InputFileError as e:
         raise WebConfigError(str(e)) from None
     except UnicodeDecodeError:

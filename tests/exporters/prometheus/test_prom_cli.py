@@ -58,6 +58,10 @@ def test_bad_usage_exits_2_with_one_line(args: list[str]) -> None:
         ("basic_auth_users: {alice: plaintext}\ntls_server_config: {cert_file: a, key_file: b}", "not a bcrypt hash"),
         ("tls_server_config: {cert_file: a, key_file: b, cipher_suites: [x]}", "unsupported setting"),
         ("basic_auth_users: {}", "no tls_server_config"),
+        (  # one user twice: which hash would hold? exporter-toolkit's strict parser refuses it, and so do we
+            "tls_server_config: {cert_file: a, key_file: b}\nbasic_auth_users:\n  alice: x\n  bob: y\n  alice: z\n",
+            "not valid YAML: duplicate key 'alice' on line 5",
+        ),
         ("tls_server_config: {cert_file: missing.crt, key_file: missing.key}", "cannot load TLS certificate"),
     ],
 )
