@@ -10,8 +10,6 @@ error is ``neuron_k8s_info``'s alone.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tracemalloc
 from collections.abc import Iterator
 from concurrent import futures
@@ -20,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.k8s.test_daemon_k8s_info import read_reports_until
+from tests.k8s.test_daemon_k8s_info import read_reports_until, start_daemon
 
 grpc = pytest.importorskip("grpc")
 
@@ -29,7 +27,6 @@ from neuron_monitor.k8s.podresources import PodResourcesClient, PodResourcesErro
 MAX_ENTRIES = 100_000  # podresources.MAX_ENTRIES
 
 MIB = 1024 * 1024
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _varint(n: int) -> bytes:
@@ -126,12 +123,7 @@ def test_an_allocatable_answer_of_millions_of_entries_is_refused(kubelet: Kubele
 
 def test_the_daemon_names_it_in_neuron_k8s_info_and_goes_on(kubelet: Kubelet, tmp_path: Path) -> None:
     kubelet.answer = ANSWERS["empty pods"]
-    conf = tmp_path / "monitor.conf"
-    conf.write_text('{"period": "200ms", "system_metrics": [{"type": "memory_info"}]}')
-    cmd = [sys.executable, "-m", "neuron_monitor.daemon.cli", "-c", str(conf), "--no-imds", "--k8s-info"]
-    proc = subprocess.Popen(
-        [*cmd, "--pod-resources-socket", kubelet.path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
-    )
+    proc = start_daemon(tmp_path, kubelet.path)
     try:
         report = read_reports_until(
             proc, lambda r: "more than" in r.get("neuron_k8s_info", {}).get("error", ""), timeout=120

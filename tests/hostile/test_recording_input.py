@@ -25,6 +25,7 @@ from neuron_monitor.timeline import recording
 from neuron_monitor.timeline.recording import RecordingReader
 
 from ..timeline.factory import T0, Rt, record, report
+from ..timeline.test_cli import run as _run
 from .peak_rss import launched, peak
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,18 +47,6 @@ def _good_lines(tmp_path: Path) -> bytes:
 
     rec = record(tmp_path / "good.gz", [report(T0 + 1, [Rt(100, "train", [3])])])
     return gzip.decompress(rec.read_bytes())
-
-
-def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return subprocess.run(
-        [sys.executable, "-m", f"neuron_monitor.timeline.{module}", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
 
 
 @pytest.mark.parametrize("form", ["gzip", "plain"])
